@@ -1,0 +1,405 @@
+//! Configuration: serde structs whose defaults live in `config/default.toml` (embedded in the
+//! binary), layered with an optional file and then environment variables, and validated at
+//! start-up with errors that name the offending key.
+//!
+//! Layers, later wins:
+//! 1. `config/default.toml` (compiled in, so the binary runs with no files around it);
+//! 2. a TOML file (`--config PATH` or `PERSONA_PREFS_CONFIG`), which may set any subset of keys;
+//! 3. `PERSONA_PREFS__<SECTION>__<KEY>=value` environment variables (value parsed as TOML,
+//!    falling back to a plain string), plus the short forms `REDIS_URL`, `NATS_URL` and
+//!    `PERSONA_PREFS_MODEL_DIR`.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+pub use crate::embed::EmbedConfig;
+pub use crate::extract::ExtractConfig;
+pub use crate::ingest::IngestConfig;
+pub use crate::serve::ServeConfig;
+
+const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+const ENV_PREFIX: &str = "PERSONA_PREFS__";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub redis: RedisConfig,
+    pub store: StoreConfig,
+    pub nats: NatsConfig,
+    pub extract: ExtractConfig,
+    pub embed: EmbedConfig,
+    pub ingest: IngestConfig,
+    pub serve: ServeConfig,
+    pub metrics: MetricsConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    pub url: String,
+    pub key_prefix: String,
+    pub index_name: String,
+    pub response_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    pub embedding_dims: usize,
+    pub reinforce_rate: f64,
+    pub evolved_strength: f64,
+    pub default_strength: f64,
+    pub categories: Vec<String>,
+    pub fallback_category: String,
+    pub max_name_chars: usize,
+    pub max_opinion_chars: usize,
+    pub conflict_top_k: usize,
+    pub conflict_threshold: f64,
+    pub user_relevance_floor: f64,
+    pub max_top_k: usize,
+    pub max_injection_count: usize,
+    pub max_injection_chars: usize,
+    pub max_related_ids: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsConfig {
+    pub url: String,
+    /// Upper bound on one request or event payload, in bytes.
+    pub max_payload_bytes: usize,
+    pub connect_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Address of the Prometheus `/metrics`, `/healthz` and `/readyz` listener; empty disables it.
+    pub listen: String,
+    pub namespace: String,
+}
+
+/// A configuration problem, always naming the key (or variable, or file) at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: {message}")]
+    File { path: String, message: String },
+    #[error("environment variable {variable}: {message}")]
+    Env { variable: String, message: String },
+    #[error("config: {message}")]
+    Parse { message: String },
+    #[error("config key `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl Config {
+    /// Defaults, then `file` (if any), then the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Config::load_from(file, &env)
+    }
+
+    /// The embedded defaults only, validated. Tests start from this and adjust fields.
+    pub fn defaults() -> Config {
+        Config::load_from(None, &[]).expect("config/default.toml is valid")
+    }
+
+    /// Like [`Config::load`] with an explicit environment, so tests need not mutate the process's.
+    pub fn load_from(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, ConfigError> {
+        let mut value: toml::Value =
+            toml::from_str(DEFAULT_TOML).map_err(|error| ConfigError::Parse {
+                message: format!("embedded default.toml: {error}"),
+            })?;
+        let file = file.map(Path::to_path_buf).or_else(|| {
+            env.iter()
+                .find(|(name, _)| name == "PERSONA_PREFS_CONFIG")
+                .map(|(_, path)| path.into())
+        });
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::File {
+                path: path.display().to_string(),
+                message: error.to_string(),
+            })?;
+            let overlay: toml::Value =
+                toml::from_str(&text).map_err(|error| ConfigError::File {
+                    path: path.display().to_string(),
+                    message: error.to_string(),
+                })?;
+            merge(&mut value, overlay);
+        }
+        for (variable, raw) in env {
+            let path: Vec<String> = match variable.as_str() {
+                "REDIS_URL" => vec!["redis".into(), "url".into()],
+                "NATS_URL" => vec!["nats".into(), "url".into()],
+                "PERSONA_PREFS_MODEL_DIR" => vec!["embed".into(), "model_dir".into()],
+                other => match other.strip_prefix(ENV_PREFIX) {
+                    Some(rest) => rest.split("__").map(str::to_ascii_lowercase).collect(),
+                    None => continue,
+                },
+            };
+            set_path(&mut value, &path, parse_env_value(raw)).map_err(|message| {
+                ConfigError::Env {
+                    variable: variable.clone(),
+                    message,
+                }
+            })?;
+        }
+        let config: Config =
+            value
+                .try_into()
+                .map_err(|error: toml::de::Error| ConfigError::Parse {
+                    message: error.to_string().trim().replace('\n', " "),
+                })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks that serde cannot express; every error names its key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            message,
+        };
+        let unit = |key: &str, value: f64| {
+            if (0.0..=1.0).contains(&value) {
+                Ok(())
+            } else {
+                Err(invalid(key, format!("must be within [0, 1], got {value}")))
+            }
+        };
+        if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
+            return Err(invalid(
+                "redis.url",
+                format!(
+                    "must start with redis:// or rediss://, got {:?}",
+                    self.redis.url
+                ),
+            ));
+        }
+        if self.redis.key_prefix.is_empty() || self.redis.key_prefix.contains(char::is_whitespace) {
+            return Err(invalid(
+                "redis.key_prefix",
+                "must be non-empty without whitespace".into(),
+            ));
+        }
+        if self.redis.index_name.is_empty() || self.redis.index_name.contains(char::is_whitespace) {
+            return Err(invalid(
+                "redis.index_name",
+                "must be non-empty without whitespace".into(),
+            ));
+        }
+        if self.redis.response_timeout_ms == 0 {
+            return Err(invalid(
+                "redis.response_timeout_ms",
+                "must be positive".into(),
+            ));
+        }
+        let store = &self.store;
+        if !(1..=32768).contains(&store.embedding_dims) {
+            return Err(invalid(
+                "store.embedding_dims",
+                format!("must be within 1..=32768, got {}", store.embedding_dims),
+            ));
+        }
+        if !(store.reinforce_rate > 0.0 && store.reinforce_rate <= 1.0) {
+            return Err(invalid(
+                "store.reinforce_rate",
+                format!("must be within (0, 1], got {}", store.reinforce_rate),
+            ));
+        }
+        unit("store.evolved_strength", store.evolved_strength)?;
+        unit("store.default_strength", store.default_strength)?;
+        unit("store.conflict_threshold", store.conflict_threshold)?;
+        unit("store.user_relevance_floor", store.user_relevance_floor)?;
+        if store.categories.is_empty() {
+            return Err(invalid(
+                "store.categories",
+                "must list at least one category".into(),
+            ));
+        }
+        if !store.categories.contains(&store.fallback_category) {
+            return Err(invalid(
+                "store.fallback_category",
+                format!(
+                    "{:?} is not one of store.categories",
+                    store.fallback_category
+                ),
+            ));
+        }
+        if let Some(bad) = store
+            .categories
+            .iter()
+            .find(|c| c.is_empty() || !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_'))
+        {
+            return Err(invalid(
+                "store.categories",
+                format!("{bad:?}: categories are non-empty [A-Za-z0-9_] words"),
+            ));
+        }
+        for (key, value) in [
+            ("store.max_name_chars", store.max_name_chars),
+            ("store.max_opinion_chars", store.max_opinion_chars),
+            ("store.conflict_top_k", store.conflict_top_k),
+            ("store.max_top_k", store.max_top_k),
+            ("store.max_injection_count", store.max_injection_count),
+            ("store.max_injection_chars", store.max_injection_chars),
+            ("store.max_related_ids", store.max_related_ids),
+            ("nats.max_payload_bytes", self.nats.max_payload_bytes),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be positive".into()));
+            }
+        }
+        if store.conflict_top_k > store.max_top_k {
+            return Err(invalid(
+                "store.conflict_top_k",
+                format!("must not exceed store.max_top_k ({})", store.max_top_k),
+            ));
+        }
+        if !self.nats.url.starts_with("nats://") && !self.nats.url.starts_with("tls://") {
+            return Err(invalid(
+                "nats.url",
+                format!("must start with nats:// or tls://, got {:?}", self.nats.url),
+            ));
+        }
+        self.embed.validate(store.embedding_dims)?;
+        self.extract.validate()?;
+        self.ingest.validate()?;
+        self.serve.validate()?;
+        Ok(())
+    }
+}
+
+/// Recursively overlays `overlay` onto `base`: tables merge key by key, anything else replaces.
+fn merge(base: &mut toml::Value, overlay: toml::Value) {
+    match (base, overlay) {
+        (toml::Value::Table(base), toml::Value::Table(overlay)) => {
+            for (key, value) in overlay {
+                match base.get_mut(&key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, overlay) => *base = overlay,
+    }
+}
+
+fn set_path(root: &mut toml::Value, path: &[String], value: toml::Value) -> Result<(), String> {
+    let (last, parents) = path.split_last().ok_or("empty key")?;
+    let mut node = root;
+    for part in parents {
+        node = node
+            .as_table_mut()
+            .and_then(|table| table.get_mut(part))
+            .ok_or_else(|| format!("no config section `{}`", path.join(".")))?;
+    }
+    let table = node
+        .as_table_mut()
+        .ok_or_else(|| format!("`{}` is not a section", path.join(".")))?;
+    let existing = table
+        .get(last)
+        .ok_or_else(|| format!("no config key `{}`", path.join(".")))?;
+    // A value that parsed as TOML but into another type than the default's (e.g. a numeric-looking
+    // API key name) is taken as the string it was written as.
+    let value = match (existing, value) {
+        (toml::Value::String(_), toml::Value::String(s)) => toml::Value::String(s),
+        (toml::Value::String(_), other) => toml::Value::String(other.to_string()),
+        (_, value) => value,
+    };
+    table.insert(last.clone(), value);
+    Ok(())
+}
+
+fn parse_env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut table| table.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn embedded_defaults_are_valid() {
+        let config = Config::defaults();
+        assert_eq!(config.redis.key_prefix, "stargazer");
+        assert_eq!(config.store.embedding_dims, 384);
+    }
+
+    #[test]
+    fn env_overrides_nested_keys_and_short_forms() {
+        let config = Config::load_from(
+            None,
+            &env(&[
+                ("PERSONA_PREFS__STORE__REINFORCE_RATE", "0.2"),
+                ("PERSONA_PREFS__REDIS__KEY_PREFIX", "demo"),
+                ("REDIS_URL", "redis://10.0.0.1:7000"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.store.reinforce_rate, 0.2);
+        assert_eq!(config.redis.key_prefix, "demo");
+        assert_eq!(config.redis.url, "redis://10.0.0.1:7000");
+    }
+
+    #[test]
+    fn unknown_env_key_is_named() {
+        let error =
+            Config::load_from(None, &env(&[("PERSONA_PREFS__STORE__NO_SUCH", "1")])).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("PERSONA_PREFS__STORE__NO_SUCH") && text.contains("store.no_such"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn invalid_value_names_its_key() {
+        let error = Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__STORE__CONFLICT_THRESHOLD", "1.5")]),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("store.conflict_threshold"),
+            "{error}"
+        );
+        let error = Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__STORE__EMBEDDING_DIMS", "\"many\"")]),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("embedding_dims"), "{error}");
+    }
+
+    #[test]
+    fn file_overlay_rejects_unknown_keys() {
+        let dir = std::env::temp_dir().join(format!("pp-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "[store]\nreinforce_rat = 0.3\n").unwrap();
+        let error = Config::load_from(Some(&path), &[]).unwrap_err();
+        assert!(error.to_string().contains("reinforce_rat"), "{error}");
+        std::fs::write(&path, "[store]\nreinforce_rate = 0.3\n").unwrap();
+        assert_eq!(
+            Config::load_from(Some(&path), &[])
+                .unwrap()
+                .store
+                .reinforce_rate,
+            0.3
+        );
+    }
+}

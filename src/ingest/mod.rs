@@ -1,0 +1,91 @@
+//! Ingest stage: JetStream events → extract → embed → decide → store, acked only on success.
+
+use serde::Deserialize;
+
+use crate::config::ConfigError;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    pub stream: String,
+    pub subjects: Vec<String>,
+    pub consumer: String,
+    pub dlq_subject_prefix: String,
+    pub dlq_stream: String,
+    pub max_deliver: i64,
+    pub ack_wait_ms: u64,
+    pub max_in_flight: usize,
+    pub max_messages_per_event: usize,
+    pub max_message_chars: usize,
+    pub duplicate_window_secs: u64,
+    pub lock_ttl_ms: u64,
+    pub lock_patience_ms: u64,
+    pub retry_delay_ms: u64,
+    pub grace_period_ms: u64,
+    pub max_redacted_share: f64,
+}
+
+impl IngestConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            message,
+        };
+        let token = |key: &str, value: &str| {
+            if value.is_empty()
+                || value.contains(|c: char| c.is_whitespace() || c == '.' || c == '*' || c == '>')
+            {
+                Err(invalid(
+                    key,
+                    format!(
+                        "{value:?} must be a non-empty name without whitespace, '.', '*' or '>'"
+                    ),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        token("ingest.stream", &self.stream)?;
+        token("ingest.consumer", &self.consumer)?;
+        token("ingest.dlq_stream", &self.dlq_stream)?;
+        if self.subjects.is_empty() {
+            return Err(invalid(
+                "ingest.subjects",
+                "must list at least one subject".into(),
+            ));
+        }
+        if self.dlq_subject_prefix.is_empty() || self.dlq_subject_prefix.contains(['*', '>', ' ']) {
+            return Err(invalid(
+                "ingest.dlq_subject_prefix",
+                "must be a plain subject prefix".into(),
+            ));
+        }
+        if self.max_deliver < 1 {
+            return Err(invalid("ingest.max_deliver", "must be at least 1".into()));
+        }
+        if !(1..=50).contains(&self.max_messages_per_event) {
+            return Err(invalid(
+                "ingest.max_messages_per_event",
+                "must be within 1..=50".into(),
+            ));
+        }
+        for (key, value) in [
+            ("ingest.max_in_flight", self.max_in_flight as u64),
+            ("ingest.max_message_chars", self.max_message_chars as u64),
+            ("ingest.ack_wait_ms", self.ack_wait_ms),
+            ("ingest.lock_ttl_ms", self.lock_ttl_ms),
+            ("ingest.duplicate_window_secs", self.duplicate_window_secs),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be positive".into()));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.max_redacted_share) {
+            return Err(invalid(
+                "ingest.max_redacted_share",
+                "must be within [0, 1]".into(),
+            ));
+        }
+        Ok(())
+    }
+}

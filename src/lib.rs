@@ -1,0 +1,14 @@
+//! persona-prefs: a durable memory of an LLM persona's own opinions, preferences and ideals.
+//!
+//! Stages, one module each (see ARCHITECTURE.md): [`ingest`] consumes conversation turns from
+//! JetStream, [`extract`] mines the persona's messages for opinions, [`embed`] turns text into
+//! vectors, [`store`] keeps preferences in Redis + RediSearch, [`serve`] answers injection and
+//! administration requests over NATS.
+
+pub mod config;
+pub mod embed;
+pub mod extract;
+pub mod ingest;
+pub mod serve;
+pub mod store;
+pub mod telemetry;

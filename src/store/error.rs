@@ -1,0 +1,75 @@
+//! Store errors, split by what the caller should do about them.
+
+/// An error from the preference store.
+///
+/// Not-found is not an error: lookups return `Option`. [`StoreError::is_retryable`] is what the
+/// ingest loop acts on: a retryable error naks the message for redelivery, a permanent one
+/// dead-letters it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Redis could not be reached or the command failed in transit; try again later.
+    #[error("redis unavailable: {0}")]
+    Unavailable(#[source] redis::RedisError),
+    /// Redis answered with an error it will give again (bad query, wrong type, module missing).
+    #[error("redis rejected the command: {0}")]
+    Rejected(#[source] redis::RedisError),
+    /// The caller's input breaks a limit or a format rule; names what and why.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput { field: &'static str, reason: String },
+    /// The index exists with a schema this build cannot use (e.g. another vector DIM).
+    #[error("index {index} does not match the configuration: {reason}")]
+    IndexMismatch { index: String, reason: String },
+    /// A stored record or a search reply did not have the expected shape.
+    #[error("unexpected reply from redis: {0}")]
+    UnexpectedReply(String),
+    /// A write was refused because another worker now holds the persona's lock (fencing).
+    #[error("stale fencing token for persona {persona_id}: another worker holds the lock")]
+    Fenced { persona_id: String },
+}
+
+impl StoreError {
+    /// True when the same call may succeed later without any change by the caller.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Unavailable(_) | StoreError::Fenced { .. } => true,
+            StoreError::Rejected(error) => is_transient(error),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> StoreError {
+        StoreError::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+fn is_transient(error: &redis::RedisError) -> bool {
+    // LOADING, BUSY, TRYAGAIN, MASTERDOWN and the like: the server will answer differently soon.
+    matches!(
+        error.kind(),
+        redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+            | redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain)
+            | redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
+    )
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(error: redis::RedisError) -> StoreError {
+        if error.is_io_error()
+            || error.is_timeout()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+            || is_transient(&error)
+        {
+            StoreError::Unavailable(error)
+        } else if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+            || error.code().is_some()
+        {
+            StoreError::Rejected(error)
+        } else {
+            StoreError::Unavailable(error)
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The RediSearch index over preference hashes: its schema, creation and verification.
+
+use redis::Value;
+
+use super::error::StoreError;
+use super::query::value_to_string;
+use super::record::field;
+
+/// What `FT.INFO` tells about an index, reduced to what must match the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexInfo {
+    pub name: String,
+    pub prefixes: Vec<String>,
+    /// (attribute name, type) for every field, e.g. ("persona_id", "TAG").
+    pub attributes: Vec<(String, String)>,
+    pub vector_dims: Option<usize>,
+    pub vector_metric: Option<String>,
+    pub vector_type: Option<String>,
+    pub num_docs: u64,
+}
+
+/// The fields and types this build queries. TAG fields holding ids are CASESENSITIVE: persona
+/// "Ada" and persona "ada" are different personas.
+pub const SCHEMA: [(&str, &str); 8] = [
+    (field::PERSONA_ID, "TAG"),
+    (field::CATEGORY, "TAG"),
+    (field::ACTIVE, "TAG"),
+    (field::RELATED_USER_IDS_INDEX, "TAG"),
+    (field::STRENGTH, "NUMERIC"),
+    (field::NAME, "TEXT"),
+    (field::OPINION, "TEXT"),
+    (field::EMBEDDING, "VECTOR"),
+];
+
+pub fn create_command(index: &str, prefix: &str, dims: usize) -> redis::Cmd {
+    let mut cmd = redis::cmd("FT.CREATE");
+    cmd.arg(index)
+        .arg("ON")
+        .arg("HASH")
+        .arg("PREFIX")
+        .arg(1)
+        .arg(prefix)
+        .arg("SCHEMA")
+        .arg(field::PERSONA_ID)
+        .arg("TAG")
+        .arg("CASESENSITIVE")
+        .arg(field::CATEGORY)
+        .arg("TAG")
+        .arg(field::ACTIVE)
+        .arg("TAG")
+        .arg(field::RELATED_USER_IDS_INDEX)
+        .arg("TAG")
+        .arg("SEPARATOR")
+        .arg(",")
+        .arg("CASESENSITIVE")
+        .arg(field::STRENGTH)
+        .arg("NUMERIC")
+        .arg("SORTABLE")
+        .arg(field::NAME)
+        .arg("TEXT")
+        .arg(field::OPINION)
+        .arg("TEXT")
+        .arg(field::EMBEDDING)
+        .arg("VECTOR")
+        .arg("HNSW")
+        .arg(6)
+        .arg("TYPE")
+        .arg("FLOAT32")
+        .arg("DIM")
+        .arg(dims)
+        .arg("DISTANCE_METRIC")
+        .arg("COSINE");
+    cmd
+}
+
+/// Parses an FT.INFO reply (RESP2: a flat list of name/value pairs).
+pub fn parse_info(name: &str, reply: Value) -> Result<IndexInfo, StoreError> {
+    let Value::Array(items) = reply else {
+        return Err(StoreError::UnexpectedReply(format!(
+            "FT.INFO returned {reply:?}"
+        )));
+    };
+    let mut info = IndexInfo {
+        name: name.to_string(),
+        prefixes: Vec::new(),
+        attributes: Vec::new(),
+        vector_dims: None,
+        vector_metric: None,
+        vector_type: None,
+        num_docs: 0,
+    };
+    let mut items = items.into_iter();
+    while let (Some(key), Some(value)) = (items.next(), items.next()) {
+        match value_to_string(&key).as_str() {
+            "index_definition" => {
+                let pairs = pairs_of(&value);
+                if let Some(Value::Array(prefixes)) =
+                    pairs.iter().find(|(k, _)| k == "prefixes").map(|(_, v)| v)
+                {
+                    info.prefixes = prefixes.iter().map(value_to_string).collect();
+                }
+            }
+            "attributes" => {
+                let Value::Array(attributes) = value else {
+                    continue;
+                };
+                for attribute in attributes {
+                    // Attribute entries are flat lists, but flags such as SORTABLE stand alone,
+                    // so read by scanning for known keys rather than by pairs.
+                    let Value::Array(parts) = attribute else {
+                        continue;
+                    };
+                    let words: Vec<String> = parts.iter().map(value_to_string).collect();
+                    let after = |key: &str| {
+                        words
+                            .iter()
+                            .position(|w| w.eq_ignore_ascii_case(key))
+                            .and_then(|i| words.get(i + 1))
+                            .cloned()
+                    };
+                    let attribute_name = after("attribute")
+                        .or_else(|| after("identifier"))
+                        .unwrap_or_default();
+                    let kind = after("type").unwrap_or_default();
+                    if kind == "VECTOR" {
+                        info.vector_dims = after("dim").and_then(|d| d.parse().ok());
+                        info.vector_metric = after("distance_metric");
+                        info.vector_type = after("data_type");
+                    }
+                    info.attributes.push((attribute_name, kind));
+                }
+            }
+            "num_docs" => {
+                info.num_docs = value_to_string(&value).parse::<f64>().unwrap_or(0.0) as u64
+            }
+            _ => {}
+        }
+    }
+    Ok(info)
+}
+
+/// Every way `info` differs from what this build needs, as readable phrases.
+pub fn mismatches(info: &IndexInfo, prefix: &str, dims: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !info.prefixes.iter().any(|p| p == prefix) {
+        problems.push(format!(
+            "it covers key prefixes {:?}, configured prefix is {prefix:?}",
+            info.prefixes
+        ));
+    }
+    for (name, kind) in SCHEMA {
+        match info
+            .attributes
+            .iter()
+            .find(|(existing, _)| existing == name)
+        {
+            None => problems.push(format!("field {name} ({kind}) is missing")),
+            Some((_, existing)) if existing != kind => {
+                problems.push(format!("field {name} is {existing}, expected {kind}"))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(existing) = info.vector_dims
+        && existing != dims
+    {
+        problems.push(format!(
+            "its embedding DIM is {existing}, configured store.embedding_dims is {dims}"
+        ));
+    }
+    if let Some(metric) = &info.vector_metric
+        && !metric.eq_ignore_ascii_case("COSINE")
+    {
+        problems.push(format!("its distance metric is {metric}, expected COSINE"));
+    }
+    if let Some(kind) = &info.vector_type
+        && !kind.eq_ignore_ascii_case("FLOAT32")
+    {
+        problems.push(format!("its vector type is {kind}, expected FLOAT32"));
+    }
+    problems
+}
+
+fn pairs_of(value: &Value) -> Vec<(String, Value)> {
+    let Value::Array(items) = value else {
+        return Vec::new();
+    };
+    items
+        .chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| (value_to_string(&c[0]), c[1].clone()))
+        .collect()
+}

@@ -1,0 +1,131 @@
+//! A per-persona lock across processes, with fencing.
+//!
+//! The ingest decide-and-write step (find_conflicts, then reinforce/evolve/add) must not run
+//! twice at once for one persona, or two workers each see "no match" and add twins. The lock is
+//! a Redis key holding a token from a monotonic counter, set with NX and an expiry so a crashed
+//! holder cannot block the persona forever. Fencing: every guarded write checks, inside the
+//! same Lua script, that the lock key still holds the caller's token, so a holder that paused
+//! past its expiry cannot write after a newer holder took over.
+
+use std::time::Duration;
+
+use redis::Script;
+
+use super::{PreferenceStore, StoreError, validate};
+
+/// Proof of holding a persona's lock; pass it in a `WriteGuard` to fence writes.
+#[derive(Debug, Clone)]
+pub struct LockToken {
+    persona_id: String,
+    key: String,
+    token: String,
+}
+
+impl LockToken {
+    pub fn persona_id(&self) -> &str {
+        &self.persona_id
+    }
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// Acquires and releases persona locks over the store's connection.
+#[derive(Clone)]
+pub struct PersonaLock {
+    store: PreferenceStore,
+    ttl: Duration,
+    retry_every: Duration,
+}
+
+static RELEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
+    )
+});
+
+static EXTEND: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
+    )
+});
+
+impl PersonaLock {
+    pub fn new(store: PreferenceStore, ttl: Duration) -> PersonaLock {
+        PersonaLock {
+            store,
+            ttl,
+            retry_every: Duration::from_millis(5),
+        }
+    }
+
+    /// Tries once; `None` when another holder has it.
+    pub async fn try_acquire(&self, persona_id: &str) -> Result<Option<LockToken>, StoreError> {
+        validate::persona_id(persona_id)?;
+        let key = self.store.lock_key(persona_id);
+        let mut connection = self.store.connection();
+        let counter = format!("{key}:fence");
+        let token: u64 = redis::cmd("INCR")
+            .arg(&counter)
+            .query_async(&mut connection)
+            .await?;
+        let token = token.to_string();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(self.ttl.as_millis() as u64)
+            .query_async(&mut connection)
+            .await?;
+        Ok(set.map(|_| LockToken {
+            persona_id: persona_id.to_string(),
+            key,
+            token,
+        }))
+    }
+
+    /// Waits (polling with a growing pause, at most `patience`) until the lock is free.
+    /// `None` when `patience` ran out: the caller should retry the whole message later.
+    pub async fn acquire(
+        &self,
+        persona_id: &str,
+        patience: Duration,
+    ) -> Result<Option<LockToken>, StoreError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut pause = self.retry_every;
+        loop {
+            if let Some(token) = self.try_acquire(persona_id).await? {
+                return Ok(Some(token));
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    /// Pushes the expiry out again; false when the lock was lost.
+    pub async fn extend(&self, token: &LockToken) -> Result<bool, StoreError> {
+        let mut connection = self.store.connection();
+        let extended: i64 = EXTEND
+            .key(&token.key)
+            .arg(&token.token)
+            .arg(self.ttl.as_millis() as u64)
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(extended == 1)
+    }
+
+    /// Releases the lock if still held by `token` (never someone else's).
+    pub async fn release(&self, token: LockToken) -> Result<(), StoreError> {
+        let mut connection = self.store.connection();
+        let _: i64 = RELEASE
+            .key(&token.key)
+            .arg(&token.token)
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,946 @@
+//! The preference store: a persona's opinions as Redis hashes, searched through a RediSearch
+//! HNSW index. Implements every operation of the original `PersonaPreferenceManager` (seed 000)
+//! plus what exactly-once ingest needs: idempotency keys and lock fencing on every write.
+//!
+//! **Invariant:** only this module talks to Redis. Every query that takes a caller's value
+//! escapes it ([`query::escape_tag`]) and is restricted to one persona.
+
+mod error;
+pub mod index;
+pub mod lock;
+pub mod query;
+pub mod record;
+mod scripts;
+pub mod validate;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+pub use error::StoreError;
+pub use index::IndexInfo;
+pub use lock::{LockToken, PersonaLock};
+pub use record::{
+    AddOutcome, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery, MatchReason,
+    NewPreference, Preference, PreferenceStats, Provenance, ReinforceOutcome, RetractOutcome,
+    ScoredPreference, Stance,
+};
+
+use crate::config::{RedisConfig, StoreConfig};
+use crate::telemetry;
+use query::{
+    escape_tag, knn_command, knn_query, parse_knn_reply, parse_search_reply, persona_filter,
+    vector_to_bytes,
+};
+use record::field;
+
+/// How long an idempotency record outlives the write it guards. JetStream redelivers within
+/// minutes and producers re-publish within hours; a week is far beyond both.
+const EFFECT_TTL_SECS: u64 = 7 * 24 * 3600;
+
+/// Options for an idempotent, fenced write. The default is a plain write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteGuard<'a> {
+    /// A caller-chosen id of this effect (e.g. `<message id>#<opinion ordinal>`): the write is
+    /// applied at most once per id, and a repeat reports `applied: false`.
+    pub effect_id: Option<&'a str>,
+    /// The persona lock the caller holds; the write is refused with [`StoreError::Fenced`] when
+    /// the lock has since expired or passed to another worker.
+    pub lock: Option<&'a LockToken>,
+}
+
+/// Options for [`PreferenceStore::list_preferences`].
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub category: Option<String>,
+    pub include_retracted: bool,
+    pub limit: usize,
+}
+
+/// The store. Cheap to clone: clones share one multiplexed, reconnecting connection.
+#[derive(Clone)]
+pub struct PreferenceStore {
+    connection: ConnectionManager,
+    settings: Arc<Settings>,
+}
+
+struct Settings {
+    key_prefix: String,
+    index_name: String,
+    store: StoreConfig,
+}
+
+impl PreferenceStore {
+    /// Connects (with automatic reconnects). Does not touch the index: call
+    /// [`PreferenceStore::ensure_index`] at start-up.
+    pub async fn connect(
+        redis: &RedisConfig,
+        store: &StoreConfig,
+    ) -> Result<PreferenceStore, StoreError> {
+        let client =
+            redis::Client::open(redis.url.as_str()).map_err(|error| StoreError::InvalidInput {
+                field: "redis.url",
+                reason: error.to_string(),
+            })?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
+            .set_connection_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(2));
+        let connection = ConnectionManager::new_with_config(client, config).await?;
+        Ok(PreferenceStore {
+            connection,
+            settings: Arc::new(Settings {
+                key_prefix: redis.key_prefix.clone(),
+                index_name: redis.index_name.clone(),
+                store: store.clone(),
+            }),
+        })
+    }
+
+    /// The shared connection, for callers that measure raw Redis cost (benches) or need a
+    /// command the store does not wrap.
+    pub fn connection(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
+    pub fn index_name(&self) -> &str {
+        &self.settings.index_name
+    }
+
+    pub fn key_prefix(&self) -> &str {
+        &self.settings.key_prefix
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.settings.store
+    }
+
+    /// `{key_prefix}:persona_pref:` — what the index covers.
+    pub fn hash_prefix(&self) -> String {
+        format!("{}:persona_pref:", self.settings.key_prefix)
+    }
+
+    pub fn preference_key(&self, persona_id: &str, preference_id: &str) -> String {
+        format!(
+            "{}:persona_pref:{persona_id}:{preference_id}",
+            self.settings.key_prefix
+        )
+    }
+
+    fn effect_key(&self, persona_id: &str, effect_id: &str) -> String {
+        format!(
+            "{}:persona_pref_effect:{persona_id}:{effect_id}",
+            self.settings.key_prefix
+        )
+    }
+
+    pub(crate) fn lock_key(&self, persona_id: &str) -> String {
+        format!(
+            "{}:persona_pref_lock:{persona_id}",
+            self.settings.key_prefix
+        )
+    }
+
+    // ----- index -------------------------------------------------------------------------
+
+    /// Creates the index if missing. If it exists with another schema or DIM, fails with an
+    /// error naming both, so vectors are never written where they cannot be searched.
+    pub async fn ensure_index(&self) -> Result<IndexInfo, StoreError> {
+        if let Some(info) = self.index_info().await? {
+            let problems = index::mismatches(
+                &info,
+                &self.hash_prefix(),
+                self.settings.store.embedding_dims,
+            );
+            if !problems.is_empty() {
+                return Err(StoreError::IndexMismatch {
+                    index: info.name.clone(),
+                    reason: format!(
+                        "{}. Drop it with `FT.DROPINDEX {}` (hashes are kept) and restart to rebuild it, or fix the configuration",
+                        problems.join("; "),
+                        info.name
+                    ),
+                });
+            }
+            return Ok(info);
+        }
+        let mut connection = self.connection.clone();
+        let created: Result<Value, redis::RedisError> = index::create_command(
+            &self.settings.index_name,
+            &self.hash_prefix(),
+            self.settings.store.embedding_dims,
+        )
+        .query_async(&mut connection)
+        .await;
+        match created {
+            Ok(_) => {}
+            // Another worker created it between our probe and our create: verify theirs.
+            Err(error) if loose_text(&error).contains("already exists") => {}
+            Err(error) => return Err(error.into()),
+        }
+        self.index_info().await?.ok_or_else(|| {
+            StoreError::UnexpectedReply("index missing right after FT.CREATE".into())
+        })
+    }
+
+    /// `FT.INFO`, or `None` when the index does not exist.
+    pub async fn index_info(&self) -> Result<Option<IndexInfo>, StoreError> {
+        let mut connection = self.connection.clone();
+        let reply: Result<Value, redis::RedisError> = redis::cmd("FT.INFO")
+            .arg(&self.settings.index_name)
+            .query_async(&mut connection)
+            .await;
+        match reply {
+            Ok(reply) => Ok(Some(index::parse_info(&self.settings.index_name, reply)?)),
+            Err(error) if is_unknown_index(&error) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    // ----- writes ------------------------------------------------------------------------
+
+    /// Adds a preference and returns it (without the embedding).
+    pub async fn add_preference(&self, new: NewPreference) -> Result<Preference, StoreError> {
+        Ok(self
+            .add_preference_guarded(new, WriteGuard::default())
+            .await?
+            .preference)
+    }
+
+    /// Adds a preference under a [`WriteGuard`]: with an effect id, a repeat returns the
+    /// preference the first call created instead of a twin.
+    pub async fn add_preference_guarded(
+        &self,
+        new: NewPreference,
+        guard: WriteGuard<'_>,
+    ) -> Result<AddOutcome, StoreError> {
+        let started = Instant::now();
+        let config = &self.settings.store;
+        validate::persona_id(&new.persona_id)?;
+        validate::embedding(&new.embedding, config.embedding_dims)?;
+        validate::related_ids(
+            "related_user_ids",
+            &new.related_user_ids,
+            config.max_related_ids,
+            validate::user_id,
+        )?;
+        validate::related_ids(
+            "related_kg_uuids",
+            &new.related_kg_uuids,
+            config.max_related_ids,
+            validate::short_id,
+        )?;
+        validate::provenance(&new.provenance)?;
+        let strength = match new.strength {
+            None => config.default_strength,
+            Some(value) if value.is_nan() => return Err(StoreError::invalid("strength", "is NaN")),
+            Some(value) => value.clamp(0.0, 1.0),
+        };
+        let name = validate::truncate_chars(new.name.trim(), config.max_name_chars);
+        let opinion = validate::truncate_chars(new.opinion.trim(), config.max_opinion_chars);
+        if name.is_empty() {
+            return Err(StoreError::invalid("name", "is empty"));
+        }
+        if opinion.is_empty() {
+            return Err(StoreError::invalid("opinion", "is empty"));
+        }
+        let category = self.coerce_category(&new.category);
+        let now = now_iso();
+        let preference = Preference {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            persona_id: new.persona_id,
+            name,
+            opinion,
+            category,
+            strength,
+            stance: new.stance,
+            provenance: new.provenance,
+            related_user_ids: new.related_user_ids,
+            related_kg_uuids: new.related_kg_uuids,
+            evolution_history: Vec::new(),
+            active: true,
+            created_at: now.clone(),
+            last_reinforced: now,
+            reinforcement_count: 0,
+        };
+        let json = |value: &Vec<String>| serde_json::to_string(value).expect("strings serialise");
+        let fields: Vec<(&str, Vec<u8>)> = vec![
+            (field::ID, preference.id.clone().into_bytes()),
+            (
+                field::PERSONA_ID,
+                preference.persona_id.clone().into_bytes(),
+            ),
+            (field::NAME, preference.name.clone().into_bytes()),
+            (field::OPINION, preference.opinion.clone().into_bytes()),
+            (field::CATEGORY, preference.category.clone().into_bytes()),
+            (
+                field::STRENGTH,
+                format_float(preference.strength).into_bytes(),
+            ),
+            (
+                field::STANCE,
+                preference
+                    .stance
+                    .map(Stance::as_str)
+                    .unwrap_or("")
+                    .as_bytes()
+                    .to_vec(),
+            ),
+            (
+                field::TRIGGERING_USER_ID,
+                preference
+                    .provenance
+                    .triggering_user_id
+                    .clone()
+                    .into_bytes(),
+            ),
+            (
+                field::TRIGGERING_MESSAGE_ID,
+                preference
+                    .provenance
+                    .triggering_message_id
+                    .clone()
+                    .into_bytes(),
+            ),
+            (
+                field::PERSONA_MESSAGE_ID,
+                preference
+                    .provenance
+                    .persona_message_id
+                    .clone()
+                    .into_bytes(),
+            ),
+            (
+                field::SOURCE_PLATFORM,
+                preference.provenance.source_platform.clone().into_bytes(),
+            ),
+            (
+                field::SOURCE_CHANNEL_ID,
+                preference.provenance.source_channel_id.clone().into_bytes(),
+            ),
+            (
+                field::RELATED_USER_IDS,
+                json(&preference.related_user_ids).into_bytes(),
+            ),
+            (
+                field::RELATED_USER_IDS_INDEX,
+                preference.related_user_ids.join(",").into_bytes(),
+            ),
+            (
+                field::RELATED_KG_UUIDS,
+                json(&preference.related_kg_uuids).into_bytes(),
+            ),
+            (field::EVOLUTION_HISTORY, b"[]".to_vec()),
+            (field::EMBEDDING, vector_to_bytes(&new.embedding)),
+            (field::ACTIVE, b"1".to_vec()),
+            (
+                field::CREATED_AT,
+                preference.created_at.clone().into_bytes(),
+            ),
+            (
+                field::LAST_REINFORCED,
+                preference.last_reinforced.clone().into_bytes(),
+            ),
+            (field::REINFORCEMENT_COUNT, b"0".to_vec()),
+        ];
+        let key = self.preference_key(&preference.persona_id, &preference.id);
+        let mut invocation = self.invocation(&scripts::ADD, &key, &preference.persona_id, guard)?;
+        for (name, value) in &fields {
+            invocation.arg(*name).arg(value.as_slice());
+        }
+        let mut connection = self.connection.clone();
+        let reply: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(fenced(&preference.persona_id))?;
+        let (applied, id) = match reply {
+            Value::Array(items) if items.len() == 2 => (
+                matches!(items[0], Value::Int(1)),
+                query::value_to_string(&items[1]),
+            ),
+            other => {
+                return Err(StoreError::UnexpectedReply(format!(
+                    "add script returned {other:?}"
+                )));
+            }
+        };
+        telemetry::store_op("add", started.elapsed());
+        if applied {
+            return Ok(AddOutcome {
+                preference,
+                applied,
+            });
+        }
+        let existing = self
+            .get_preference(&preference.persona_id, &id)
+            .await?
+            .ok_or_else(|| {
+                StoreError::UnexpectedReply(format!(
+                    "effect record points at preference {id}, which is gone"
+                ))
+            })?;
+        Ok(AddOutcome {
+            preference: existing,
+            applied,
+        })
+    }
+
+    /// Raises strength on the diminishing-returns curve `s' = s + rate·(1 − s)`, counts the
+    /// reinforcement and stamps `last_reinforced`, atomically. `None` when not found.
+    pub async fn reinforce_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+        guard: WriteGuard<'_>,
+    ) -> Result<Option<ReinforceOutcome>, StoreError> {
+        let started = Instant::now();
+        validate::persona_id(persona_id)?;
+        validate::preference_id(preference_id)?;
+        let key = self.preference_key(persona_id, preference_id);
+        let mut invocation = self.invocation(&scripts::REINFORCE, &key, persona_id, guard)?;
+        invocation
+            .arg(format_float(self.settings.store.reinforce_rate))
+            .arg(now_iso());
+        let mut connection = self.connection.clone();
+        let reply: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(fenced(persona_id))?;
+        telemetry::store_op("reinforce", started.elapsed());
+        let Some(items) = script_reply(reply, 5)? else {
+            return Ok(None);
+        };
+        Ok(Some(ReinforceOutcome {
+            applied: items[0] == "1",
+            id: items[1].clone(),
+            name: items[2].clone(),
+            strength: items[3].parse().unwrap_or(0.0),
+            reinforcement_count: items[4].parse().unwrap_or(0),
+        }))
+    }
+
+    /// A change of mind: logs {old_opinion, new_opinion, timestamp, reason}, stores the new
+    /// opinion and its embedding, resets strength to `store.evolved_strength`. Atomic.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn evolve_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+        new_opinion: &str,
+        new_embedding: &[f32],
+        reason: &str,
+        new_stance: Option<Stance>,
+        guard: WriteGuard<'_>,
+    ) -> Result<Option<EvolveOutcome>, StoreError> {
+        let started = Instant::now();
+        let config = &self.settings.store;
+        validate::persona_id(persona_id)?;
+        validate::preference_id(preference_id)?;
+        validate::embedding(new_embedding, config.embedding_dims)?;
+        let opinion = validate::truncate_chars(new_opinion.trim(), config.max_opinion_chars);
+        if opinion.is_empty() {
+            return Err(StoreError::invalid("new_opinion", "is empty"));
+        }
+        let reason = validate::truncate_chars(reason, config.max_opinion_chars);
+        let key = self.preference_key(persona_id, preference_id);
+        let mut invocation = self.invocation(&scripts::EVOLVE, &key, persona_id, guard)?;
+        invocation
+            .arg(opinion.as_str())
+            .arg(vector_to_bytes(new_embedding))
+            .arg(format_float(config.evolved_strength))
+            .arg(now_iso())
+            .arg(reason.as_str())
+            .arg(new_stance.map(Stance::as_str).unwrap_or(""));
+        let mut connection = self.connection.clone();
+        let reply: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(fenced(persona_id))?;
+        telemetry::store_op("evolve", started.elapsed());
+        let Some(items) = script_reply(reply, 6)? else {
+            return Ok(None);
+        };
+        Ok(Some(EvolveOutcome {
+            applied: items[0] == "1",
+            id: items[1].clone(),
+            name: items[2].clone(),
+            new_opinion: items[3].clone(),
+            strength: items[4].parse().unwrap_or(0.0),
+            evolutions: items[5].parse().unwrap_or(0),
+        }))
+    }
+
+    /// Soft delete: `active` becomes "0", the record stays; a non-empty reason is logged as a
+    /// "retraction" history entry. `None` when not found.
+    pub async fn retract_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+        reason: &str,
+        guard: WriteGuard<'_>,
+    ) -> Result<Option<RetractOutcome>, StoreError> {
+        let started = Instant::now();
+        validate::persona_id(persona_id)?;
+        validate::preference_id(preference_id)?;
+        let reason = validate::truncate_chars(reason.trim(), self.settings.store.max_opinion_chars);
+        let key = self.preference_key(persona_id, preference_id);
+        let mut invocation = self.invocation(&scripts::RETRACT, &key, persona_id, guard)?;
+        invocation.arg(reason.as_str()).arg(now_iso());
+        let mut connection = self.connection.clone();
+        let reply: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(fenced(persona_id))?;
+        telemetry::store_op("retract", started.elapsed());
+        let Some(items) = script_reply(reply, 3)? else {
+            return Ok(None);
+        };
+        Ok(Some(RetractOutcome {
+            id: items[1].clone(),
+            name: items[2].clone(),
+            active: false,
+        }))
+    }
+
+    fn invocation<'s>(
+        &self,
+        script: &'s redis::Script,
+        key: &str,
+        persona_id: &str,
+        guard: WriteGuard<'_>,
+    ) -> Result<redis::ScriptInvocation<'s>, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        let effect_key = match guard.effect_id {
+            Some(effect_id) => {
+                validate::effect_id(effect_id)?;
+                self.effect_key(persona_id, effect_id)
+            }
+            None => self.effect_key(persona_id, "-"),
+        };
+        let lock_key = self.lock_key(persona_id);
+        if let Some(lock) = guard.lock
+            && lock.persona_id() != persona_id
+        {
+            return Err(StoreError::invalid(
+                "lock",
+                format!(
+                    "lock is for persona {}, write is for {persona_id}",
+                    lock.persona_id()
+                ),
+            ));
+        }
+        invocation
+            .key(key)
+            .key(effect_key)
+            .key(lock_key)
+            .arg(if guard.effect_id.is_some() { "1" } else { "" })
+            .arg(EFFECT_TTL_SECS)
+            .arg(guard.lock.map(LockToken::token).unwrap_or_default());
+        Ok(invocation)
+    }
+
+    // ----- reads -------------------------------------------------------------------------
+
+    /// One preference, or `None`. A record whose hash says it belongs to another persona is
+    /// treated as not found.
+    pub async fn get_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+    ) -> Result<Option<Preference>, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::preference_id(preference_id)?;
+        let mut connection = self.connection.clone();
+        let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+            .arg(self.preference_key(persona_id, preference_id))
+            .arg(&field::ALL_BUT_EMBEDDING[..])
+            .query_async(&mut connection)
+            .await?;
+        let fields: HashMap<String, Vec<u8>> = field::ALL_BUT_EMBEDDING
+            .iter()
+            .zip(values)
+            .filter_map(|(name, value)| value.map(|v| (name.to_string(), v)))
+            .collect();
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let fields: HashMap<String, String> = fields
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+            .collect();
+        let preference = Preference::from_fields(&fields)?;
+        Ok((preference.persona_id == persona_id).then_some(preference))
+    }
+
+    /// A persona's preferences, strongest first, through the index (never `KEYS`).
+    pub async fn list_preferences(
+        &self,
+        persona_id: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Preference>, StoreError> {
+        validate::persona_id(persona_id)?;
+        let limit = options.limit.clamp(1, validate::MAX_LIST_LIMIT);
+        let mut filter = persona_filter(persona_id, options.include_retracted);
+        if let Some(category) = &options.category {
+            filter.push_str(&format!(
+                " @{}:{{{}}}",
+                field::CATEGORY,
+                escape_tag(category)
+            ));
+        }
+        let mut cmd = redis::cmd("FT.SEARCH");
+        cmd.arg(&self.settings.index_name)
+            .arg(filter)
+            .arg("SORTBY")
+            .arg(field::STRENGTH)
+            .arg("DESC")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .arg("RETURN")
+            .arg(field::ALL_BUT_EMBEDDING.len())
+            .arg(&field::ALL_BUT_EMBEDDING[..])
+            .arg("DIALECT")
+            .arg(2);
+        let mut connection = self.connection.clone();
+        let reply: Value = cmd.query_async(&mut connection).await?;
+        let (_, hits) = parse_search_reply(reply)?;
+        Ok(hits
+            .into_iter()
+            .map(|(preference, _)| preference)
+            .filter(|p| p.persona_id == persona_id)
+            .collect())
+    }
+
+    /// Totals, active/retracted split and active preferences per category, in one round trip.
+    pub async fn stats(&self, persona_id: &str) -> Result<PreferenceStats, StoreError> {
+        validate::persona_id(persona_id)?;
+        let index = &self.settings.index_name;
+        let count = |filter: String| {
+            let mut cmd = redis::cmd("FT.SEARCH");
+            cmd.arg(index)
+                .arg(filter)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(0)
+                .arg("DIALECT")
+                .arg(2);
+            cmd
+        };
+        let mut pipe = redis::pipe();
+        pipe.add_command(count(persona_filter(persona_id, true)))
+            .add_command(count(persona_filter(persona_id, false)));
+        let mut aggregate = redis::cmd("FT.AGGREGATE");
+        aggregate
+            .arg(index)
+            .arg(persona_filter(persona_id, false))
+            .arg("GROUPBY")
+            .arg(1)
+            .arg(format!("@{}", field::CATEGORY))
+            .arg("REDUCE")
+            .arg("COUNT")
+            .arg(0)
+            .arg("AS")
+            .arg("count")
+            .arg("DIALECT")
+            .arg(2);
+        pipe.add_command(aggregate);
+        let mut connection = self.connection.clone();
+        let (total, active, groups): (Value, Value, Value) =
+            pipe.query_async(&mut connection).await?;
+        let total = parse_search_reply(total)?.0;
+        let active = parse_search_reply(active)?.0;
+        let mut by_category = std::collections::BTreeMap::new();
+        if let Value::Array(rows) = groups {
+            for row in rows.into_iter().skip(1) {
+                let Value::Array(pairs) = row else { continue };
+                let words: Vec<String> = pairs.iter().map(query::value_to_string).collect();
+                let get = |key: &str| {
+                    words
+                        .iter()
+                        .position(|w| w == key)
+                        .and_then(|i| words.get(i + 1))
+                        .cloned()
+                };
+                if let (Some(category), Some(count)) = (get(field::CATEGORY), get("count")) {
+                    by_category.insert(category, count.parse().unwrap_or(0));
+                }
+            }
+        }
+        Ok(PreferenceStats {
+            persona_id: persona_id.to_string(),
+            total,
+            active,
+            retracted: total.saturating_sub(active),
+            by_category,
+        })
+    }
+
+    /// KNN over one persona's preferences; `score` is the cosine distance, nearest first.
+    /// A failed search is an error, never an empty list.
+    pub async fn search_preferences(
+        &self,
+        persona_id: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
+        let started = Instant::now();
+        validate::persona_id(persona_id)?;
+        validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
+        let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
+        let query = knn_query(&persona_filter(persona_id, include_retracted), top_k);
+        let mut connection = self.connection.clone();
+        let reply: Value = knn_command(
+            &self.settings.index_name,
+            &query,
+            &vector_to_bytes(query_embedding),
+            top_k,
+        )
+        .query_async(&mut connection)
+        .await?;
+        let hits = parse_knn_reply(reply)?;
+        telemetry::store_op("search", started.elapsed());
+        Ok(hits
+            .into_iter()
+            .filter(|hit| hit.preference.persona_id == persona_id)
+            .collect())
+    }
+
+    /// Active preferences whose similarity (1 − distance) to `embedding` is at least
+    /// `threshold` (default `store.conflict_threshold`), among the nearest `conflict_top_k`.
+    pub async fn find_conflicts(
+        &self,
+        persona_id: &str,
+        embedding: &[f32],
+        threshold: Option<f64>,
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
+        let threshold = threshold.unwrap_or(self.settings.store.conflict_threshold);
+        let hits = self
+            .search_preferences(
+                persona_id,
+                embedding,
+                self.settings.store.conflict_top_k,
+                false,
+            )
+            .await?;
+        Ok(hits
+            .into_iter()
+            .filter(|hit| hit.similarity() >= threshold)
+            .collect())
+    }
+
+    /// The preferences worth putting into a system prompt: a semantic pass (KNN, top
+    /// `max_count·2`) and a user pass (KNN restricted to preferences about the present users),
+    /// sent in one pipelined round trip; merged by id, ranked by relevance × strength, capped by
+    /// count and by total opinion characters. Each result says why it was chosen.
+    pub async fn get_preferences_for_injection(
+        &self,
+        query: &InjectionQuery<'_>,
+    ) -> Result<Vec<InjectedPreference>, StoreError> {
+        let started = Instant::now();
+        let config = &self.settings.store;
+        validate::persona_id(query.persona_id)?;
+        validate::embedding(query.query_embedding, config.embedding_dims)?;
+        if query.max_count == 0 || query.max_count > config.max_injection_count {
+            return Err(StoreError::invalid(
+                "max_count",
+                format!("must be within 1..={}", config.max_injection_count),
+            ));
+        }
+        if query.max_chars == 0 || query.max_chars > config.max_injection_chars {
+            return Err(StoreError::invalid(
+                "max_chars",
+                format!("must be within 1..={}", config.max_injection_chars),
+            ));
+        }
+        validate::related_ids(
+            "active_user_ids",
+            query.active_user_ids,
+            config.max_related_ids,
+            validate::user_id,
+        )?;
+        let top_k = (query.max_count * 2).min(config.max_top_k);
+        let vector = vector_to_bytes(query.query_embedding);
+        let filter = persona_filter(query.persona_id, false);
+        let mut pipe = redis::pipe();
+        pipe.add_command(knn_command(
+            &self.settings.index_name,
+            &knn_query(&filter, top_k),
+            &vector,
+            top_k,
+        ));
+        let user_pass = !query.active_user_ids.is_empty();
+        if user_pass {
+            let user_filter = format!(
+                "{filter} {}",
+                query::tag_clause(field::RELATED_USER_IDS_INDEX, query.active_user_ids)
+            );
+            pipe.add_command(knn_command(
+                &self.settings.index_name,
+                &knn_query(&user_filter, top_k),
+                &vector,
+                top_k,
+            ));
+        }
+        let mut connection = self.connection.clone();
+        let replies: Vec<Value> = pipe.query_async(&mut connection).await?;
+        let mut replies = replies.into_iter();
+        let semantic = parse_knn_reply(replies.next().unwrap_or(Value::Nil))?;
+        let by_user = if user_pass {
+            parse_knn_reply(replies.next().unwrap_or(Value::Nil))?
+        } else {
+            Vec::new()
+        };
+        let selected = rank_for_injection(query, semantic, by_user, config.user_relevance_floor);
+        telemetry::store_op("inject", started.elapsed());
+        Ok(selected)
+    }
+}
+
+/// Merges the two passes, ranks by relevance × strength and applies the caps. Pure, so the
+/// ranking rules are testable without Redis.
+pub fn rank_for_injection(
+    query: &InjectionQuery<'_>,
+    semantic: Vec<ScoredPreference>,
+    by_user: Vec<ScoredPreference>,
+    user_relevance_floor: f64,
+) -> Vec<InjectedPreference> {
+    let mut merged: Vec<InjectedPreference> = Vec::new();
+    let mut position: HashMap<String, usize> = HashMap::new();
+    let passes = semantic
+        .into_iter()
+        .map(|hit| (hit, false))
+        .chain(by_user.into_iter().map(|hit| (hit, true)));
+    for (hit, from_user_pass) in passes {
+        if hit.preference.persona_id != query.persona_id || !hit.preference.active {
+            continue;
+        }
+        let mut relevance = hit.similarity().clamp(0.0, 1.0);
+        let mut reasons = Vec::new();
+        if from_user_pass {
+            relevance = relevance.max(user_relevance_floor);
+            for user in &hit.preference.related_user_ids {
+                if query.active_user_ids.contains(user) {
+                    reasons.push(MatchReason::User(user.clone()));
+                }
+            }
+        } else {
+            reasons.push(MatchReason::Semantic);
+        }
+        match position.get(&hit.preference.id) {
+            Some(&at) => {
+                let existing = &mut merged[at];
+                existing.relevance = existing.relevance.max(relevance);
+                existing.score = existing.relevance * existing.strength;
+                for reason in reasons {
+                    if !existing.matched_by.contains(&reason) {
+                        existing.matched_by.push(reason);
+                    }
+                }
+            }
+            None => {
+                position.insert(hit.preference.id.clone(), merged.len());
+                let strength = hit.preference.strength;
+                merged.push(InjectedPreference {
+                    id: hit.preference.id,
+                    name: hit.preference.name,
+                    opinion: hit.preference.opinion,
+                    category: hit.preference.category,
+                    strength,
+                    relevance,
+                    score: relevance * strength,
+                    matched_by: reasons,
+                });
+            }
+        }
+    }
+    // Highest score first; ties by id so the order is stable across calls.
+    merged.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    let mut chosen = Vec::new();
+    let mut chars = 0usize;
+    for candidate in merged {
+        if chosen.len() == query.max_count {
+            break;
+        }
+        let length = candidate.opinion.chars().count();
+        // A long opinion that does not fit is skipped so shorter, lower-ranked ones can still
+        // use the budget.
+        if chars + length > query.max_chars {
+            continue;
+        }
+        chars += length;
+        chosen.push(candidate);
+    }
+    chosen
+}
+
+impl PreferenceStore {
+    fn coerce_category(&self, category: &str) -> String {
+        let lowered = category.trim().to_ascii_lowercase();
+        if self.settings.store.categories.iter().any(|c| *c == lowered) {
+            lowered
+        } else {
+            self.settings.store.fallback_category.clone()
+        }
+    }
+}
+
+fn script_reply(reply: Value, expected: usize) -> Result<Option<Vec<String>>, StoreError> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Array(items) if items.len() == expected => {
+            Ok(Some(items.iter().map(query::value_to_string).collect()))
+        }
+        other => Err(StoreError::UnexpectedReply(format!(
+            "script returned {other:?}"
+        ))),
+    }
+}
+
+fn fenced(persona_id: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
+    move |error| {
+        if error.to_string().contains("FENCED") {
+            StoreError::Fenced {
+                persona_id: persona_id.to_string(),
+            }
+        } else {
+            error.into()
+        }
+    }
+}
+
+fn is_unknown_index(error: &redis::RedisError) -> bool {
+    // RediSearch answers "Unknown index name" (or "Unknown Index name", "no such index" in other
+    // versions); redis-rs splits the first word off as an error code, so compare loosely.
+    let text = loose_text(error);
+    text.contains("unknown index name") || text.contains("no such index")
+}
+
+/// An error's text lower-cased with only letters, digits and single spaces, so matching does not
+/// depend on how the client quotes or splits the server's message.
+fn loose_text(error: &redis::RedisError) -> String {
+    let text: String = error
+        .to_string()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { ' ' })
+        .collect();
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Shortest text that parses back to the same f64.
+fn format_float(value: f64) -> String {
+    format!("{value}")
+}
+
+/// UTC now as RFC 3339 with microseconds, like the original's `datetime.isoformat()`.
+pub fn now_iso() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| now.unix_timestamp().to_string())
+}

@@ -1,0 +1,186 @@
+//! RediSearch query text and reply parsing.
+//!
+//! Everything user-supplied that reaches a query goes through [`escape_tag`]; vectors travel as
+//! PARAMS, never inline.
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::error::StoreError;
+use super::record::{Preference, ScoredPreference, field};
+
+/// Escapes a TAG value for a RediSearch query: every ASCII character other than letters, digits
+/// and `_` gets a backslash, so punctuation and whitespace (`{ } | @ : - , . ' "` …) are literal
+/// and a value can neither end the `{…}` clause nor start another one.
+pub fn escape_tag(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len() * 2);
+    for ch in value.chars() {
+        if ch.is_ascii() && !ch.is_ascii_alphanumeric() && ch != '_' {
+            escaped.push('\\');
+        }
+        escaped.push(ch);
+    }
+    escaped
+}
+
+/// `@field:{a|b|c}` with each value escaped.
+pub fn tag_clause(field: &str, values: &[impl AsRef<str>]) -> String {
+    let joined: Vec<String> = values.iter().map(|v| escape_tag(v.as_ref())).collect();
+    format!("@{field}:{{{}}}", joined.join(" | "))
+}
+
+/// Little-endian FLOAT32 bytes, the layout the HNSW field stores.
+pub fn vector_to_bytes(vector: &[f32]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(vector.len() * 4);
+    for value in vector {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    bytes
+}
+
+pub fn bytes_to_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// The filter part of every persona query: one persona, active only unless asked otherwise.
+pub fn persona_filter(persona_id: &str, include_retracted: bool) -> String {
+    let mut filter = tag_clause(field::PERSONA_ID, &[persona_id]);
+    if !include_retracted {
+        filter.push_str(" @active:{1}");
+    }
+    filter
+}
+
+/// A KNN query over `filter`, scoring into the `score` field.
+pub fn knn_query(filter: &str, top_k: usize) -> String {
+    format!(
+        "({filter})=>[KNN {top_k} @{} $vec AS score]",
+        field::EMBEDDING
+    )
+}
+
+/// Builds `FT.SEARCH index query PARAMS 2 vec <blob> SORTBY score LIMIT 0 k RETURN … DIALECT 2`.
+pub fn knn_command(index: &str, query: &str, vector_bytes: &[u8], top_k: usize) -> redis::Cmd {
+    let mut cmd = redis::cmd("FT.SEARCH");
+    cmd.arg(index)
+        .arg(query)
+        .arg("PARAMS")
+        .arg(2)
+        .arg("vec")
+        .arg(vector_bytes)
+        .arg("SORTBY")
+        .arg("score")
+        .arg("LIMIT")
+        .arg(0)
+        .arg(top_k)
+        .arg("RETURN")
+        .arg(field::ALL_BUT_EMBEDDING.len() + 1)
+        .arg(&field::ALL_BUT_EMBEDDING[..])
+        .arg("score")
+        .arg("DIALECT")
+        .arg(2);
+    cmd
+}
+
+/// Reads a RESP2 FT.SEARCH reply (`[total, key, [field, value, …], …]`) into decoded
+/// preferences, each paired with its `score` field when present.
+pub fn parse_search_reply(
+    reply: Value,
+) -> Result<(u64, Vec<(Preference, Option<f64>)>), StoreError> {
+    let items = match reply {
+        Value::Array(items) => items,
+        other => {
+            return Err(StoreError::UnexpectedReply(format!(
+                "FT.SEARCH returned {other:?}"
+            )));
+        }
+    };
+    let mut items = items.into_iter();
+    let total = match items.next() {
+        Some(Value::Int(total)) => total.max(0) as u64,
+        other => {
+            return Err(StoreError::UnexpectedReply(format!(
+                "FT.SEARCH total was {other:?}"
+            )));
+        }
+    };
+    let mut results = Vec::new();
+    while let Some(_key) = items.next() {
+        let Some(Value::Array(pairs)) = items.next() else {
+            return Err(StoreError::UnexpectedReply(
+                "FT.SEARCH document without fields".into(),
+            ));
+        };
+        let mut fields = HashMap::with_capacity(pairs.len() / 2);
+        let mut pairs = pairs.into_iter();
+        while let (Some(name), Some(value)) = (pairs.next(), pairs.next()) {
+            fields.insert(value_to_string(&name), value_to_string(&value));
+        }
+        let score = fields.get("score").and_then(|s| s.parse::<f64>().ok());
+        results.push((Preference::from_fields(&fields)?, score));
+    }
+    Ok((total, results))
+}
+
+/// Parses a KNN reply, where every hit must carry a score.
+pub fn parse_knn_reply(reply: Value) -> Result<Vec<ScoredPreference>, StoreError> {
+    let (_, hits) = parse_search_reply(reply)?;
+    hits.into_iter()
+        .map(|(preference, score)| {
+            let score = score.ok_or_else(|| {
+                StoreError::UnexpectedReply(format!("KNN hit {} without score", preference.id))
+            })?;
+            Ok(ScoredPreference { preference, score })
+        })
+        .collect()
+}
+
+pub fn value_to_string(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::Int(n) => n.to_string(),
+        Value::Double(n) => n.to_string(),
+        Value::Okay => "OK".into(),
+        Value::Nil => String::new(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_tag_makes_punctuation_and_whitespace_literal() {
+        let cases = [
+            ("alice", "alice"),
+            ("u-1", "u\\-1"),
+            ("a:b", "a\\:b"),
+            (
+                "u-1}|@persona_id:{other",
+                "u\\-1\\}\\|\\@persona_id\\:\\{other",
+            ),
+            ("two words", "two\\ words"),
+            ("a,b.c'd\"e", "a\\,b\\.c\\'d\\\"e"),
+            ("snow_☃", "snow_☃"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(escape_tag(input), expected, "escaping {input:?}");
+        }
+    }
+
+    #[test]
+    fn vectors_round_trip_as_little_endian_f32() {
+        let vector = [1.0f32, -0.5, 0.25];
+        let bytes = vector_to_bytes(&vector);
+        assert_eq!(bytes.len(), 12);
+        assert_eq!(&bytes[..4], &1.0f32.to_le_bytes());
+        assert_eq!(bytes_to_vector(&bytes), vector);
+    }
+}

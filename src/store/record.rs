@@ -1,0 +1,326 @@
+//! The preference record as stored in a Redis HASH, and its decoding.
+//!
+//! Field names are those of the original system (seed 000) so its data stays readable; fields
+//! it did not have (`stance`, `persona_message_id`) are optional when decoding.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::StoreError;
+
+/// Hash field names. One place, so the Lua scripts, queries and decoder agree.
+pub mod field {
+    pub const ID: &str = "id";
+    pub const PERSONA_ID: &str = "persona_id";
+    pub const NAME: &str = "name";
+    pub const OPINION: &str = "opinion";
+    pub const CATEGORY: &str = "category";
+    pub const STRENGTH: &str = "strength";
+    pub const STANCE: &str = "stance";
+    pub const TRIGGERING_USER_ID: &str = "triggering_user_id";
+    pub const TRIGGERING_MESSAGE_ID: &str = "triggering_message_id";
+    pub const PERSONA_MESSAGE_ID: &str = "persona_message_id";
+    pub const SOURCE_PLATFORM: &str = "source_platform";
+    pub const SOURCE_CHANNEL_ID: &str = "source_channel_id";
+    pub const RELATED_USER_IDS: &str = "related_user_ids";
+    pub const RELATED_USER_IDS_INDEX: &str = "related_user_ids_index";
+    pub const RELATED_KG_UUIDS: &str = "related_kg_uuids";
+    pub const EVOLUTION_HISTORY: &str = "evolution_history";
+    pub const EMBEDDING: &str = "embedding";
+    pub const ACTIVE: &str = "active";
+    pub const CREATED_AT: &str = "created_at";
+    pub const LAST_REINFORCED: &str = "last_reinforced";
+    pub const REINFORCEMENT_COUNT: &str = "reinforcement_count";
+
+    /// Everything but the embedding: what searches RETURN.
+    pub const ALL_BUT_EMBEDDING: [&str; 20] = [
+        ID,
+        PERSONA_ID,
+        NAME,
+        OPINION,
+        CATEGORY,
+        STRENGTH,
+        STANCE,
+        TRIGGERING_USER_ID,
+        TRIGGERING_MESSAGE_ID,
+        PERSONA_MESSAGE_ID,
+        SOURCE_PLATFORM,
+        SOURCE_CHANNEL_ID,
+        RELATED_USER_IDS,
+        RELATED_USER_IDS_INDEX,
+        RELATED_KG_UUIDS,
+        EVOLUTION_HISTORY,
+        ACTIVE,
+        CREATED_AT,
+        LAST_REINFORCED,
+        REINFORCEMENT_COUNT,
+    ];
+}
+
+/// Whether the persona is for or against the thing the preference is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stance {
+    For,
+    Against,
+}
+
+impl Stance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stance::For => "for",
+            Stance::Against => "against",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Stance> {
+        match text {
+            "for" => Some(Stance::For),
+            "against" => Some(Stance::Against),
+            _ => None,
+        }
+    }
+}
+
+/// Where a preference came from: the conversation turn that made the persona say it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub triggering_user_id: String,
+    pub triggering_message_id: String,
+    /// The persona's own message the opinion was mined from (empty for manual adds).
+    #[serde(default)]
+    pub persona_message_id: String,
+    pub source_platform: String,
+    pub source_channel_id: String,
+}
+
+/// What a caller supplies to add a preference; the store mints id and timestamps.
+#[derive(Debug, Clone)]
+pub struct NewPreference {
+    pub persona_id: String,
+    pub name: String,
+    pub opinion: String,
+    pub category: String,
+    pub stance: Option<Stance>,
+    /// `None` means the configured default strength.
+    pub strength: Option<f64>,
+    pub provenance: Provenance,
+    pub related_user_ids: Vec<String>,
+    pub related_kg_uuids: Vec<String>,
+    pub embedding: Vec<f32>,
+}
+
+/// One entry of a preference's `evolution_history`: a change of mind or a retraction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// `"evolution"` or `"retraction"`; absent in entries written by the original system,
+    /// which logged only evolutions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_opinion: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_opinion: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// A stored preference, decoded, without its embedding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Preference {
+    pub id: String,
+    pub persona_id: String,
+    pub name: String,
+    pub opinion: String,
+    pub category: String,
+    pub strength: f64,
+    pub stance: Option<Stance>,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    pub related_user_ids: Vec<String>,
+    pub related_kg_uuids: Vec<String>,
+    pub evolution_history: Vec<HistoryEntry>,
+    pub active: bool,
+    pub created_at: String,
+    pub last_reinforced: String,
+    pub reinforcement_count: u64,
+}
+
+impl Preference {
+    /// Decodes a HASH (from HGETALL or a search's RETURN list). Missing optional fields take
+    /// their defaults so records written by the original system decode.
+    pub fn from_fields(fields: &HashMap<String, String>) -> Result<Preference, StoreError> {
+        let text = |name: &str| fields.get(name).cloned().unwrap_or_default();
+        let id = text(field::ID);
+        if id.is_empty() {
+            return Err(StoreError::UnexpectedReply(
+                "preference hash without an id field".into(),
+            ));
+        }
+        let json_list = |name: &str| -> Vec<String> {
+            fields
+                .get(name)
+                .and_then(|raw| serde_json::from_str::<Vec<String>>(raw).ok())
+                .unwrap_or_default()
+        };
+        let evolution_history = fields
+            .get(field::EVOLUTION_HISTORY)
+            .filter(|raw| !raw.is_empty())
+            .map(|raw| serde_json::from_str::<Vec<HistoryEntry>>(raw))
+            .transpose()
+            .map_err(|error| {
+                StoreError::UnexpectedReply(format!("preference {id}: evolution_history: {error}"))
+            })?
+            .unwrap_or_default();
+        Ok(Preference {
+            persona_id: text(field::PERSONA_ID),
+            name: text(field::NAME),
+            opinion: text(field::OPINION),
+            category: text(field::CATEGORY),
+            strength: fields
+                .get(field::STRENGTH)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0.0),
+            stance: fields.get(field::STANCE).and_then(|s| Stance::parse(s)),
+            provenance: Provenance {
+                triggering_user_id: text(field::TRIGGERING_USER_ID),
+                triggering_message_id: text(field::TRIGGERING_MESSAGE_ID),
+                persona_message_id: text(field::PERSONA_MESSAGE_ID),
+                source_platform: text(field::SOURCE_PLATFORM),
+                source_channel_id: text(field::SOURCE_CHANNEL_ID),
+            },
+            related_user_ids: json_list(field::RELATED_USER_IDS),
+            related_kg_uuids: json_list(field::RELATED_KG_UUIDS),
+            evolution_history,
+            // The original system wrote "1"/"0"; accept "true" too.
+            active: matches!(
+                fields.get(field::ACTIVE).map(String::as_str),
+                Some("1") | Some("true")
+            ),
+            created_at: text(field::CREATED_AT),
+            last_reinforced: text(field::LAST_REINFORCED),
+            reinforcement_count: fields
+                .get(field::REINFORCEMENT_COUNT)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+            id,
+        })
+    }
+}
+
+/// A preference found by a vector search, with its cosine distance to the query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoredPreference {
+    #[serde(flatten)]
+    pub preference: Preference,
+    /// Cosine distance as RediSearch reports it: 0 = same direction, 2 = opposite.
+    pub score: f64,
+}
+
+impl ScoredPreference {
+    /// `1 - distance`: cosine similarity.
+    pub fn similarity(&self) -> f64 {
+        1.0 - self.score
+    }
+}
+
+/// Counts over one persona's preferences.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PreferenceStats {
+    pub persona_id: String,
+    pub total: u64,
+    pub active: u64,
+    pub retracted: u64,
+    /// Active preferences per category.
+    pub by_category: std::collections::BTreeMap<String, u64>,
+}
+
+/// Why a preference was chosen for injection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub enum MatchReason {
+    /// Close to the query in meaning.
+    Semantic,
+    /// About a user who is in the conversation.
+    User(String),
+}
+
+impl From<MatchReason> for String {
+    fn from(reason: MatchReason) -> String {
+        match reason {
+            MatchReason::Semantic => "semantic".into(),
+            MatchReason::User(id) => format!("user:{id}"),
+        }
+    }
+}
+
+impl std::fmt::Display for MatchReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from(self.clone()))
+    }
+}
+
+/// One preference selected for a system prompt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InjectedPreference {
+    pub id: String,
+    pub name: String,
+    pub opinion: String,
+    pub category: String,
+    pub strength: f64,
+    /// Cosine similarity to the query, clamped to [0, 1], raised to the user floor for
+    /// preferences about a present user.
+    pub relevance: f64,
+    /// What the ranking sorted by: relevance x strength.
+    pub score: f64,
+    pub matched_by: Vec<MatchReason>,
+}
+
+/// Options of [`super::PreferenceStore::get_preferences_for_injection`].
+#[derive(Debug, Clone)]
+pub struct InjectionQuery<'a> {
+    pub persona_id: &'a str,
+    pub query_embedding: &'a [f32],
+    pub max_count: usize,
+    pub max_chars: usize,
+    pub active_user_ids: &'a [String],
+}
+
+/// Effect of a reinforce, evolve or retract; `None` from the store means not found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReinforceOutcome {
+    pub id: String,
+    pub name: String,
+    pub strength: f64,
+    pub reinforcement_count: u64,
+    /// False when the idempotency key had been applied before and nothing changed.
+    pub applied: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvolveOutcome {
+    pub id: String,
+    pub name: String,
+    pub new_opinion: String,
+    pub strength: f64,
+    pub evolutions: u64,
+    pub applied: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetractOutcome {
+    pub id: String,
+    pub name: String,
+    pub active: bool,
+}
+
+/// Result of an add under an idempotency key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AddOutcome {
+    pub preference: Preference,
+    /// False when the key had been applied before; `preference` is then the one it created.
+    pub applied: bool,
+}

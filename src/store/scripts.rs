@@ -1,0 +1,124 @@
+//! Lua scripts: every read-modify-write of a preference runs inside Redis as one script, so
+//! concurrent writers (tasks or processes) cannot lose updates, and the idempotency record and
+//! the lock check are part of the same atomic step as the write.
+//!
+//! Shared calling convention:
+//! - `KEYS[1]` preference key, `KEYS[2]` idempotency ("effect") key, `KEYS[3]` persona lock key;
+//! - `ARGV[1]` "1" when the effect key is in use, `ARGV[2]` its TTL in seconds,
+//!   `ARGV[3]` the lock token the caller holds ("" = no lock required);
+//! - operation-specific arguments from `ARGV[4]` on.
+//!
+//! A script answers `FENCED` (an error reply) when the caller's lock is no longer held: the
+//! write is refused rather than racing a newer holder.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The guard shared by every script: lock check, then the idempotency short-circuit is done by
+/// each script because what it returns differs.
+const GUARD: &str = r#"
+if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
+  return redis.error_reply('FENCED lock no longer held')
+end
+local effect_used = ARGV[1] == '1'
+local function record_effect(value)
+  if effect_used then redis.call('SET', KEYS[2], value, 'EX', tonumber(ARGV[2])) end
+end
+"#;
+
+/// ARGV[4..]: field/value pairs of the new hash (id first). Returns `{applied, id}`.
+pub static ADD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if effect_used then
+  local existing = redis.call('GET', KEYS[2])
+  if existing then return {0, existing} end
+end
+local fields = {}
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+record_effect(ARGV[5])
+return {1, ARGV[5]}
+"#
+    ))
+});
+
+/// ARGV[4] rate, ARGV[5] now. Returns nil when missing, else
+/// `{applied, id, name, strength, reinforcement_count}`.
+pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+if effect_used and redis.call('EXISTS', KEYS[2]) == 1 then
+  local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'strength', 'reinforcement_count')
+  return {0, h[1], h[2], h[3] or '0', h[4] or '0'}
+end
+local strength = tonumber(redis.call('HGET', KEYS[1], 'strength')) or 0
+local rate = tonumber(ARGV[4])
+strength = strength + rate * (1 - strength)
+if strength > 1 then strength = 1 end
+if strength < 0 then strength = 0 end
+local count = redis.call('HINCRBY', KEYS[1], 'reinforcement_count', 1)
+local formatted = string.format('%.17g', strength)
+redis.call('HSET', KEYS[1], 'strength', formatted, 'last_reinforced', ARGV[5])
+local h = redis.call('HMGET', KEYS[1], 'id', 'name')
+record_effect(h[1])
+return {1, h[1], h[2], formatted, tostring(count)}
+"#
+    ))
+});
+
+/// ARGV[4] new opinion, ARGV[5] embedding bytes, ARGV[6] strength, ARGV[7] now, ARGV[8] reason,
+/// ARGV[9] new stance ("" keeps it). Returns nil when missing, else
+/// `{applied, id, name, opinion, strength, evolutions}`.
+pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local function history()
+  local raw = redis.call('HGET', KEYS[1], 'evolution_history')
+  if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
+  return cjson.decode(raw)
+end
+if effect_used and redis.call('EXISTS', KEYS[2]) == 1 then
+  local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength')
+  return {0, h[1], h[2], h[3], h[4] or '0', tostring(#history())}
+end
+local log = history()
+local old = redis.call('HGET', KEYS[1], 'opinion') or ''
+log[#log + 1] = {action = 'evolution', old_opinion = old, new_opinion = ARGV[4], timestamp = ARGV[7], reason = ARGV[8]}
+redis.call('HSET', KEYS[1], 'opinion', ARGV[4], 'embedding', ARGV[5], 'strength', ARGV[6],
+  'last_reinforced', ARGV[7], 'evolution_history', cjson.encode(log))
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'stance', ARGV[9]) end
+local h = redis.call('HMGET', KEYS[1], 'id', 'name')
+record_effect(h[1])
+return {1, h[1], h[2], ARGV[4], ARGV[6], tostring(#log)}
+"#
+    ))
+});
+
+/// ARGV[4] reason ("" = no history entry), ARGV[5] now. Returns nil when missing, else
+/// `{applied, id, name}`.
+pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history')
+if effect_used and redis.call('EXISTS', KEYS[2]) == 1 then return {0, h[1], h[2]} end
+redis.call('HSET', KEYS[1], 'active', '0')
+if ARGV[4] ~= '' then
+  local log = {}
+  if h[4] and h[4] ~= '' and h[4] ~= '[]' and h[4] ~= '{}' then log = cjson.decode(h[4]) end
+  log[#log + 1] = {action = 'retraction', old_opinion = h[3] or '', timestamp = ARGV[5], reason = ARGV[4]}
+  redis.call('HSET', KEYS[1], 'evolution_history', cjson.encode(log))
+end
+record_effect(h[1])
+return {1, h[1], h[2]}
+"#
+    ))
+});

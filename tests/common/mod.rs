@@ -1,0 +1,167 @@
+//! Shared test support: real Redis + RediSearch and NATS from `scripts/services`, one key
+//! prefix / index / stream name per test so tests run in parallel and leave nothing behind.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use persona_prefs::config::Config;
+use persona_prefs::store::{NewPreference, PreferenceStore, Provenance, Stance};
+use rand::{Rng, SeedableRng};
+
+pub const DIMS: usize = 384;
+
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL")
+        .expect("REDIS_URL is not set: run the tests with scripts/test, which starts the services")
+}
+
+pub fn nats_url() -> String {
+    std::env::var("NATS_URL")
+        .expect("NATS_URL is not set: run the tests with scripts/test, which starts the services")
+}
+
+/// A name unique to this test process and call, safe as key prefix, index and stream name.
+pub fn unique(label: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "t{}_{}_{}_{}",
+        std::process::id(),
+        label,
+        n,
+        rand::rng().random::<u32>()
+    )
+}
+
+/// Configuration pointing at the test services, with a fresh key prefix and index.
+pub fn test_config(label: &str) -> Config {
+    let mut config = Config::defaults();
+    let name = unique(label);
+    config.redis.url = redis_url();
+    if let Ok(url) = std::env::var("NATS_URL") {
+        config.nats.url = url;
+    }
+    config.redis.key_prefix = name.clone();
+    config.redis.index_name = format!("idx:{name}");
+    if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
+        config.embed.model_dir = dir;
+    }
+    config
+}
+
+/// A store on its own prefix and index; drops both (and every key under the prefix) on drop.
+pub struct TestStore {
+    pub store: PreferenceStore,
+    pub config: Config,
+}
+
+impl TestStore {
+    pub async fn new(label: &str) -> TestStore {
+        TestStore::with_config(test_config(label)).await
+    }
+
+    pub async fn with_config(config: Config) -> TestStore {
+        let store = PreferenceStore::connect(&config.redis, &config.store)
+            .await
+            .expect("connect to redis");
+        store.ensure_index().await.expect("ensure index");
+        TestStore { store, config }
+    }
+}
+
+impl std::ops::Deref for TestStore {
+    type Target = PreferenceStore;
+    fn deref(&self) -> &PreferenceStore {
+        &self.store
+    }
+}
+
+impl Drop for TestStore {
+    fn drop(&mut self) {
+        cleanup_redis(&self.config);
+    }
+}
+
+pub fn cleanup_redis(config: &Config) {
+    let Ok(client) = redis::Client::open(config.redis.url.as_str()) else {
+        return;
+    };
+    let Ok(mut connection) = client.get_connection() else {
+        return;
+    };
+    let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
+        .arg(&config.redis.index_name)
+        .query(&mut connection);
+    let pattern = format!("{}:*", config.redis.key_prefix);
+    let mut cursor: u64 = 0;
+    loop {
+        let result: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut connection);
+        let Ok((next, keys)) = result else { return };
+        if !keys.is_empty() {
+            let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(&keys).query(&mut connection);
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
+    }
+}
+
+/// A deterministic random unit vector.
+pub fn unit_vector(seed: u64) -> Vec<f32> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let vector: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    normalise(vector)
+}
+
+/// A unit vector at roughly `similarity` cosine similarity to `base`.
+pub fn vector_near(base: &[f32], similarity: f32, seed: u64) -> Vec<f32> {
+    let noise = unit_vector(seed ^ 0x9e37_79b9_7f4a_7c15);
+    // Remove the component along base so noise is orthogonal, then mix.
+    let dot: f32 = noise.iter().zip(base).map(|(n, b)| n * b).sum();
+    let orthogonal = normalise(noise.iter().zip(base).map(|(n, b)| n - dot * b).collect());
+    let rest = (1.0 - similarity * similarity).max(0.0).sqrt();
+    normalise(
+        base.iter()
+            .zip(&orthogonal)
+            .map(|(b, o)| similarity * b + rest * o)
+            .collect(),
+    )
+}
+
+pub fn normalise(vector: Vec<f32>) -> Vec<f32> {
+    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+    vector.into_iter().map(|v| v / norm).collect()
+}
+
+pub fn new_preference(
+    persona_id: &str,
+    name: &str,
+    opinion: &str,
+    embedding: Vec<f32>,
+) -> NewPreference {
+    NewPreference {
+        persona_id: persona_id.into(),
+        name: name.into(),
+        opinion: opinion.into(),
+        category: "aesthetic".into(),
+        stance: Some(Stance::For),
+        strength: None,
+        provenance: Provenance {
+            triggering_user_id: "user-1".into(),
+            triggering_message_id: "msg-1".into(),
+            persona_message_id: "msg-2".into(),
+            source_platform: "discord".into(),
+            source_channel_id: "chan-1".into(),
+        },
+        related_user_ids: Vec::new(),
+        related_kg_uuids: Vec::new(),
+        embedding,
+    }
+}

@@ -1,0 +1,1095 @@
+//! The preference store against a real Redis with RediSearch: every operation of seed 000.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{TestStore, new_preference, unit_vector, vector_near};
+use persona_prefs::store::{
+    InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, StoreError, WriteGuard,
+};
+
+fn ids(list: &[impl AsRef<str>]) -> Vec<String> {
+    list.iter().map(|s| s.as_ref().to_string()).collect()
+}
+
+#[tokio::test]
+async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
+    let t = TestStore::new("add").await;
+    let mut new = new_preference(
+        "ada",
+        "rainy days",
+        "I find rainy days calming.",
+        unit_vector(1),
+    );
+    new.related_user_ids = ids(&["u1", "u2"]);
+    new.related_kg_uuids = ids(&["kg-1"]);
+    let added = t.add_preference(new).await.unwrap();
+
+    assert_eq!(added.id.len(), 32);
+    assert_eq!(added.strength, 0.5);
+    assert!(added.active);
+    assert_eq!(added.reinforcement_count, 0);
+    assert!(added.evolution_history.is_empty());
+
+    // The raw hash sits at {prefix}:persona_pref:{persona}:{id} with the original's fields.
+    let key = format!(
+        "{}:persona_pref:ada:{}",
+        t.config.redis.key_prefix, added.id
+    );
+    let mut connection = t.connection();
+    let raw: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
+        .arg(&key)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let text = |f: &str| String::from_utf8(raw[f].clone()).unwrap();
+    assert_eq!(text("persona_id"), "ada");
+    assert_eq!(text("active"), "1");
+    assert_eq!(text("related_user_ids"), r#"["u1","u2"]"#);
+    assert_eq!(text("related_user_ids_index"), "u1,u2");
+    assert_eq!(text("related_kg_uuids"), r#"["kg-1"]"#);
+    assert_eq!(text("evolution_history"), "[]");
+    assert_eq!(text("triggering_user_id"), "user-1");
+    assert_eq!(text("triggering_message_id"), "msg-1");
+    assert_eq!(text("source_platform"), "discord");
+    assert_eq!(text("source_channel_id"), "chan-1");
+    assert_eq!(
+        raw["embedding"].len(),
+        common::DIMS * 4,
+        "FLOAT32 little-endian bytes"
+    );
+    assert_eq!(&raw["embedding"][..4], &unit_vector(1)[0].to_le_bytes());
+
+    let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(fetched, added);
+}
+
+#[tokio::test]
+async fn name_and_opinion_are_truncated_on_character_boundaries() {
+    let t = TestStore::new("trunc").await;
+    let name = "é".repeat(300);
+    let opinion = "🐈".repeat(5000);
+    let added = t
+        .add_preference(new_preference("ada", &name, &opinion, unit_vector(2)))
+        .await
+        .unwrap();
+    assert_eq!(added.name.chars().count(), 256);
+    assert_eq!(added.opinion.chars().count(), 4096);
+    assert!(added.opinion.chars().all(|c| c == '🐈'));
+    let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(fetched.opinion, added.opinion);
+}
+
+#[tokio::test]
+async fn unknown_category_becomes_philosophical_and_known_ones_are_kept() {
+    let t = TestStore::new("category").await;
+    let cases = [
+        ("culinary", "culinary"),
+        ("Musical", "musical"),
+        ("astrology", "philosophical"),
+        ("", "philosophical"),
+    ];
+    for (seed, (given, stored)) in cases.iter().enumerate() {
+        let mut new = new_preference(
+            "ada",
+            "thing",
+            "I like the thing.",
+            unit_vector(seed as u64),
+        );
+        new.category = given.to_string();
+        assert_eq!(
+            t.add_preference(new).await.unwrap().category,
+            *stored,
+            "category {given:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn strength_is_clamped_to_the_unit_interval() {
+    let t = TestStore::new("strength").await;
+    let cases = [
+        (Some(1.7), 1.0),
+        (Some(-0.3), 0.0),
+        (Some(0.42), 0.42),
+        (None, 0.5),
+    ];
+    for (seed, (given, stored)) in cases.into_iter().enumerate() {
+        let mut new = new_preference("ada", "thing", "I like it.", unit_vector(seed as u64));
+        new.strength = given;
+        assert_eq!(
+            t.add_preference(new).await.unwrap().strength,
+            stored,
+            "strength {given:?}"
+        );
+    }
+    let mut new = new_preference("ada", "thing", "I like it.", unit_vector(9));
+    new.strength = Some(f64::NAN);
+    assert!(matches!(
+        t.add_preference(new).await,
+        Err(StoreError::InvalidInput {
+            field: "strength",
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn reinforce_follows_the_diminishing_returns_curve() {
+    let t = TestStore::new("reinforce").await;
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "tea",
+            "I love green tea.",
+            unit_vector(3),
+        ))
+        .await
+        .unwrap();
+    let first = t
+        .reinforce_preference("ada", &added.id, WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        (first.strength - 0.575).abs() < 1e-12,
+        "0.5 + 0.15 * 0.5, got {}",
+        first.strength
+    );
+    assert_eq!(first.reinforcement_count, 1);
+    let second = t
+        .reinforce_preference("ada", &added.id, WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!((second.strength - (0.575 + 0.15 * 0.425)).abs() < 1e-12);
+    let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(stored.reinforcement_count, 2);
+    assert!(stored.last_reinforced >= stored.created_at);
+}
+
+#[tokio::test]
+async fn missing_preferences_are_none_not_errors() {
+    let t = TestStore::new("missing").await;
+    let g = WriteGuard::default();
+    assert!(t.get_preference("ada", "nope").await.unwrap().is_none());
+    assert!(
+        t.reinforce_preference("ada", "nope", g)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        t.evolve_preference("ada", "nope", "x", &unit_vector(1), "r", None, g)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        t.retract_preference("ada", "nope", "r", g)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn fifty_concurrent_reinforcements_all_count() {
+    let t = TestStore::new("concurrent").await;
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "jazz",
+            "I adore jazz.",
+            unit_vector(4),
+        ))
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let store: PreferenceStore = t.store.clone();
+            let id = added.id.clone();
+            tokio::spawn(async move {
+                store
+                    .reinforce_preference("ada", &id, WriteGuard::default())
+                    .await
+                    .unwrap()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(stored.reinforcement_count, 50);
+    let expected = 1.0 - 0.5 * 0.85f64.powi(50);
+    assert!(
+        (stored.strength - expected).abs() < 1e-9,
+        "expected {expected}, got {}",
+        stored.strength
+    );
+}
+
+#[tokio::test]
+async fn evolve_logs_the_change_and_replaces_opinion_and_embedding() {
+    let t = TestStore::new("evolve").await;
+    let old_vector = unit_vector(5);
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "cilantro",
+            "I love cilantro.",
+            old_vector.clone(),
+        ))
+        .await
+        .unwrap();
+    t.reinforce_preference("ada", &added.id, WriteGuard::default())
+        .await
+        .unwrap();
+    let new_vector = unit_vector(6);
+    let outcome = t
+        .evolve_preference(
+            "ada",
+            &added.id,
+            "Cilantro tastes like soap to me now.",
+            &new_vector,
+            "msg-9 said so",
+            None,
+            WriteGuard::default(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.strength, 0.6);
+    assert_eq!(outcome.evolutions, 1);
+    let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(stored.opinion, "Cilantro tastes like soap to me now.");
+    assert_eq!(stored.strength, 0.6);
+    let entry = &stored.evolution_history[0];
+    assert_eq!(entry.old_opinion.as_deref(), Some("I love cilantro."));
+    assert_eq!(
+        entry.new_opinion.as_deref(),
+        Some("Cilantro tastes like soap to me now.")
+    );
+    assert_eq!(entry.reason, "msg-9 said so");
+    assert!(!entry.timestamp.is_empty());
+    // The index now finds it by the new embedding, not the old one.
+    let by_new = t
+        .search_preferences("ada", &new_vector, 1, false)
+        .await
+        .unwrap();
+    assert!(
+        by_new[0].score < 1e-4,
+        "new embedding is stored, distance {}",
+        by_new[0].score
+    );
+}
+
+#[tokio::test]
+async fn retract_is_a_soft_delete_that_searches_and_lists_skip() {
+    let t = TestStore::new("retract").await;
+    let vector = unit_vector(7);
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "opera",
+            "I love opera.",
+            vector.clone(),
+        ))
+        .await
+        .unwrap();
+    let quiet = t
+        .add_preference(new_preference(
+            "ada",
+            "noise",
+            "I hate noise.",
+            unit_vector(8),
+        ))
+        .await
+        .unwrap();
+    let outcome = t
+        .retract_preference("ada", &added.id, "changed my mind", WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!outcome.active);
+    t.retract_preference("ada", &quiet.id, "", WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert!(!stored.active);
+    assert_eq!(stored.opinion, "I love opera.", "record kept");
+    assert_eq!(stored.evolution_history.len(), 1);
+    assert_eq!(
+        stored.evolution_history[0].action.as_deref(),
+        Some("retraction")
+    );
+    assert_eq!(stored.evolution_history[0].reason, "changed my mind");
+    let silent = t.get_preference("ada", &quiet.id).await.unwrap().unwrap();
+    assert!(
+        silent.evolution_history.is_empty(),
+        "no reason, no history entry"
+    );
+
+    assert!(
+        t.search_preferences("ada", &vector, 5, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        t.search_preferences("ada", &vector, 5, true)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        t.find_conflicts("ada", &vector, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let options = ListOptions {
+        limit: 50,
+        ..Default::default()
+    };
+    assert!(
+        t.list_preferences("ada", &options)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let all = ListOptions {
+        include_retracted: true,
+        limit: 50,
+        ..Default::default()
+    };
+    assert_eq!(t.list_preferences("ada", &all).await.unwrap().len(), 2);
+    let injection = InjectionQuery {
+        persona_id: "ada",
+        query_embedding: &vector,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &[],
+    };
+    assert!(
+        t.get_preferences_for_injection(&injection)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn list_is_strongest_first_with_category_filter_and_limit() {
+    let t = TestStore::new("list").await;
+    for (seed, (category, strength)) in [
+        ("culinary", 0.3),
+        ("musical", 0.9),
+        ("culinary", 0.7),
+        ("musical", 0.1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut new = new_preference("ada", "x", "I have a view.", unit_vector(seed as u64));
+        new.category = category.into();
+        new.strength = Some(strength);
+        t.add_preference(new).await.unwrap();
+    }
+    let strengths = |list: Vec<persona_prefs::store::Preference>| {
+        list.into_iter().map(|p| p.strength).collect::<Vec<_>>()
+    };
+    let all = t
+        .list_preferences(
+            "ada",
+            &ListOptions {
+                limit: 50,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(strengths(all), vec![0.9, 0.7, 0.3, 0.1]);
+    let culinary = ListOptions {
+        category: Some("culinary".into()),
+        limit: 50,
+        ..Default::default()
+    };
+    assert_eq!(
+        strengths(t.list_preferences("ada", &culinary).await.unwrap()),
+        vec![0.7, 0.3]
+    );
+    let top2 = ListOptions {
+        limit: 2,
+        ..Default::default()
+    };
+    assert_eq!(
+        strengths(t.list_preferences("ada", &top2).await.unwrap()),
+        vec![0.9, 0.7]
+    );
+}
+
+#[tokio::test]
+async fn stats_count_active_retracted_and_categories() {
+    let t = TestStore::new("stats").await;
+    let mut made = Vec::new();
+    for (seed, category) in ["culinary", "musical", "culinary", "ethical"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut new = new_preference("ada", "x", "I have a view.", unit_vector(seed as u64));
+        new.category = category.into();
+        made.push(t.add_preference(new).await.unwrap());
+    }
+    t.add_preference(new_preference(
+        "bob",
+        "x",
+        "Other persona.",
+        unit_vector(99),
+    ))
+    .await
+    .unwrap();
+    t.retract_preference("ada", &made[3].id, "", WriteGuard::default())
+        .await
+        .unwrap();
+    let stats = t.stats("ada").await.unwrap();
+    assert_eq!((stats.total, stats.active, stats.retracted), (4, 3, 1));
+    assert_eq!(stats.by_category.get("culinary"), Some(&2));
+    assert_eq!(stats.by_category.get("musical"), Some(&1));
+    assert_eq!(
+        stats.by_category.get("ethical"),
+        None,
+        "only active preferences are tallied"
+    );
+}
+
+#[tokio::test]
+async fn search_is_nearest_first_with_cosine_distance() {
+    let t = TestStore::new("search").await;
+    let base = unit_vector(10);
+    for (seed, similarity) in [(11, 0.95f32), (12, 0.6), (13, 0.85)] {
+        let opinion = format!("similar at {similarity}");
+        t.add_preference(new_preference(
+            "ada",
+            "x",
+            &opinion,
+            vector_near(&base, similarity, seed),
+        ))
+        .await
+        .unwrap();
+    }
+    let hits = t.search_preferences("ada", &base, 10, false).await.unwrap();
+    let similarities: Vec<f64> = hits.iter().map(|h| h.similarity()).collect();
+    assert_eq!(hits.len(), 3);
+    assert!(
+        similarities.windows(2).all(|w| w[0] >= w[1]),
+        "{similarities:?}"
+    );
+    assert!(
+        (similarities[0] - 0.95).abs() < 0.01 && (similarities[2] - 0.6).abs() < 0.01,
+        "{similarities:?}"
+    );
+    assert_eq!(
+        t.search_preferences("ada", &base, 2, false)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn find_conflicts_keeps_only_matches_over_the_threshold() {
+    let t = TestStore::new("conflicts").await;
+    let base = unit_vector(20);
+    for (seed, similarity) in [(21, 0.95f32), (22, 0.82), (23, 0.7)] {
+        t.add_preference(new_preference(
+            "ada",
+            "x",
+            "view",
+            vector_near(&base, similarity, seed),
+        ))
+        .await
+        .unwrap();
+    }
+    let default = t.find_conflicts("ada", &base, None).await.unwrap();
+    assert_eq!(default.len(), 2, "0.80 default keeps 0.95 and 0.82");
+    assert!(default.iter().all(|hit| hit.similarity() >= 0.8));
+    assert_eq!(
+        t.find_conflicts("ada", &base, Some(0.9))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        t.find_conflicts("ada", &base, Some(0.5))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn a_persona_never_sees_another_personas_preferences() {
+    let t = TestStore::new("isolation").await;
+    let shared = unit_vector(30);
+    let mut theirs = new_preference("bob", "secret", "Bob's private view.", shared.clone());
+    theirs.related_user_ids = ids(&["u1"]);
+    let bobs = t.add_preference(theirs).await.unwrap();
+    // Case matters: "Bob" is not "bob".
+    t.add_preference(new_preference(
+        "Bob",
+        "other",
+        "Capital Bob's view.",
+        shared.clone(),
+    ))
+    .await
+    .unwrap();
+
+    assert!(
+        t.search_preferences("ada", &shared, 10, true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        t.find_conflicts("ada", &shared, Some(0.0))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(t.get_preference("ada", &bobs.id).await.unwrap().is_none());
+    assert!(
+        t.list_preferences(
+            "ada",
+            &ListOptions {
+                include_retracted: true,
+                limit: 10,
+                ..Default::default()
+            }
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+    let users = ids(&["u1"]);
+    let query = InjectionQuery {
+        persona_id: "ada",
+        query_embedding: &shared,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &users,
+    };
+    assert!(
+        t.get_preferences_for_injection(&query)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let lower = t
+        .search_preferences("bob", &shared, 10, false)
+        .await
+        .unwrap();
+    assert_eq!(lower.len(), 1);
+    assert_eq!(lower[0].preference.persona_id, "bob");
+}
+
+#[tokio::test]
+async fn hostile_user_ids_neither_break_queries_nor_reach_other_personas() {
+    let t = TestStore::new("escape").await;
+    let vector = unit_vector(40);
+    let hostile = "u-1}|@persona_id:{bob";
+    let mut mine = new_preference(
+        "ada",
+        "hostile user",
+        "I distrust this user.",
+        unit_vector(41),
+    );
+    mine.related_user_ids = ids(&[hostile, "name with spaces", "a:b-c.d"]);
+    let mine = t.add_preference(mine).await.unwrap();
+    let mut bobs = new_preference("bob", "bob", "Bob's view about u-1.", vector.clone());
+    bobs.related_user_ids = ids(&["u-1"]);
+    t.add_preference(bobs).await.unwrap();
+
+    for user in [hostile, "name with spaces", "a:b-c.d"] {
+        let users = ids(&[user]);
+        let query = InjectionQuery {
+            persona_id: "ada",
+            query_embedding: &vector,
+            max_count: 8,
+            max_chars: 2000,
+            active_user_ids: &users,
+        };
+        let chosen = t.get_preferences_for_injection(&query).await.unwrap();
+        assert_eq!(chosen.len(), 1, "user {user:?}");
+        assert_eq!(chosen[0].id, mine.id);
+        assert!(
+            chosen[0]
+                .matched_by
+                .contains(&MatchReason::User(user.to_string()))
+        );
+    }
+}
+
+#[tokio::test]
+async fn injection_merges_semantic_and_user_passes_and_respects_caps() {
+    let t = TestStore::new("inject").await;
+    let query_vector = unit_vector(50);
+    // Topic matches with different strengths.
+    let mut strong = new_preference(
+        "ada",
+        "a",
+        "Strong and relevant.",
+        vector_near(&query_vector, 0.9, 51),
+    );
+    strong.strength = Some(0.9);
+    let strong = t.add_preference(strong).await.unwrap();
+    let mut weak = new_preference(
+        "ada",
+        "b",
+        "Weak but relevant.",
+        vector_near(&query_vector, 0.9, 52),
+    );
+    weak.strength = Some(0.2);
+    let weak = t.add_preference(weak).await.unwrap();
+    // Off-topic, but about a user in the conversation.
+    let mut about_user = new_preference(
+        "ada",
+        "c",
+        "Carol tells good jokes.",
+        vector_near(&query_vector, 0.0, 53),
+    );
+    about_user.related_user_ids = ids(&["carol"]);
+    about_user.strength = Some(0.8);
+    let about_user = t.add_preference(about_user).await.unwrap();
+    // On-topic and about the user: both reasons.
+    let mut both = new_preference(
+        "ada",
+        "d",
+        "Carol and I share this.",
+        vector_near(&query_vector, 0.85, 54),
+    );
+    both.related_user_ids = ids(&["carol", "dave"]);
+    both.strength = Some(0.7);
+    let both = t.add_preference(both).await.unwrap();
+
+    let users = ids(&["carol"]);
+    let query = InjectionQuery {
+        persona_id: "ada",
+        query_embedding: &query_vector,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &users,
+    };
+    let chosen = t.get_preferences_for_injection(&query).await.unwrap();
+    let order: Vec<&str> = chosen.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(chosen.len(), 4, "deduplicated by id");
+    assert_eq!(order[0], strong.id, "highest relevance x strength first");
+    assert_eq!(*order.last().unwrap(), weak.id);
+    let by_id = |id: &str| chosen.iter().find(|c| c.id == id).unwrap();
+    assert_eq!(by_id(&strong.id).matched_by, vec![MatchReason::Semantic]);
+    assert!(
+        by_id(&about_user.id)
+            .matched_by
+            .contains(&MatchReason::User("carol".into()))
+    );
+    assert!(
+        by_id(&about_user.id).relevance >= 0.5,
+        "user floor lifts an off-topic preference about a present user"
+    );
+    let both_reasons = &by_id(&both.id).matched_by;
+    assert!(
+        both_reasons.contains(&MatchReason::Semantic)
+            && both_reasons.contains(&MatchReason::User("carol".into()))
+    );
+    assert!(
+        !both_reasons.contains(&MatchReason::User("dave".into())),
+        "dave is not in the conversation"
+    );
+    for c in &chosen {
+        assert!((c.score - c.relevance * c.strength).abs() < 1e-12);
+    }
+
+    let capped = InjectionQuery {
+        max_count: 2,
+        ..query.clone()
+    };
+    assert_eq!(
+        t.get_preferences_for_injection(&capped)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // "Strong and relevant." is 20 chars: a 25-char budget fits it and nothing longer than 5.
+    let tight = InjectionQuery {
+        max_chars: 25,
+        ..query.clone()
+    };
+    let fitted = t.get_preferences_for_injection(&tight).await.unwrap();
+    assert_eq!(
+        fitted.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        vec![strong.id.as_str()]
+    );
+    assert!(
+        fitted
+            .iter()
+            .map(|c| c.opinion.chars().count())
+            .sum::<usize>()
+            <= 25
+    );
+}
+
+#[tokio::test]
+async fn limits_are_enforced_with_errors_that_name_the_field() {
+    let t = TestStore::new("limits").await;
+    let vector = unit_vector(60);
+    let short = vec![0.1f32; 8];
+    let error = t
+        .search_preferences("ada", &short, 5, false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::InvalidInput {
+                field: "embedding",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(
+        t.search_preferences("ada", &vector, 0, false)
+            .await
+            .is_err()
+    );
+    assert!(
+        t.search_preferences("ada", &vector, 101, false)
+            .await
+            .is_err()
+    );
+    assert!(
+        t.search_preferences("a.b", &vector, 5, false)
+            .await
+            .is_err()
+    );
+    assert!(
+        t.get_preference("ada", "x:y").await.is_err(),
+        "a ':' in an id could address another persona's key"
+    );
+    let query = InjectionQuery {
+        persona_id: "ada",
+        query_embedding: &vector,
+        max_count: 0,
+        max_chars: 2000,
+        active_user_ids: &[],
+    };
+    assert!(t.get_preferences_for_injection(&query).await.is_err());
+    let query = InjectionQuery {
+        max_count: 8,
+        max_chars: 20_001,
+        ..query
+    };
+    assert!(t.get_preferences_for_injection(&query).await.is_err());
+    let many: Vec<String> = (0..65).map(|i| format!("u{i}")).collect();
+    let query = InjectionQuery {
+        max_chars: 2000,
+        active_user_ids: &many,
+        ..query
+    };
+    assert!(t.get_preferences_for_injection(&query).await.is_err());
+    let mut comma = new_preference("ada", "x", "y", vector.clone());
+    comma.related_user_ids = ids(&["a,b"]);
+    assert!(matches!(
+        t.add_preference(comma).await,
+        Err(StoreError::InvalidInput {
+            field: "related_user_ids",
+            ..
+        })
+    ));
+    assert!(
+        t.add_preference(new_preference("ada", "  ", "y", vector.clone()))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn ensure_index_is_idempotent_and_refuses_another_dimension() {
+    let t = TestStore::new("index").await;
+    let again = t.ensure_index().await.unwrap();
+    assert_eq!(again.vector_dims, Some(common::DIMS));
+    let mut other = t.config.clone();
+    other.store.embedding_dims = 768;
+    let store = PreferenceStore::connect(&other.redis, &other.store)
+        .await
+        .unwrap();
+    let error = store.ensure_index().await.unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, StoreError::IndexMismatch { .. }));
+    assert!(
+        text.contains("384") && text.contains("768") && text.contains(&t.config.redis.index_name),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_index_with_a_foreign_schema_is_refused() {
+    let config = common::test_config("schema");
+    let mut connection = redis::Client::open(config.redis.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: redis::Value = redis::cmd("FT.CREATE")
+        .arg(&config.redis.index_name)
+        .arg("ON")
+        .arg("HASH")
+        .arg("PREFIX")
+        .arg(1)
+        .arg(format!("{}:persona_pref:", config.redis.key_prefix))
+        .arg("SCHEMA")
+        .arg("persona_id")
+        .arg("TEXT")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let store = PreferenceStore::connect(&config.redis, &config.store)
+        .await
+        .unwrap();
+    let error = store.ensure_index().await.unwrap_err().to_string();
+    common::cleanup_redis(&config);
+    assert!(
+        error.contains("persona_id is TEXT, expected TAG")
+            && error.contains("embedding (VECTOR) is missing"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_search_is_an_error_not_an_empty_result() {
+    let t = TestStore::new("failsearch").await;
+    let mut connection = t.connection();
+    let _: redis::Value = redis::cmd("FT.DROPINDEX")
+        .arg(&t.config.redis.index_name)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let error = t
+        .search_preferences("ada", &unit_vector(1), 5, false)
+        .await
+        .unwrap_err();
+    assert!(
+        !error.is_retryable(),
+        "a missing index will not fix itself: {error}"
+    );
+    let query = InjectionQuery {
+        persona_id: "ada",
+        query_embedding: &unit_vector(1),
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &[],
+    };
+    assert!(t.get_preferences_for_injection(&query).await.is_err());
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_a_retryable_error() {
+    let mut config = common::test_config("down");
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    config.redis.url = format!("redis://127.0.0.1:{port}");
+    config.redis.response_timeout_ms = 300;
+    let error = match PreferenceStore::connect(&config.redis, &config.store).await {
+        Err(error) => error,
+        Ok(store) => store.get_preference("ada", "x").await.unwrap_err(),
+    };
+    assert!(error.is_retryable(), "{error:?}");
+}
+
+#[tokio::test]
+async fn writes_under_an_effect_id_apply_once() {
+    let t = TestStore::new("effects").await;
+    let new = new_preference("ada", "tea", "I love tea.", unit_vector(70));
+    let guard = WriteGuard {
+        effect_id: Some("m1#0"),
+        lock: None,
+    };
+    let first = t.add_preference_guarded(new.clone(), guard).await.unwrap();
+    let again = t.add_preference_guarded(new, guard).await.unwrap();
+    assert!(first.applied && !again.applied);
+    assert_eq!(first.preference.id, again.preference.id, "no twin");
+    assert_eq!(t.stats("ada").await.unwrap().total, 1);
+
+    let id = first.preference.id;
+    let reinforce = WriteGuard {
+        effect_id: Some("m2#0"),
+        lock: None,
+    };
+    assert!(
+        t.reinforce_preference("ada", &id, reinforce)
+            .await
+            .unwrap()
+            .unwrap()
+            .applied
+    );
+    let repeat = t
+        .reinforce_preference("ada", &id, reinforce)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!repeat.applied);
+    assert_eq!(
+        repeat.reinforcement_count, 1,
+        "redelivery never reinforces twice"
+    );
+
+    let evolve = WriteGuard {
+        effect_id: Some("m3#0"),
+        lock: None,
+    };
+    let v = unit_vector(71);
+    assert!(
+        t.evolve_preference("ada", &id, "Tea is dull.", &v, "r", None, evolve)
+            .await
+            .unwrap()
+            .unwrap()
+            .applied
+    );
+    assert!(
+        !t.evolve_preference("ada", &id, "Tea is dull.", &v, "r", None, evolve)
+            .await
+            .unwrap()
+            .unwrap()
+            .applied
+    );
+    assert_eq!(
+        t.get_preference("ada", &id)
+            .await
+            .unwrap()
+            .unwrap()
+            .evolution_history
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_write_with_a_lost_lock_is_fenced() {
+    let t = TestStore::new("fence").await;
+    let added = t
+        .add_preference(new_preference("ada", "tea", "I love tea.", unit_vector(80)))
+        .await
+        .unwrap();
+    let locks = PersonaLock::new(t.store.clone(), std::time::Duration::from_millis(200));
+    let held = locks.try_acquire("ada").await.unwrap().expect("free lock");
+    assert!(
+        locks.try_acquire("ada").await.unwrap().is_none(),
+        "exclusive"
+    );
+    let guard = WriteGuard {
+        effect_id: None,
+        lock: Some(&held),
+    };
+    assert!(
+        t.reinforce_preference("ada", &added.id, guard)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // The holder stalls past the expiry; another worker takes the lock.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let newer = locks
+        .try_acquire("ada")
+        .await
+        .unwrap()
+        .expect("expired lock is free");
+    let error = t
+        .reinforce_preference("ada", &added.id, guard)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Fenced { .. }), "{error:?}");
+    let stale_add = t
+        .add_preference_guarded(new_preference("ada", "x", "y", unit_vector(81)), guard)
+        .await;
+    assert!(matches!(stale_add, Err(StoreError::Fenced { .. })));
+    assert_eq!(
+        t.get_preference("ada", &added.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .reinforcement_count,
+        1
+    );
+    // Releasing with the stale token does not free the newer holder's lock.
+    locks.release(held).await.unwrap();
+    assert!(locks.try_acquire("ada").await.unwrap().is_none());
+    locks.release(newer).await.unwrap();
+    assert!(locks.try_acquire("ada").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn records_written_by_the_original_system_decode() {
+    let t = TestStore::new("legacy").await;
+    let key = format!(
+        "{}:persona_pref:stargazer:abc123",
+        t.config.redis.key_prefix
+    );
+    let mut connection = t.connection();
+    let history = r#"[{"old_opinion":"I like X.","new_opinion":"I love X.","timestamp":"2025-01-01T00:00:00+00:00","reason":"grew on me"}]"#;
+    let embedding = persona_prefs::store::query::vector_to_bytes(&unit_vector(90));
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg(&[
+            ("id", "abc123"),
+            ("persona_id", "stargazer"),
+            ("name", "X"),
+            ("opinion", "I love X."),
+            ("category", "aesthetic"),
+            ("strength", "0.6"),
+            ("triggering_user_id", "42"),
+            ("triggering_message_id", "43"),
+            ("source_platform", "discord"),
+            ("source_channel_id", "44"),
+            ("related_user_ids", "[]"),
+            ("related_user_ids_index", ""),
+            ("related_kg_uuids", "[]"),
+            ("evolution_history", history),
+            ("active", "1"),
+            ("created_at", "2025-01-01T00:00:00+00:00"),
+            ("last_reinforced", "2025-01-01T00:00:00+00:00"),
+            ("reinforcement_count", "3"),
+        ])
+        .arg("embedding")
+        .arg(embedding)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let legacy = t
+        .get_preference("stargazer", "abc123")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(legacy.reinforcement_count, 3);
+    assert_eq!(legacy.stance, None);
+    assert_eq!(legacy.evolution_history[0].reason, "grew on me");
+    let found = t
+        .search_preferences("stargazer", &unit_vector(90), 1, false)
+        .await
+        .unwrap();
+    assert_eq!(found[0].preference.id, "abc123");
+}
