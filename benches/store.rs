@@ -1,1 +1,192 @@
-fn main() {}
+//! Store latency against its floor, measured in the same run on the same connection.
+//!
+//! Data: one persona with `BENCH_PREFS` (default 10 000) preferences among 100 personas (the
+//! other 99 hold `BENCH_OTHER_PREFS`, default 100, each), 384-dim random unit vectors.
+//! For each call it prints p50/p99 of the store method and of its floor: the identical
+//! FT.SEARCH command(s) sent raw over the same connection, with the reply left unparsed.
+//! Target: store call p50 within 1.3x of the floor.
+//!
+//! Run with `scripts/bench store` (starts the services) or `cargo bench --bench store` with
+//! REDIS_URL set.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use persona_prefs::config::Config;
+use persona_prefs::store::query::{knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes};
+use persona_prefs::store::{InjectionQuery, NewPreference, PreferenceStore, Provenance, Stance};
+use rand::{Rng, SeedableRng};
+
+const DIMS: usize = 384;
+const TARGET_RATIO: f64 = 1.3;
+
+#[tokio::main]
+async fn main() {
+    let prefs: usize = env_or("BENCH_PREFS", 10_000);
+    let other: usize = env_or("BENCH_OTHER_PREFS", 100);
+    let iterations: usize = env_or("BENCH_ITERATIONS", 2_000);
+    let mut config = Config::defaults();
+    config.redis.url = std::env::var("REDIS_URL").expect("set REDIS_URL, or run scripts/bench store");
+    let name = format!("bench{}", std::process::id());
+    config.redis.key_prefix = name.clone();
+    config.redis.index_name = format!("idx:{name}");
+    let store = PreferenceStore::connect(&config.redis, &config.store).await.unwrap();
+    store.ensure_index().await.unwrap();
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let loading = Instant::now();
+    let mut jobs = Vec::new();
+    for persona in 0..100 {
+        let count = if persona == 0 { prefs } else { other };
+        for i in 0..count {
+            let mut new = preference(&format!("p{persona}"), random_unit(&mut rng));
+            if i % 10 == 0 {
+                new.related_user_ids = vec![format!("user{}", i % 50)];
+            }
+            jobs.push(new);
+        }
+    }
+    let total = jobs.len();
+    let mut pending = futures::stream::iter(jobs.into_iter().map(|new| {
+        let store = store.clone();
+        async move { store.add_preference(new).await.unwrap() }
+    }))
+    .buffer_unordered(64);
+    while pending.next().await.is_some() {}
+    // Let the HNSW graph finish background indexing before timing.
+    wait_for_indexing(&store, total).await;
+    println!("loaded {total} preferences ({prefs} in the measured persona) in {:.1}s", loading.elapsed().as_secs_f64());
+
+    let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
+    let users = vec!["user1".to_string(), "user2".to_string()];
+    let mut connection = store.connection();
+    let index = config.redis.index_name.clone();
+
+    // find_conflicts vs the same KNN command raw.
+    let conflicts = measure(iterations, |i| {
+        let store = store.clone();
+        let q = queries[i % queries.len()].clone();
+        async move {
+            store.find_conflicts("p0", &q, None).await.unwrap();
+        }
+    })
+    .await;
+    let conflicts_floor = measure(iterations, |i| {
+        let q = vector_to_bytes(&queries[i % queries.len()]);
+        let cmd = knn_command(&index, &knn_query(&persona_filter("p0", false), 5), &q, 5);
+        let mut connection = connection.clone();
+        async move {
+            let _: redis::Value = cmd.query_async(&mut connection).await.unwrap();
+        }
+    })
+    .await;
+
+    // get_preferences_for_injection vs the same two-command pipeline raw.
+    let injection = measure(iterations, |i| {
+        let store = store.clone();
+        let q = queries[i % queries.len()].clone();
+        let users = users.clone();
+        async move {
+            let query = InjectionQuery { persona_id: "p0", query_embedding: &q, max_count: 8, max_chars: 2000, active_user_ids: &users };
+            store.get_preferences_for_injection(&query).await.unwrap();
+        }
+    })
+    .await;
+    let injection_floor = measure(iterations, |i| {
+        let q = vector_to_bytes(&queries[i % queries.len()]);
+        let filter = persona_filter("p0", false);
+        let user_filter = format!("{filter} {}", tag_clause("related_user_ids_index", &users));
+        let mut pipe = redis::pipe();
+        pipe.add_command(knn_command(&index, &knn_query(&filter, 16), &q, 16));
+        pipe.add_command(knn_command(&index, &knn_query(&user_filter, 16), &q, 16));
+        let mut connection = connection.clone();
+        async move {
+            let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();
+        }
+    })
+    .await;
+
+    println!();
+    println!("{:<34} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}", "call", "p50 ms", "p99 ms", "floor p50", "floor p99", "ratio", "target");
+    let mut ok = true;
+    for (label, measured, floor) in
+        [("find_conflicts", &conflicts, &conflicts_floor), ("get_preferences_for_injection", &injection, &injection_floor)]
+    {
+        let ratio = measured.p50 / floor.p50;
+        ok &= ratio <= TARGET_RATIO;
+        println!(
+            "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8}",
+            measured.p50,
+            measured.p99,
+            floor.p50,
+            floor.p99,
+            ratio,
+            format!("<={TARGET_RATIO}")
+        );
+    }
+    println!("\nresult: {}", if ok { "within target" } else { "OVER TARGET" });
+
+    let _: redis::Value = redis::cmd("FT.DROPINDEX").arg(&index).arg("DD").query_async(&mut connection).await.unwrap();
+}
+
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+/// Runs `make(i)` sequentially `iterations` times after a warm-up, returning ms percentiles.
+async fn measure<F, Fut>(iterations: usize, make: F) -> Percentiles
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for i in 0..iterations / 10 {
+        make(i).await;
+    }
+    let mut samples: Vec<Duration> = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let started = Instant::now();
+        make(i).await;
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0;
+    Percentiles { p50: at(0.50), p99: at(0.99) }
+}
+
+async fn wait_for_indexing(store: &PreferenceStore, expected: usize) {
+    for _ in 0..600 {
+        let info = store.index_info().await.unwrap().unwrap();
+        if info.num_docs as usize >= expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn preference(persona: &str, embedding: Vec<f32>) -> NewPreference {
+    NewPreference {
+        persona_id: persona.into(),
+        name: "bench topic".into(),
+        opinion: "I hold a benchmark opinion about something or other.".into(),
+        category: "intellectual".into(),
+        stance: Some(Stance::For),
+        stance_at: None,
+        strength: Some(0.5),
+        provenance: Provenance::default(),
+        related_user_ids: Vec::new(),
+        related_kg_uuids: Vec::new(),
+        embedding,
+    }
+}
+
+fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}

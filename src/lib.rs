@@ -5,10 +5,12 @@
 //! vectors, [`store`] keeps preferences in Redis + RediSearch, [`serve`] answers injection and
 //! administration requests over NATS.
 
+pub mod app;
 pub mod config;
 pub mod embed;
 pub mod extract;
 pub mod ingest;
+pub mod openai_http;
 pub mod serve;
 pub mod store;
 pub mod telemetry;

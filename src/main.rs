@@ -1,1 +1,129 @@
-fn main() {}
+//! The `persona-prefs` binary: parses the command line and configuration, installs tracing and
+//! the metrics recorder, and calls into the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use persona_prefs::app;
+use persona_prefs::config::Config;
+use tokio::sync::watch;
+
+mod cli;
+
+#[derive(Parser)]
+#[command(name = "persona-prefs", version, about = "Durable memory of an LLM persona's own opinions, preferences and ideals.")]
+#[command(after_help = "Configuration: config/default.toml is built in; --config FILE overlays it; \
+PERSONA_PREFS__<SECTION>__<KEY> environment variables override both (REDIS_URL, NATS_URL and \
+PERSONA_PREFS_MODEL_DIR are short forms).")]
+struct Cli {
+    /// A TOML file overlaying the built-in defaults.
+    #[arg(long, global = true, env = "PERSONA_PREFS_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the worker: JetStream ingest, request-reply services and the metrics listener.
+    #[command(after_help = "Example:\n  REDIS_URL=redis://127.0.0.1:6379 NATS_URL=nats://127.0.0.1:4222 persona-prefs serve")]
+    Serve,
+    /// Publish a sample conversation, process it with the real worker and print what the
+    /// persona now believes.
+    #[command(after_help = "Example:\n  persona-prefs demo --sample examples/sample_conversation.jsonl")]
+    Demo {
+        #[arg(long, default_value = "examples/sample_conversation.jsonl")]
+        sample: PathBuf,
+    },
+    #[command(flatten)]
+    Client(cli::ClientCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("persona-prefs: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    install_tracing(matches!(cli.command, Command::Serve));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("persona-prefs: starting the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command, config)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("persona-prefs: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve => {
+            let metrics = install_metrics()?;
+            let shutdown = shutdown_on_signal();
+            app::serve(config, Some(metrics), shutdown).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { sample } => {
+            let metrics = install_metrics()?;
+            let report = app::demo(config, &sample, Some(metrics)).await?;
+            cli::print_demo(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Client(command) => cli::run(command, config).await,
+    }
+}
+
+fn install_tracing(verbose: bool) {
+    let default = if verbose { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .context("installing the Prometheus recorder")?;
+    persona_prefs::telemetry::describe();
+    Ok(handle)
+}
+
+/// A flag that turns true on SIGTERM or SIGINT. A second signal exits at once.
+fn shutdown_on_signal() -> watch::Receiver<bool> {
+    let (sender, receiver) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received; shutting down (send again to exit at once)");
+        let _ = sender.send(true);
+        wait_for_signal().await;
+        std::process::exit(130);
+    });
+    receiver
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).expect("installing SIGTERM handler");
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -153,3 +153,43 @@ pub fn request(endpoint: &'static str, status: u16, took: Duration) {
     counter!("persona_prefs_requests_total", "endpoint" => endpoint, "status" => status.to_string()).increment(1);
     histogram!("persona_prefs_request_seconds", "endpoint" => endpoint).record(took.as_secs_f64());
 }
+
+/// Serves `/metrics` (Prometheus text), `/healthz` (process is up) and `/readyz` (connected to
+/// Redis and NATS, index and streams in place) until `shutdown` turns true. A deliberately tiny
+/// HTTP/1.1 responder: three GET routes do not justify a web framework.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    ready: tokio::sync::watch::Receiver<bool>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = crate::ingest::worker::stopped(&mut shutdown) => return,
+        };
+        let Ok((mut socket, _)) = accepted else { continue };
+        let handle = handle.clone();
+        let ready = *ready.borrow();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 2048];
+            let Ok(Ok(read)) = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await else { return };
+            let request = String::from_utf8_lossy(&buffer[..read]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let (status, content_type, body) = match path {
+                "/metrics" => ("200 OK", "text/plain; version=0.0.4", handle.render()),
+                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
+                "/readyz" if ready => ("200 OK", "text/plain", "ready\n".to_string()),
+                "/readyz" => ("503 Service Unavailable", "text/plain", "not ready\n".to_string()),
+                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        });
+    }
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use common::{TestStore, new_preference, unit_vector, vector_near};
 use persona_prefs::store::{
-    InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, StoreError, WriteGuard,
+    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, StoreError, WriteGuard,
 };
 
 fn ids(list: &[impl AsRef<str>]) -> Vec<String> {
@@ -267,6 +267,8 @@ async fn evolve_logs_the_change_and_replaces_opinion_and_embedding() {
     let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     assert_eq!(stored.opinion, "Cilantro tastes like soap to me now.");
     assert_eq!(stored.strength, 0.6);
+    assert_eq!(stored.stance, Some(persona_prefs::store::Stance::Against));
+    assert_eq!(stored.stance_at, "2026-05-01T12:00:00Z");
     let entry = &stored.evolution_history[0];
     assert_eq!(entry.old_opinion.as_deref(), Some("I love cilantro."));
     assert_eq!(

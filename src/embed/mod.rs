@@ -1,8 +1,54 @@
 //! Embedding stage: text → unit vector, behind the [`Embedder`] trait.
+//!
+//! - [`local::LocalEmbedder`]: all-MiniLM-L6-v2 on the CPU with candle (the default);
+//! - [`openai::OpenAiEmbedder`]: any OpenAI-compatible `/v1/embeddings` server;
+//! - [`batcher::BatchingEmbedder`]: gathers texts from concurrent callers into one batch, so
+//!   the local model runs at batch throughput while each event embeds only its own texts.
 
+pub mod batcher;
+pub mod local;
+pub mod openai;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde::Deserialize;
 
 use crate::config::ConfigError;
+
+/// Text in, one vector per text out (same order), each of [`Embedder::dims`] dimensions.
+pub trait Embedder: Send + Sync {
+    fn dims(&self) -> usize;
+    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The model files are missing or unreadable, or the model failed; not worth retrying.
+    #[error("embedding model: {0}")]
+    Model(String),
+    /// The remote embedder failed in a way that may pass (timeout, 429, 5xx, connection).
+    #[error("embedding service unavailable: {0}")]
+    Unavailable(String),
+    /// The remote embedder refused the request or answered nonsense.
+    #[error("embedding service rejected the request: {0}")]
+    Rejected(String),
+}
+
+impl EmbedError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, EmbedError::Unavailable(_))
+    }
+}
+
+/// Builds the configured embedder, wrapped in the micro-batcher.
+pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
+    let inner: Arc<dyn Embedder> = match config.kind {
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(std::path::Path::new(&config.model_dir), config.max_input_chars)?),
+        EmbedderKind::Openai => Arc::new(openai::OpenAiEmbedder::new(&config.openai, config.max_input_chars)?),
+    };
+    Ok(Arc::new(batcher::BatchingEmbedder::new(inner, config.max_batch, std::time::Duration::from_millis(config.batch_linger_ms))))
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

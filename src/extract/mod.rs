@@ -1,8 +1,95 @@
 //! Extraction stage: persona messages → opinions, behind the [`Extractor`] trait.
+//!
+//! - [`rules::RulesExtractor`]: offline first-person opinion patterns (the default);
+//! - [`llm::LlmExtractor`]: an OpenAI-compatible chat model asked for strict JSON, whose
+//!   output is checked against the persona's own words.
+//!
+//! **Invariant:** every opinion returned carries `evidence` that occurs verbatim (up to case
+//! and whitespace) in the persona message it was extracted from. Users cannot talk the persona
+//! into an opinion, and text injected into the prompt is never re-mined.
 
-use serde::Deserialize;
+pub mod llm;
+pub mod redact;
+pub mod rules;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
+use crate::store::Stance;
+
+/// One opinion the persona expressed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtractedOpinion {
+    /// What the opinion is about, short ("green tea", "rainy days"): the matching key.
+    pub name: String,
+    /// The opinion in the first person, readable on its own.
+    pub opinion: String,
+    pub category: String,
+    pub stance: Stance,
+    pub strength: f64,
+    #[serde(default)]
+    pub related_user_ids: Vec<String>,
+    /// A verbatim quote of the persona's message.
+    pub evidence: String,
+}
+
+/// A message of the conversation, as the extractor sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnText<'a> {
+    pub role: &'a str,
+    pub user_id: &'a str,
+    pub content: &'a str,
+}
+
+/// One persona message with the turns before it.
+#[derive(Debug, Clone)]
+pub struct ExtractionInput<'a> {
+    pub persona_message: &'a str,
+    /// Earlier messages of the event, oldest first (context only; never mined).
+    pub context: Vec<TurnText<'a>>,
+    /// Users known to be in the conversation; related_user_ids are restricted to these.
+    pub participants: &'a [String],
+}
+
+pub trait Extractor: Send + Sync {
+    fn extract<'a>(&'a self, input: &'a ExtractionInput<'a>) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    /// The LLM was unreachable, slow, rate-limited or answered garbage through every retry.
+    #[error("extractor unavailable: {0}")]
+    Unavailable(String),
+    /// The LLM refused the request (bad key, bad model name, request too large).
+    #[error("extractor rejected the request: {0}")]
+    Rejected(String),
+}
+
+impl ExtractError {
+    pub fn is_retryable(&self) -> bool {
+        // A refused request is usually configuration (key, model) rather than this message,
+        // so it is retried too; max_deliver bounds it and dead-letters with the reason.
+        true
+    }
+}
+
+/// Builds the configured extractor.
+pub fn from_config(config: &ExtractConfig, categories: &[String]) -> Result<Arc<dyn Extractor>, ExtractError> {
+    Ok(match config.kind {
+        ExtractorKind::Rules => Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
+        ExtractorKind::Llm => Arc::new(llm::LlmExtractor::new(&config.llm, config.max_opinions_per_message, categories)?),
+    })
+}
+
+/// True when `evidence` occurs in `message`, ignoring case and runs of whitespace.
+pub fn evidence_in_message(evidence: &str, message: &str) -> bool {
+    let fold = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let evidence = fold(evidence.trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace()));
+    !evidence.is_empty() && fold(message).contains(&evidence)
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,12 @@
 //! Ingest stage: JetStream events → extract → embed → decide → store, acked only on success.
+//!
+//! - [`event`]: the event format and its validation;
+//! - [`pipeline`]: what a valid event does to the store (exactly-once effects);
+//! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown.
+
+pub mod event;
+pub mod pipeline;
+pub mod worker;
 
 use serde::Deserialize;
 
@@ -8,7 +16,7 @@ use crate::config::ConfigError;
 #[serde(deny_unknown_fields)]
 pub struct IngestConfig {
     pub stream: String,
-    pub subjects: Vec<String>,
+    pub subject_prefix: String,
     pub consumer: String,
     pub dlq_subject_prefix: String,
     pub dlq_stream: String,
@@ -48,11 +56,8 @@ impl IngestConfig {
         token("ingest.stream", &self.stream)?;
         token("ingest.consumer", &self.consumer)?;
         token("ingest.dlq_stream", &self.dlq_stream)?;
-        if self.subjects.is_empty() {
-            return Err(invalid(
-                "ingest.subjects",
-                "must list at least one subject".into(),
-            ));
+        if self.subject_prefix.is_empty() || self.subject_prefix.contains(['*', '>', ' ']) || self.subject_prefix.ends_with('.') {
+            return Err(invalid("ingest.subject_prefix", "must be a plain subject prefix such as persona.messages".into()));
         }
         if self.dlq_subject_prefix.is_empty() || self.dlq_subject_prefix.contains(['*', '>', ' ']) {
             return Err(invalid(

@@ -24,7 +24,7 @@ pub use error::StoreError;
 pub use index::IndexInfo;
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
-    AddOutcome, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery, MatchReason,
+    AddOutcome, EvolveOutcome, Evolution, HistoryEntry, InjectedPreference, InjectionQuery, MatchReason,
     NewPreference, Preference, PreferenceStats, Provenance, ReinforceOutcome, RetractOutcome,
     ScoredPreference, Stance,
 };
@@ -258,6 +258,7 @@ impl PreferenceStore {
             category,
             strength,
             stance: new.stance,
+            stance_at: new.stance_at.unwrap_or_else(|| now.clone()),
             provenance: new.provenance,
             related_user_ids: new.related_user_ids,
             related_kg_uuids: new.related_kg_uuids,
@@ -425,45 +426,38 @@ impl PreferenceStore {
 
     /// A change of mind: logs {old_opinion, new_opinion, timestamp, reason}, stores the new
     /// opinion and its embedding, resets strength to `store.evolved_strength`. Atomic.
-    #[allow(clippy::too_many_arguments)]
     pub async fn evolve_preference(
         &self,
         persona_id: &str,
         preference_id: &str,
-        new_opinion: &str,
-        new_embedding: &[f32],
-        reason: &str,
-        new_stance: Option<Stance>,
+        evolution: &Evolution<'_>,
         guard: WriteGuard<'_>,
     ) -> Result<Option<EvolveOutcome>, StoreError> {
         let started = Instant::now();
         let config = &self.settings.store;
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
-        validate::embedding(new_embedding, config.embedding_dims)?;
-        let opinion = validate::truncate_chars(new_opinion.trim(), config.max_opinion_chars);
+        validate::embedding(evolution.new_embedding, config.embedding_dims)?;
+        let opinion = validate::truncate_chars(evolution.new_opinion.trim(), config.max_opinion_chars);
         if opinion.is_empty() {
             return Err(StoreError::invalid("new_opinion", "is empty"));
         }
-        let reason = validate::truncate_chars(reason, config.max_opinion_chars);
+        let reason = validate::truncate_chars(evolution.reason, config.max_opinion_chars);
+        let now = now_iso();
         let key = self.preference_key(persona_id, preference_id);
         let mut invocation = self.invocation(&scripts::EVOLVE, &key, persona_id, guard)?;
         invocation
             .arg(opinion.as_str())
-            .arg(vector_to_bytes(new_embedding))
+            .arg(vector_to_bytes(evolution.new_embedding))
             .arg(format_float(config.evolved_strength))
-            .arg(now_iso())
+            .arg(now.as_str())
             .arg(reason.as_str())
-            .arg(new_stance.map(Stance::as_str).unwrap_or(""));
+            .arg(evolution.new_stance.map(Stance::as_str).unwrap_or(""))
+            .arg(evolution.expressed_at.unwrap_or(now.as_str()));
         let mut connection = self.connection.clone();
-        let reply: Value = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(fenced(persona_id))?;
+        let reply: Value = invocation.invoke_async(&mut connection).await.map_err(fenced(persona_id))?;
         telemetry::store_op("evolve", started.elapsed());
-        let Some(items) = script_reply(reply, 6)? else {
-            return Ok(None);
-        };
+        let Some(items) = script_reply(reply, 6)? else { return Ok(None) };
         Ok(Some(EvolveOutcome {
             applied: items[0] == "1",
             id: items[1].clone(),
@@ -880,6 +874,37 @@ pub fn rank_for_injection(
 }
 
 impl PreferenceStore {
+    /// Deletes every key of one persona (preferences, idempotency records, lock), by SCAN so
+    /// Redis is never blocked. Returns how many keys went. For demos, tests and erasure of a
+    /// whole persona; ordinary forgetting is [`PreferenceStore::retract_preference`].
+    pub async fn delete_persona(&self, persona_id: &str) -> Result<u64, StoreError> {
+        validate::persona_id(persona_id)?;
+        let prefix = &self.settings.key_prefix;
+        let patterns = [
+            format!("{prefix}:persona_pref:{persona_id}:*"),
+            format!("{prefix}:persona_pref_effect:{persona_id}:*"),
+            format!("{prefix}:persona_pref_lock:{persona_id}"),
+        ];
+        let mut connection = self.connection.clone();
+        let mut deleted = 0u64;
+        for pattern in patterns {
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, keys): (u64, Vec<String>) =
+                    redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(1000).query_async(&mut connection).await?;
+                if !keys.is_empty() {
+                    let removed: u64 = redis::cmd("UNLINK").arg(&keys).query_async(&mut connection).await?;
+                    deleted += removed;
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(deleted)
+    }
+
     fn coerce_category(&self, category: &str) -> String {
         let lowered = category.trim().to_ascii_lowercase();
         if self.settings.store.categories.iter().any(|c| *c == lowered) {

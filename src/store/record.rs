@@ -18,6 +18,7 @@ pub mod field {
     pub const CATEGORY: &str = "category";
     pub const STRENGTH: &str = "strength";
     pub const STANCE: &str = "stance";
+    pub const STANCE_AT: &str = "stance_at";
     pub const TRIGGERING_USER_ID: &str = "triggering_user_id";
     pub const TRIGGERING_MESSAGE_ID: &str = "triggering_message_id";
     pub const PERSONA_MESSAGE_ID: &str = "persona_message_id";
@@ -34,7 +35,7 @@ pub mod field {
     pub const REINFORCEMENT_COUNT: &str = "reinforcement_count";
 
     /// Everything but the embedding: what searches RETURN.
-    pub const ALL_BUT_EMBEDDING: [&str; 20] = [
+    pub const ALL_BUT_EMBEDDING: [&str; 21] = [
         ID,
         PERSONA_ID,
         NAME,
@@ -42,6 +43,7 @@ pub mod field {
         CATEGORY,
         STRENGTH,
         STANCE,
+        STANCE_AT,
         TRIGGERING_USER_ID,
         TRIGGERING_MESSAGE_ID,
         PERSONA_MESSAGE_ID,
@@ -103,6 +105,9 @@ pub struct NewPreference {
     pub opinion: String,
     pub category: String,
     pub stance: Option<Stance>,
+    /// When the persona expressed this stance (RFC 3339; the message timestamp). `None` means
+    /// now. Lets a late, older contradiction be recognised as stale.
+    pub stance_at: Option<String>,
     /// `None` means the configured default strength.
     pub strength: Option<f64>,
     pub provenance: Provenance,
@@ -138,6 +143,9 @@ pub struct Preference {
     pub category: String,
     pub strength: f64,
     pub stance: Option<Stance>,
+    /// When the current stance was expressed (RFC 3339); empty for records of the original system.
+    #[serde(default)]
+    pub stance_at: String,
     #[serde(flatten)]
     pub provenance: Provenance,
     pub related_user_ids: Vec<String>,
@@ -185,6 +193,7 @@ impl Preference {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0.0),
             stance: fields.get(field::STANCE).and_then(|s| Stance::parse(s)),
+            stance_at: text(field::STANCE_AT),
             provenance: Provenance {
                 triggering_user_id: text(field::TRIGGERING_USER_ID),
                 triggering_message_id: text(field::TRIGGERING_MESSAGE_ID),
@@ -287,6 +296,18 @@ pub struct InjectionQuery<'a> {
     pub max_count: usize,
     pub max_chars: usize,
     pub active_user_ids: &'a [String],
+}
+
+/// A change of mind, for [`super::PreferenceStore::evolve_preference`].
+#[derive(Debug, Clone)]
+pub struct Evolution<'a> {
+    pub new_opinion: &'a str,
+    pub new_embedding: &'a [f32],
+    pub reason: &'a str,
+    /// The new stance; `None` keeps the stored one.
+    pub new_stance: Option<Stance>,
+    /// When the new opinion was expressed (RFC 3339); `None` means now.
+    pub expressed_at: Option<&'a str>,
 }
 
 /// Effect of a reinforce, evolve or retract; `None` from the store means not found.

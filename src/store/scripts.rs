@@ -72,7 +72,7 @@ return {1, h[1], h[2], formatted, tostring(count)}
 });
 
 /// ARGV[4] new opinion, ARGV[5] embedding bytes, ARGV[6] strength, ARGV[7] now, ARGV[8] reason,
-/// ARGV[9] new stance ("" keeps it). Returns nil when missing, else
+/// ARGV[9] new stance ("" keeps it), ARGV[10] when the new stance was expressed. Returns nil when missing, else
 /// `{applied, id, name, opinion, strength, evolutions}`.
 pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -93,7 +93,7 @@ local old = redis.call('HGET', KEYS[1], 'opinion') or ''
 log[#log + 1] = {action = 'evolution', old_opinion = old, new_opinion = ARGV[4], timestamp = ARGV[7], reason = ARGV[8]}
 redis.call('HSET', KEYS[1], 'opinion', ARGV[4], 'embedding', ARGV[5], 'strength', ARGV[6],
   'last_reinforced', ARGV[7], 'evolution_history', cjson.encode(log))
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'stance', ARGV[9]) end
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'stance', ARGV[9], 'stance_at', ARGV[10]) end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name')
 record_effect(h[1])
 return {1, h[1], h[2], ARGV[4], ARGV[6], tostring(#log)}

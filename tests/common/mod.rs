@@ -152,6 +152,7 @@ pub fn new_preference(
         opinion: opinion.into(),
         category: "aesthetic".into(),
         stance: Some(Stance::For),
+        stance_at: None,
         strength: None,
         provenance: Provenance {
             triggering_user_id: "user-1".into(),

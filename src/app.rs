@@ -1,0 +1,223 @@
+//! Wiring: connects the stages into the running service (`serve`) and the demonstration of
+//! the main job (`demo`). `main.rs` parses the command line and calls in here, so tests and
+//! benches run exactly this code.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::PullConsumer;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::embed::{self, EmbedError, Embedder};
+use crate::extract::{self, ExtractError, Extractor};
+use crate::ingest::event::{ConversationEvent, EventLimits};
+use crate::ingest::pipeline::{Pipeline, PipelineSettings};
+use crate::ingest::worker::{Worker, WorkerError, ensure_jetstream};
+use crate::store::{ListOptions, PersonaLock, Preference, PreferenceStore, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("redis: {0}")]
+    Store(#[from] StoreError),
+    #[error("nats at {url}: {message}")]
+    Nats { url: String, message: String },
+    #[error("embedder: {0}")]
+    Embed(#[from] EmbedError),
+    #[error("extractor: {0}")]
+    Extract(#[from] ExtractError),
+    #[error("{0}")]
+    Worker(#[from] WorkerError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Everything the stages need, connected.
+#[derive(Clone)]
+pub struct App {
+    pub config: Arc<Config>,
+    pub store: PreferenceStore,
+    pub nats: async_nats::Client,
+    pub js: jetstream::Context,
+    pub embedder: Arc<dyn Embedder>,
+    pub extractor: Arc<dyn Extractor>,
+}
+
+impl App {
+    /// Connects to Redis (and checks or creates the index), NATS, and loads the embedder and
+    /// extractor. Fails with an error naming the part that is missing.
+    pub async fn start(config: Config) -> Result<App, AppError> {
+        let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+        store.ensure_index().await?;
+        let nats = connect_nats(&config).await?;
+        let js = jetstream::new(nats.clone());
+        let embedder = embed::from_config(&config.embed)?;
+        let extractor = extract::from_config(&config.extract, &config.store.categories)?;
+        Ok(App { config: Arc::new(config), store, nats, js, embedder, extractor })
+    }
+
+    pub fn pipeline(&self) -> Pipeline {
+        let ingest = &self.config.ingest;
+        Pipeline::new(
+            self.store.clone(),
+            self.extractor.clone(),
+            self.embedder.clone(),
+            PersonaLock::new(self.store.clone(), Duration::from_millis(ingest.lock_ttl_ms)),
+            PipelineSettings {
+                match_threshold: self.config.embed.match_threshold(),
+                max_redacted_share: ingest.max_redacted_share,
+                lock_patience: Duration::from_millis(ingest.lock_patience_ms),
+            },
+        )
+    }
+
+    pub fn event_limits(&self) -> EventLimits {
+        EventLimits {
+            max_payload_bytes: self.config.nats.max_payload_bytes,
+            max_messages: self.config.ingest.max_messages_per_event,
+            max_message_chars: self.config.ingest.max_message_chars,
+            max_participants: self.config.store.max_related_ids,
+        }
+    }
+
+    pub async fn consumer(&self) -> Result<PullConsumer, AppError> {
+        Ok(ensure_jetstream(&self.js, &self.config.ingest).await?)
+    }
+
+    pub fn worker(&self) -> Worker {
+        Worker { pipeline: self.pipeline(), js: self.js.clone(), config: self.config.ingest.clone(), limits: self.event_limits() }
+    }
+}
+
+pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppError> {
+    async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_millis(config.nats.connect_timeout_ms))
+        .name("persona-prefs")
+        .connect(config.nats.url.as_str())
+        .await
+        .map_err(|e| AppError::Nats { url: config.nats.url.clone(), message: e.to_string() })
+}
+
+/// Starts the metrics/health listener if configured; returns its bound address.
+pub async fn start_metrics(
+    config: &Config,
+    handle: Option<PrometheusHandle>,
+    ready: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<std::net::SocketAddr>, AppError> {
+    let (Some(handle), false) = (handle, config.metrics.listen.is_empty()) else { return Ok(None) };
+    let listener = tokio::net::TcpListener::bind(&config.metrics.listen)
+        .await
+        .map_err(|e| AppError::Other(format!("metrics.listen {}: {e}", config.metrics.listen)))?;
+    let address = listener.local_addr().map_err(|e| AppError::Other(e.to_string()))?;
+    tokio::spawn(crate::telemetry::serve_http(listener, handle, ready, shutdown));
+    Ok(Some(address))
+}
+
+/// `persona-prefs serve`: the ingest worker, the request-reply services and the metrics
+/// listener, until `shutdown` turns true.
+pub async fn serve(config: Config, metrics: Option<PrometheusHandle>, shutdown: watch::Receiver<bool>) -> Result<(), AppError> {
+    let (ready_tx, ready) = watch::channel(false);
+    let address = start_metrics(&config, metrics, ready, shutdown.clone()).await?;
+    let app = App::start(config).await?;
+    let consumer = app.consumer().await?;
+    let _ = ready_tx.send(true);
+    tracing::info!(
+        metrics = ?address,
+        stream = %app.config.ingest.stream,
+        consumer = %app.config.ingest.consumer,
+        extractor = ?app.config.extract.kind,
+        embedder = ?app.config.embed.kind,
+        "persona-prefs serving"
+    );
+    let report = app.worker().run(consumer, shutdown).await?;
+    tracing::info!(finished = report.finished_in_grace, returned = report.returned_for_redelivery, "stopped");
+    Ok(())
+}
+
+/// What the demo found, for printing.
+pub struct DemoReport {
+    pub persona_id: String,
+    pub events_published: usize,
+    pub took: Duration,
+    pub preferences: Vec<Preference>,
+    pub metrics_address: Option<std::net::SocketAddr>,
+    pub decisions: String,
+}
+
+/// `persona-prefs demo`: publishes a sample conversation to JetStream, runs the real worker
+/// on it, waits until every event is processed, and returns the persona's preferences.
+pub async fn demo(config: Config, sample: &Path, metrics: Option<PrometheusHandle>) -> Result<DemoReport, AppError> {
+    let text = std::fs::read_to_string(sample).map_err(|e| AppError::Other(format!("{}: {e}", sample.display())))?;
+    let events: Vec<ConversationEvent> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .enumerate()
+        .map(|(n, line)| serde_json::from_str(line).map_err(|e| AppError::Other(format!("{} line {}: {e}", sample.display(), n + 1))))
+        .collect::<Result<_, _>>()?;
+    let persona_id = events.first().map(|e| e.persona_id.clone()).ok_or_else(|| AppError::Other("sample has no events".into()))?;
+
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let (ready_tx, ready) = watch::channel(false);
+    let metrics_address = start_metrics(&config, metrics.clone(), ready, shutdown.clone()).await?;
+    let app = App::start(config).await?;
+    // A demo starts from a clean slate so its output is the same every run.
+    app.store.delete_persona(&persona_id).await?;
+    let consumer = app.consumer().await?;
+    let _ = ready_tx.send(true);
+    let worker = tokio::spawn(app.worker().run(consumer.clone(), shutdown.clone()));
+
+    let started = Instant::now();
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    for event in &events {
+        let payload = serde_json::to_vec(event).map_err(|e| AppError::Other(e.to_string()))?;
+        let mut headers = async_nats::HeaderMap::new();
+        // A fresh id per run: JetStream's duplicate window would drop a second run's events.
+        headers.insert("Nats-Msg-Id", format!("demo-{run}-{}", event.event_id).as_str());
+        let subject = format!("{}.{}", app.config.ingest.subject_prefix, event.persona_id);
+        app.js
+            .publish_with_headers(subject, headers, payload.into())
+            .await
+            .map_err(|e| AppError::Other(e.to_string()))?
+            .await
+            .map_err(|e| AppError::Other(e.to_string()))?;
+    }
+    wait_until_drained(consumer, Duration::from_secs(120)).await?;
+    let took = started.elapsed();
+    let _ = shutdown_tx.send(true);
+    let _ = worker.await;
+
+    let preferences = app.store.list_preferences(&persona_id, &ListOptions { include_retracted: true, limit: 200, ..Default::default() }).await?;
+    let decisions = metrics
+        .map(|handle| {
+            handle
+                .render()
+                .lines()
+                .filter(|line| line.starts_with("persona_prefs_decisions_total") || line.starts_with("persona_prefs_events_processed_total"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    Ok(DemoReport { persona_id, events_published: events.len(), took, preferences, metrics_address, decisions })
+}
+
+/// Waits until the consumer has nothing pending or unacknowledged.
+pub async fn wait_until_drained(mut consumer: PullConsumer, patience: Duration) -> Result<(), AppError> {
+    let deadline = Instant::now() + patience;
+    loop {
+        let info = consumer.info().await.map_err(|e| AppError::Other(format!("consumer info: {e}")))?;
+        if info.num_pending == 0 && info.num_ack_pending == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(AppError::Other(format!(
+                "events still pending after {patience:?}: {} pending, {} unacknowledged",
+                info.num_pending, info.num_ack_pending
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,455 @@
+//! The offline extractor: first-person opinion statements found by patterns.
+//!
+//! It reads a persona message clause by clause and recognises
+//! - liking and disliking verbs ("I love / adore / prefer / hate / can't stand X"), with
+//!   negation ("I don't like X", "I no longer enjoy X") flipping the stance;
+//! - being a fan or not ("I'm a huge fan of X", "I'm not into X");
+//! - favourites ("my favourite season is autumn", "autumn is my favourite");
+//! - judgements ("I think X is overrated", "honestly, X is wonderful", "I find X calming"),
+//!   whose stance comes from the adjective and flips under "not" / "I don't think";
+//! - "nothing beats X".
+//! Questions, hypotheticals ("if I liked X") and the past ("I used to love X") are skipped;
+//! pronoun topics ("I love it") carry no topic and are skipped too.
+//!
+//! Measured on `tests/data/rules_extraction.jsonl` by the `rules_extractor_precision_and_recall`
+//! test, which prints precision and recall.
+
+use std::sync::LazyLock;
+
+use futures::future::BoxFuture;
+use regex::Regex;
+
+use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
+use crate::store::Stance;
+
+pub struct RulesExtractor {
+    max_opinions: usize,
+}
+
+impl RulesExtractor {
+    pub fn new(max_opinions: usize) -> RulesExtractor {
+        RulesExtractor { max_opinions }
+    }
+
+    /// The opinions in one persona message, in order of appearance, one per topic.
+    pub fn extract_text(&self, message: &str) -> Vec<ExtractedOpinion> {
+        let mut found: Vec<ExtractedOpinion> = Vec::new();
+        for sentence in sentences(message) {
+            for clause in clauses(&sentence) {
+                if let Some(opinion) = read_clause(&clause, &sentence)
+                    && !found.iter().any(|o| o.name == opinion.name)
+                {
+                    found.push(opinion);
+                }
+                if found.len() == self.max_opinions {
+                    return found;
+                }
+            }
+        }
+        found
+    }
+}
+
+impl Extractor for RulesExtractor {
+    fn extract<'a>(&'a self, input: &'a ExtractionInput<'a>) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+        Box::pin(async move { Ok(self.extract_text(input.persona_message)) })
+    }
+}
+
+const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such)";
+const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have|'ve) (?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to )*";
+
+static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"\bi {SUBJECT_ADVERBS}(love|adore|enjoy|like|prefer|appreciate|admire|cherish|treasure|value|relish|savor|savour|dig)\s+(.+)"
+    ))
+    .unwrap()
+});
+static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"\bi {SUBJECT_ADVERBS}(hate|dislike|despise|detest|loathe|resent|abhor|can't stand|cannot stand|can't bear|cannot bear|can't abide|distrust|avoid)\s+(.+)"
+    ))
+    .unwrap()
+});
+static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|love|enjoy|care for|appreciate|trust|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
+});
+static FAN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bi(?:'m| am) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to)\s+(.+)").unwrap()
+});
+static NOT_FAN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by)\s+(.+)").unwrap()
+});
+static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just )?(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by)\s+(.+)").unwrap()
+});
+static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bmy (?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|will always be|remains|'s)\s+(.+)").unwrap()
+});
+static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be) (?:easily |definitely |probably |still |absolutely |truly |by far )?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
+});
+static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:nothing (?:beats|compares to|is better than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|you can't beat|few things beat)\s+(.+)").unwrap()
+});
+static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"\bi (?:really |honestly |genuinely |strongly |firmly |truly |do |still |actually |personally |have always |'ve always |always )*(don't |do not |never )?(?:think|believe|feel|reckon|suspect|would say|'d say|maintain|hold)\s+(?:that\s+)?(.+?)\s+(?:is|are|was|were|'s|'re|can be|remains|remain|seems|seem|sounds|tastes|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|anything but\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
+    ))
+    .unwrap()
+});
+static FIND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bi (?:really |honestly |genuinely |always |still |actually |personally |just )*(don't |do not |never )?find\s+(.+)").unwrap()
+});
+static JUDGE_PLAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^(?:(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b,?\s+)?(.+?)\s+(?:is|are|'s|'re|remains|remain|tastes|taste|sounds|sound|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
+    ))
+    .unwrap()
+});
+static MARKED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b").unwrap()
+});
+
+/// Adjectives (and short phrases) with their polarity; the first word after the copula decides.
+const POSITIVE: &[&str] = &[
+    "great", "wonderful", "beautiful", "amazing", "awesome", "brilliant", "fascinating", "lovely", "delightful",
+    "underrated", "underappreciated", "fantastic", "excellent", "good", "nice", "charming", "elegant", "gorgeous",
+    "magnificent", "marvelous", "marvellous", "superb", "incredible", "important", "essential", "valuable",
+    "worthwhile", "fun", "calming", "soothing", "relaxing", "cozy", "cosy", "comforting", "inspiring", "perfect",
+    "best", "greatest", "better", "interesting", "compelling", "clever", "admirable", "exciting", "refreshing",
+    "peaceful", "delicious", "tasty", "sublime", "glorious", "stunning", "enchanting", "captivating", "joyful",
+    "magical", "underestimated", "vital", "precious", "honest", "kind", "noble", "graceful", "satisfying",
+    "rewarding", "meaningful", "profound", "wise", "pleasant", "cool", "splendid", "adorable", "thrilling",
+    "mesmerizing", "mesmerising", "timeless", "fine", "sacred", "indispensable", "crucial", "virtue", "gift",
+    "treasure", "masterpiece", "joy", "delight", "bliss", "underdog", "genius", "art", "worth", "nourishing",
+    "restorative", "invigorating", "charming", "poetic", "gentle", "warm", "right", "superior",
+];
+const NEGATIVE: &[&str] = &[
+    "terrible", "awful", "horrible", "boring", "dull", "overrated", "pointless", "ugly", "bad", "worse", "worst",
+    "disgusting", "gross", "annoying", "tedious", "overhyped", "pretentious", "cruel", "wrong", "unbearable",
+    "depressing", "stupid", "silly", "useless", "meaningless", "exhausting", "tiresome", "bland", "soulless",
+    "unforgivable", "harmful", "dangerous", "creepy", "irritating", "underwhelming", "mediocre", "lame", "tacky",
+    "obnoxious", "vile", "nasty", "revolting", "insufferable", "grating", "cringe", "cringeworthy", "overpriced",
+    "inferior", "lazy", "shallow", "hollow", "toxic", "unpleasant", "miserable", "joyless", "sad", "waste",
+    "nightmare", "disaster", "mess", "chore", "scam", "fad", "bore", "abomination", "tragedy", "travesty",
+    "clunky", "overcooked", "soggy", "slimy", "bitter", "noisy", "loud", "cold", "stale", "pompous", "smug",
+    "dishonest", "hypocritical", "unfair", "lousy", "crap", "trash", "garbage", "rubbish", "unnecessary",
+];
+const STRONG: &[&str] = &[
+    "love", "adore", "hate", "despise", "detest", "loathe", "can't stand", "cannot stand", "absolutely", "really",
+    "truly", "deeply", "best", "worst", "favourite", "favorite", "obsessed", "passionate", "huge", "nothing beats",
+    "incredibly", "utterly", "completely", "totally", "so ",
+];
+const HEDGES: &[&str] = &["kind of", "sort of", "a bit", "a little", "somewhat", "maybe", "i guess", "rather", "fairly", "pretty", "mildly"];
+
+/// Words that are not topics: pronouns and placeholders refer to something the rules cannot see.
+const NON_TOPICS: &[&str] = &[
+    "it", "that", "this", "these", "those", "them", "they", "he", "she", "him", "her", "you", "your", "yours", "we",
+    "us", "everything", "nothing", "something", "anything", "everyone", "anyone", "someone", "nobody", "there",
+    "which", "what", "who", "one", "all", "both", "either", "neither", "i", "me", "myself", "yourself", "such",
+    "so", "too", "here", "things", "stuff", "lot", "way", "much", "more", "most", "same", "ones", "some", "any",
+];
+
+fn sentences(message: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = message.chars().collect();
+    for (i, &ch) in chars.iter().enumerate() {
+        current.push(ch);
+        let boundary = matches!(ch, '.' | '!' | '?' | ';' | '\n')
+            && chars.get(i + 1).is_none_or(|next| next.is_whitespace() || *next == '"' || *next == ')');
+        if boundary {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    out.push(current);
+    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+}
+
+static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
+    // `next` marks where the following clause starts (its subject is kept).
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|\s+-+\s+|\s+—\s+").unwrap()
+});
+
+fn clauses(sentence: &str) -> Vec<String> {
+    let lowered = normalise(sentence);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for captures in CLAUSE_SPLIT.captures_iter(&lowered) {
+        let whole = captures.get(0).expect("group 0 always matches");
+        out.push(lowered[start..whole.start()].to_string());
+        start = captures.name("next").or_else(|| captures.name("next2")).map(|m| m.start()).unwrap_or(whole.end());
+    }
+    out.push(lowered[start..].to_string());
+    out.into_iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect()
+}
+
+/// Lower-case, straight apostrophes, single spaces.
+fn normalise(text: &str) -> String {
+    let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}'], "\"");
+    text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|no|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|wow|plus|still|anyway|anyways|now|then|because|cause|'cause)\b[,!]?\s+)+").unwrap()
+});
+
+fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
+    let clause = clause.trim().trim_end_matches(['.', '!', ';', ',']).trim();
+    if clause.ends_with('?') || sentence.trim_end().ends_with('?') {
+        return None;
+    }
+    let clause = LEADING_FILLER.replace(clause, "").to_string();
+    if clause.starts_with("if ") || clause.starts_with("unless ") || clause.starts_with("would ") || clause.contains("i used to ") || clause.contains("i once ") || clause.contains("i would ") || clause.contains("i'd ") && !clause.contains("i'd say") {
+        return None;
+    }
+    // Order matters: negated forms before the plain ones they contain.
+    if let Some(c) = NOT_FAN.captures(&clause) {
+        return make(&c[1], Stance::Against, sentence, &clause);
+    }
+    if let Some(c) = NEGATED_VERB.captures(&clause) {
+        return make(&c[1], Stance::Against, sentence, &clause);
+    }
+    if let Some(c) = NEGATIVE_VERB.captures(&clause) {
+        return make(&c[2], Stance::Against, sentence, &clause);
+    }
+    if let Some(c) = TIRED_OF.captures(&clause) {
+        return make(&c[1], Stance::Against, sentence, &clause);
+    }
+    if let Some(c) = FAVOURITE_FIRST.captures(&clause) {
+        return make(&c[1], Stance::For, sentence, &clause);
+    }
+    if let Some(c) = FAVOURITE_LAST.captures(&clause) {
+        return make(&c[1], Stance::For, sentence, &clause);
+    }
+    if let Some(c) = FAN.captures(&clause) {
+        return make(&c[1], Stance::For, sentence, &clause);
+    }
+    if let Some(c) = POSITIVE_VERB.captures(&clause) {
+        let verb = &c[1];
+        // "I like to think…", "I appreciate you…": not an opinion about a thing.
+        let rest = c[2].trim();
+        if (verb == "like" || verb == "love") && (rest.starts_with("to think") || rest.starts_with("to believe")) {
+            return None;
+        }
+        return make(rest, Stance::For, sentence, &clause);
+    }
+    if let Some(c) = NOTHING_BEATS.captures(&clause) {
+        return make(&c[1], Stance::For, sentence, &clause);
+    }
+    if let Some(c) = JUDGE_AFTER_VERB.captures(&clause) {
+        let denied = c.get(1).is_some() ^ c.get(3).is_some();
+        let stance = polarity(&c[4])?;
+        return make(&c[2], flip(stance, denied), sentence, &clause);
+    }
+    if let Some(c) = FIND.captures(&clause) {
+        let (topic, stance) = split_topic_judgement(&c[2])?;
+        return make(&topic, flip(stance, c.get(1).is_some()), sentence, &clause);
+    }
+    if let Some(c) = JUDGE_PLAIN.captures(&clause) {
+        // Without an "I" or an opinion marker, only clearly evaluative words count: "jazz is
+        // great" is an opinion, "the meeting is at noon" is not.
+        let stance = polarity(&c[3])?;
+        let marked = MARKED.is_match(&clause);
+        let subject = c[1].trim();
+        if !marked && subject.split_whitespace().count() > 4 {
+            return None;
+        }
+        return make(subject, flip(stance, c.get(2).is_some()), sentence, &clause);
+    }
+    None
+}
+
+/// Splits "rainy days so calming" into the topic and the judgement's stance by trying each
+/// split point: the topic is the shortest prefix after which an evaluative word follows
+/// (degree words and "not" in between).
+fn split_topic_judgement(rest: &str) -> Option<(String, Stance)> {
+    const DEGREE: &[&str] = &[
+        "really", "very", "so", "truly", "incredibly", "deeply", "genuinely", "quite", "pretty", "rather", "totally",
+        "absolutely", "extremely", "simply", "just", "somewhat", "utterly", "hugely", "wildly", "massively", "actually",
+        "honestly", "still", "always", "often", "completely", "fairly", "terribly", "remarkably", "surprisingly", "oddly",
+        "strangely", "endlessly", "seriously", "way", "too",
+    ];
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    for split in 1..words.len() {
+        let mut tail = &words[split..];
+        let mut denied = false;
+        while let Some(first) = tail.first() {
+            if DEGREE.contains(first) {
+                tail = &tail[1..];
+            } else if *first == "not" {
+                denied = !denied;
+                tail = &tail[1..];
+            } else {
+                break;
+            }
+        }
+        if tail.is_empty() {
+            break;
+        }
+        if let Some(stance) = polarity(&tail.join(" ")) {
+            return Some((words[..split].join(" "), flip(stance, denied)));
+        }
+    }
+    None
+}
+
+fn flip(stance: Stance, denied: bool) -> Stance {
+    match (stance, denied) {
+        (stance, false) => stance,
+        (Stance::For, true) => Stance::Against,
+        (Stance::Against, true) => Stance::For,
+    }
+}
+
+/// The stance of the evaluative word(s) at the start of `text`, if they are in the lexicon.
+fn polarity(text: &str) -> Option<Stance> {
+    let words: Vec<&str> = text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).take(3).collect();
+    for word in words {
+        if POSITIVE.contains(&word) {
+            return Some(Stance::For);
+        }
+        if NEGATIVE.contains(&word) {
+            return Some(Stance::Against);
+        }
+        // Skip over a degree word or article before the adjective ("a bit dull", "the best").
+        if !matches!(word, "a" | "an" | "the" | "bit" | "little" | "lot" | "much" | "more" | "most" | "less" | "least" | "of" | "real" | "total" | "complete" | "absolute" | "such") {
+            return None;
+        }
+    }
+    None
+}
+
+static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | on a | on slow | at the end| these days| nowadays| lately| anymore| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
+});
+
+fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
+    let mut topic = raw_topic.trim().to_string();
+    if let Some(found) = TOPIC_CUT.find(&topic) {
+        topic.truncate(found.start());
+    }
+    let topic = topic.trim().trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+    let mut words: Vec<&str> = topic.split_whitespace().collect();
+    while let Some(first) = words.first()
+        && matches!(*first, "the" | "a" | "an" | "to" | "some" | "my" | "our" | "all" | "any" | "being" | "really" | "just")
+    {
+        words.remove(0);
+    }
+    if words.is_empty() || words.len() > 6 {
+        return None;
+    }
+    if words.len() == 1 && NON_TOPICS.contains(&words[0]) {
+        return None;
+    }
+    if NON_TOPICS.contains(&words[0]) && matches!(words[0], "it" | "that" | "you" | "your" | "this" | "them" | "he" | "she" | "they" | "there" | "what" | "which" | "who") {
+        return None;
+    }
+    let name = words.join(" ");
+    let lowered = normalise(sentence);
+    let strength = if HEDGES.iter().any(|h| clause.contains(h)) {
+        0.35
+    } else if STRONG.iter().any(|s| clause.contains(s)) {
+        0.7
+    } else {
+        0.5
+    };
+    let opinion = first_person_opinion(sentence);
+    Some(ExtractedOpinion {
+        category: category_for(&format!("{name} {lowered}")).to_string(),
+        name,
+        opinion,
+        stance,
+        strength,
+        related_user_ids: Vec::new(),
+        evidence: sentence.trim().to_string(),
+    })
+}
+
+/// The sentence as a standalone opinion: trimmed, capitalised, ending in punctuation.
+fn first_person_opinion(sentence: &str) -> String {
+    let trimmed = sentence.trim();
+    let mut chars = trimmed.chars();
+    let mut text = match chars.next() {
+        Some(first) => first.to_uppercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    };
+    if !text.ends_with(['.', '!', '?']) {
+        text.push('.');
+    }
+    text
+}
+
+/// A category from keywords; the store falls back to "philosophical" for anything else.
+pub fn category_for(text: &str) -> &'static str {
+    const TABLE: &[(&str, &[&str])] = &[
+        ("culinary", &["food", "tea", "coffee", "cilantro", "pizza", "cook", "bread", "cheese", "chocolate", "wine", "beer", "soup", "spicy", "sushi", "pineapple", "breakfast", "dinner", "lunch", "dessert", "cake", "fruit", "vegetable", "meal", "recipe", "taste", "flavor", "flavour", "eat", "mushroom", "garlic", "curry", "pasta", "noodle", "olive", "coriander", "espresso", "latte", "kimchi", "tofu", "baking", "salt"]),
+        ("musical", &["music", "jazz", "song", "band", "album", "opera", "piano", "guitar", "symphony", "melody", "rock", "pop", "classical", "violin", "concert", "sing", "choir", "hip hop", "rap", "vinyl", "playlist", "bach", "mozart", "beatles"]),
+        ("literary", &["book", "novel", "poem", "poetry", "author", "story", "stories", "reading", "literature", "fiction", "prose", "writer", "library", "tolstoy", "austen", "haiku", "shakespeare", "sci-fi", "fantasy", "memoir", "essay"]),
+        ("technological", &["code", "coding", "rust", "python", "javascript", "software", "computer", "programming", "ai", "tech", "internet", "app", "phone", "linux", "keyboard", "robot", "algorithm", "typescript", "tabs", "spaces", "vim", "emacs", "database", "smartphone", "gadget"]),
+        ("nature", &["rain", "forest", "ocean", "sea", "cat", "dog", "animal", "bird", "tree", "flower", "mountain", "river", "garden", "snow", "autumn", "winter", "summer", "spring", "season", "sunset", "storm", "thunder", "star", "moon", "weather", "owl", "whale", "moss", "fog", "beach", "hiking"]),
+        ("ethical", &["honesty", "lying", "lie", "cruelty", "justice", "kindness", "fairness", "cheating", "loyalty", "truth", "moral", "ethic", "greed", "generosity", "forgiveness", "rudeness", "empathy", "privacy", "violence"]),
+        ("aesthetic", &["art", "painting", "design", "color", "colour", "architecture", "beauty", "fashion", "style", "font", "typography", "minimalism", "gothic", "brutalism", "sculpture", "photography", "aesthetic", "light", "candle"]),
+        ("entertainment", &["movie", "film", "game", "show", "tv", "television", "series", "anime", "cinema", "sitcom", "video game", "chess", "puzzle", "sport", "football", "soccer", "reality", "comedy", "horror", "netflix"]),
+        ("social", &["people", "party", "parties", "conversation", "friend", "crowd", "small talk", "gossip", "meeting", "community", "company", "chat", "smalltalk", "strangers", "networking"]),
+        ("intellectual", &["math", "science", "physics", "history", "learning", "philosophy", "logic", "chemistry", "biology", "astronomy", "language", "grammar", "etymology", "puzzles", "curiosity", "knowledge", "proof", "theory", "debate", "latin"]),
+        ("personal", &["morning", "sleep", "nap", "walk", "routine", "quiet", "solitude", "silence", "travel", "home", "journal", "exercise", "mornings", "nights", "weekend"]),
+    ];
+    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric() && c != '-').filter(|w| !w.is_empty()).collect();
+    for (category, keywords) in TABLE {
+        for keyword in *keywords {
+            let hit = if keyword.contains(' ') {
+                text.contains(keyword)
+            } else {
+                words.iter().any(|w| *w == *keyword || (w.starts_with(keyword) && w.len() <= keyword.len() + 3))
+            };
+            if hit {
+                return category;
+            }
+        }
+    }
+    "philosophical"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Vec<(String, Stance)> {
+        RulesExtractor::new(8).extract_text(text).into_iter().map(|o| (o.name, o.stance)).collect()
+    }
+
+    #[test]
+    fn reads_the_common_first_person_forms() {
+        use Stance::{Against, For};
+        let cases: &[(&str, &[(&str, Stance)])] = &[
+            ("I love green tea.", &[("green tea", For)]),
+            ("Honestly, jazz is underrated.", &[("jazz", For)]),
+            ("I don't really like horror movies.", &[("horror movies", Against)]),
+            ("My favourite season is autumn.", &[("autumn", For)]),
+            ("I think cilantro is disgusting.", &[("cilantro", Against)]),
+            ("I don't think opera is boring at all.", &[("opera", For)]),
+            ("I love jazz but I hate country music.", &[("jazz", For), ("country music", Against)]),
+            ("Do you like jazz?", &[]),
+            ("I love it!", &[]),
+            ("I find rainy days calming.", &[("rainy days", For)]),
+            ("I don't find small talk very interesting.", &[("small talk", Against)]),
+            ("I used to love sushi.", &[]),
+            ("The meeting is at noon.", &[]),
+            ("I'm not a fan of small talk.", &[("small talk", Against)]),
+            ("Nothing beats a rainy afternoon with a book.", &[("rainy afternoon", For)]),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> = expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn evidence_is_the_sentence_it_came_from() {
+        let found = RulesExtractor::new(8).extract_text("Hello there. I adore owls, they are wise.");
+        assert_eq!(found[0].evidence, "I adore owls, they are wise.");
+        assert!(super::super::evidence_in_message(&found[0].evidence, "Hello there. I adore owls, they are wise."));
+    }
+}

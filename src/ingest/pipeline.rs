@@ -1,0 +1,370 @@
+//! What one valid event does to the store: extract opinions from each persona message, redact
+//! secrets, embed each opinion's topic, then — holding the persona's lock — decide per opinion
+//! whether to reinforce, evolve or add, writing under an idempotency key.
+//!
+//! Extraction and embedding (the slow, parallel part) run before the lock is taken; only the
+//! decide-and-write step is serialised per persona, across all worker processes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::event::{ConversationEvent, Role};
+use crate::embed::{EmbedError, Embedder};
+use crate::extract::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact};
+use crate::store::{Evolution, NewPreference, PersonaLock, PreferenceStore, Provenance, StoreError, WriteGuard};
+use crate::telemetry;
+
+/// How many earlier turns the extractor sees as context.
+const CONTEXT_TURNS: usize = 12;
+
+/// A failure to process an event that a later delivery may not have.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("extraction: {0}")]
+    Extract(#[from] ExtractError),
+    #[error("embedding: {0}")]
+    Embed(#[from] EmbedError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("persona {0} stayed locked by another worker past ingest.lock_patience_ms")]
+    LockBusy(String),
+}
+
+impl PipelineError {
+    /// Retryable errors nak the message; the rest dead-letter it at once.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PipelineError::Extract(e) => e.is_retryable(),
+            PipelineError::Embed(e) => e.is_retryable(),
+            PipelineError::Store(e) => e.is_retryable(),
+            PipelineError::LockBusy(_) => true,
+        }
+    }
+
+    /// Bounded label for metrics.
+    pub fn stage(&self) -> &'static str {
+        match self {
+            PipelineError::Extract(_) => "extract",
+            PipelineError::Embed(_) => "embed",
+            PipelineError::Store(_) => "store",
+            PipelineError::LockBusy(_) => "lock",
+        }
+    }
+}
+
+/// The decision taken for one opinion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Reinforce,
+    Evolve,
+    Add,
+    /// A contradiction older than the stance it contradicts (events arrive out of order):
+    /// the newer stance stands and nothing is written.
+    Stale,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Reinforce => "reinforce",
+            Action::Evolve => "evolve",
+            Action::Add => "add",
+            Action::Stale => "stale",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    pub action: Action,
+    pub preference_id: String,
+    pub name: String,
+    /// False when this effect had been applied by an earlier delivery.
+    pub applied: bool,
+    pub best_similarity: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EventOutcome {
+    pub opinions: usize,
+    pub dropped_redacted: usize,
+    pub decisions: Vec<Decision>,
+}
+
+pub struct PipelineSettings {
+    pub match_threshold: f64,
+    pub max_redacted_share: f64,
+    pub lock_patience: Duration,
+}
+
+#[derive(Clone)]
+pub struct Pipeline {
+    store: PreferenceStore,
+    extractor: Arc<dyn Extractor>,
+    embedder: Arc<dyn Embedder>,
+    locks: PersonaLock,
+    settings: Arc<PipelineSettings>,
+}
+
+/// One opinion ready to be decided on.
+struct Candidate {
+    opinion: ExtractedOpinion,
+    /// The persona message's timestamp.
+    expressed_at: String,
+    effect_id: String,
+    provenance: Provenance,
+    embedding: Vec<f32>,
+}
+
+impl Pipeline {
+    pub fn new(
+        store: PreferenceStore,
+        extractor: Arc<dyn Extractor>,
+        embedder: Arc<dyn Embedder>,
+        locks: PersonaLock,
+        settings: PipelineSettings,
+    ) -> Pipeline {
+        Pipeline { store, extractor, embedder, locks, settings: Arc::new(settings) }
+    }
+
+    pub fn store(&self) -> &PreferenceStore {
+        &self.store
+    }
+
+    /// Applies `event`. Safe to call again for the same event: every effect is keyed, so a
+    /// repeat changes nothing and reports `applied: false`.
+    pub async fn process(&self, event: &ConversationEvent) -> Result<EventOutcome, PipelineError> {
+        let mut outcome = EventOutcome::default();
+        let mut candidates = self.extract_all(event, &mut outcome).await?;
+        if candidates.is_empty() {
+            return Ok(outcome);
+        }
+        let topics: Vec<String> = candidates.iter().map(|c| c.opinion.name.clone()).collect();
+        let vectors = self.embedder.embed(&topics).await?;
+        for (candidate, vector) in candidates.iter_mut().zip(vectors) {
+            candidate.embedding = vector;
+        }
+
+        let lock = self
+            .locks
+            .acquire(&event.persona_id, self.settings.lock_patience)
+            .await?
+            .ok_or_else(|| PipelineError::LockBusy(event.persona_id.clone()))?;
+        let decided = self.decide_all(event, &candidates, &lock).await;
+        // Release even after a failure; a failed release only delays the next holder by the TTL.
+        if let Err(error) = self.locks.release(lock).await {
+            tracing::warn!(persona_id = %event.persona_id, %error, "releasing persona lock failed");
+        }
+        outcome.decisions = decided?;
+        Ok(outcome)
+    }
+
+    async fn extract_all(&self, event: &ConversationEvent, outcome: &mut EventOutcome) -> Result<Vec<Candidate>, PipelineError> {
+        let participants: Vec<String> = if event.participant_user_ids.is_empty() {
+            let mut users: Vec<String> =
+                event.messages.iter().filter(|m| m.role == Role::User && !m.user_id.is_empty()).map(|m| m.user_id.clone()).collect();
+            users.sort();
+            users.dedup();
+            users
+        } else {
+            event.participant_user_ids.clone()
+        };
+        let inputs: Vec<(usize, ExtractionInput<'_>)> = event
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Role::Persona)
+            .map(|(index, message)| {
+                let context = event.messages[index.saturating_sub(CONTEXT_TURNS)..index]
+                    .iter()
+                    .map(|m| TurnText { role: m.role.as_str(), user_id: &m.user_id, content: &m.content })
+                    .collect();
+                (index, ExtractionInput { persona_message: &message.content, context, participants: &participants })
+            })
+            .collect();
+        let extracted = futures::future::try_join_all(inputs.iter().map(|(_, input)| self.extractor.extract(input))).await?;
+
+        let mut candidates = Vec::new();
+        for ((index, _), opinions) in inputs.iter().zip(extracted) {
+            let persona_message = &event.messages[*index];
+            // Provenance: the latest user message before the persona message that voiced it.
+            let trigger = event.messages[..*index].iter().rev().find(|m| m.role == Role::User);
+            telemetry::opinions_extracted(opinions.len());
+            outcome.opinions += opinions.len();
+            for (ordinal, opinion) in opinions.into_iter().enumerate() {
+                let Some(opinion) = self.redacted(opinion) else {
+                    outcome.dropped_redacted += 1;
+                    continue;
+                };
+                candidates.push(Candidate {
+                    expressed_at: persona_message.timestamp.clone(),
+                    effect_id: format!("{}:{}:{}#{ordinal}", event.platform, event.channel_id, persona_message.message_id),
+                    provenance: Provenance {
+                        triggering_user_id: trigger.map(|m| m.user_id.clone()).unwrap_or_default(),
+                        triggering_message_id: trigger.map(|m| m.message_id.clone()).unwrap_or_default(),
+                        persona_message_id: persona_message.message_id.clone(),
+                        source_platform: event.platform.clone(),
+                        source_channel_id: event.channel_id.clone(),
+                    },
+                    opinion,
+                    embedding: Vec::new(),
+                });
+            }
+        }
+        Ok(candidates)
+    }
+
+    /// Redacts secrets from the stored texts; `None` when the opinion is mostly secret.
+    fn redacted(&self, mut opinion: ExtractedOpinion) -> Option<ExtractedOpinion> {
+        let (name, name_share) = redact::redact(&opinion.name);
+        let (text, text_share) = redact::redact(&opinion.opinion);
+        let (evidence, _) = redact::redact(&opinion.evidence);
+        if name_share > self.settings.max_redacted_share || text_share > self.settings.max_redacted_share || name.contains(redact::MARK) {
+            tracing::info!("dropping an opinion that is mostly redacted secrets");
+            return None;
+        }
+        opinion.name = name;
+        opinion.opinion = text;
+        opinion.evidence = evidence;
+        Some(opinion)
+    }
+
+    async fn decide_all(
+        &self,
+        event: &ConversationEvent,
+        candidates: &[Candidate],
+        lock: &crate::store::LockToken,
+    ) -> Result<Vec<Decision>, PipelineError> {
+        let mut decisions = Vec::with_capacity(candidates.len());
+        for candidate in candidates {
+            let decision = self.decide(event, candidate, lock).await?;
+            telemetry::decision(decision.action.as_str());
+            if !decision.applied {
+                telemetry::effect_duplicate();
+            }
+            tracing::debug!(
+                persona_id = %event.persona_id,
+                action = decision.action.as_str(),
+                preference_id = %decision.preference_id,
+                applied = decision.applied,
+                similarity = ?decision.best_similarity,
+                "decided"
+            );
+            decisions.push(decision);
+        }
+        Ok(decisions)
+    }
+
+    async fn decide(&self, event: &ConversationEvent, candidate: &Candidate, lock: &crate::store::LockToken) -> Result<Decision, PipelineError> {
+        let guard = WriteGuard { effect_id: Some(&candidate.effect_id), lock: Some(lock) };
+        let persona_id = &event.persona_id;
+        let neighbours = self.store.search_preferences(persona_id, &candidate.embedding, self.store.config().conflict_top_k, false).await?;
+        let best_similarity = neighbours.first().map(|hit| hit.similarity());
+        if let Some(similarity) = best_similarity {
+            telemetry::best_match_similarity(similarity);
+        }
+        let best = neighbours.into_iter().find(|hit| hit.similarity() >= self.settings.match_threshold);
+        let opinion = &candidate.opinion;
+        if let Some(best) = best {
+            let same_stance = best.preference.stance.is_none_or(|stance| stance == opinion.stance);
+            if same_stance {
+                if let Some(done) = self.store.reinforce_preference(persona_id, &best.preference.id, guard).await? {
+                    return Ok(Decision {
+                        action: Action::Reinforce,
+                        preference_id: done.id,
+                        name: done.name,
+                        applied: done.applied,
+                        best_similarity,
+                    });
+                }
+            } else if is_older(&candidate.expressed_at, &best.preference.stance_at) {
+                tracing::info!(
+                    persona_id = %persona_id,
+                    preference_id = %best.preference.id,
+                    expressed_at = %candidate.expressed_at,
+                    stance_at = %best.preference.stance_at,
+                    "contradiction is older than the current stance; keeping the newer stance"
+                );
+                return Ok(Decision {
+                    action: Action::Stale,
+                    preference_id: best.preference.id,
+                    name: best.preference.name,
+                    applied: false,
+                    best_similarity,
+                });
+            } else {
+                let reason = format!(
+                    "changed mind in persona message {} (replying to {} from user {})",
+                    candidate.provenance.persona_message_id,
+                    if candidate.provenance.triggering_message_id.is_empty() { "nothing" } else { &candidate.provenance.triggering_message_id },
+                    if candidate.provenance.triggering_user_id.is_empty() { "unknown" } else { &candidate.provenance.triggering_user_id },
+                );
+                let evolution = Evolution {
+                    new_opinion: &opinion.opinion,
+                    new_embedding: &candidate.embedding,
+                    reason: &reason,
+                    new_stance: Some(opinion.stance),
+                    expressed_at: Some(&candidate.expressed_at),
+                };
+                let evolved = self.store.evolve_preference(persona_id, &best.preference.id, &evolution, guard).await?;
+                if let Some(done) = evolved {
+                    return Ok(Decision { action: Action::Evolve, preference_id: done.id, name: done.name, applied: done.applied, best_similarity });
+                }
+            }
+            // The match vanished between search and write (cannot happen under the lock unless
+            // an operator deleted it): fall through to adding a new preference.
+        }
+        let added = self
+            .store
+            .add_preference_guarded(
+                NewPreference {
+                    persona_id: persona_id.clone(),
+                    name: opinion.name.clone(),
+                    opinion: opinion.opinion.clone(),
+                    category: opinion.category.clone(),
+                    stance: Some(opinion.stance),
+                    stance_at: Some(candidate.expressed_at.clone()),
+                    strength: Some(opinion.strength),
+                    provenance: candidate.provenance.clone(),
+                    related_user_ids: opinion.related_user_ids.clone(),
+                    related_kg_uuids: Vec::new(),
+                    embedding: candidate.embedding.clone(),
+                },
+                guard,
+            )
+            .await?;
+        Ok(Decision {
+            action: Action::Add,
+            preference_id: added.preference.id,
+            name: added.preference.name,
+            applied: added.applied,
+            best_similarity,
+        })
+    }
+}
+
+/// True when RFC 3339 time `a` is strictly before `b`. Unparseable or empty times are never
+/// "older", so records without `stance_at` (the original system's) can still evolve.
+fn is_older(a: &str, b: &str) -> bool {
+    use time::format_description::well_known::Rfc3339;
+    match (time::OffsetDateTime::parse(a, &Rfc3339), time::OffsetDateTime::parse(b, &Rfc3339)) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_older;
+
+    #[test]
+    fn older_compares_instants_not_text() {
+        assert!(is_older("2026-11-20T09:17:00Z", "2026-11-20T09:29:00Z"));
+        assert!(!is_older("2026-11-20T09:29:00Z", "2026-11-20T09:17:00Z"));
+        assert!(is_older("2026-11-20T10:00:00+02:00", "2026-11-20T09:00:00Z"), "offsets are honoured");
+        assert!(!is_older("2026-11-20T09:17:00Z", ""), "no recorded stance time never makes a contradiction stale");
+    }
+}

@@ -1,0 +1,311 @@
+//! The JetStream side of ingest: streams and the durable pull consumer, the bounded
+//! processing loop, and what happens to each message.
+//!
+//! **Invariant:** a message is acked only after its effects are stored. Outcomes:
+//! - processed → ack (double ack: the server confirms it);
+//! - transient failure → nak with a delay growing per delivery; after `max_deliver` deliveries
+//!   it is dead-lettered with the last error as reason;
+//! - invalid input → published to `<dlq_subject_prefix>.<persona_id>` with the reason in
+//!   headers, then terminated. If the dead-letter publish fails, the message is nak'ed instead:
+//!   it is never dropped silently.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, AckKind, consumer::PullConsumer, consumer::pull, stream};
+use futures::StreamExt;
+use tokio::sync::{Semaphore, watch};
+
+use super::IngestConfig;
+use super::event::{EventLimits, InvalidEvent, parse_event, subject_persona};
+use super::pipeline::Pipeline;
+use crate::store::validate;
+use crate::telemetry;
+
+/// Dead-letter headers.
+pub const HEADER_REASON: &str = "Persona-Prefs-Reason";
+pub const HEADER_REASON_CODE: &str = "Persona-Prefs-Reason-Code";
+pub const HEADER_ORIGINAL_SUBJECT: &str = "Persona-Prefs-Original-Subject";
+pub const HEADER_STREAM_SEQUENCE: &str = "Persona-Prefs-Stream-Sequence";
+pub const HEADER_DELIVERIES: &str = "Persona-Prefs-Deliveries";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("jetstream setup: {0}")]
+    Setup(String),
+    #[error("consuming: {0}")]
+    Consume(String),
+}
+
+/// Creates (or reuses) the event stream, the dead-letter stream and the durable consumer.
+pub async fn ensure_jetstream(js: &jetstream::Context, config: &IngestConfig) -> Result<PullConsumer, WorkerError> {
+    let events = js
+        .get_or_create_stream(stream::Config {
+            name: config.stream.clone(),
+            subjects: vec![format!("{}.>", config.subject_prefix)],
+            duplicate_window: Duration::from_secs(config.duplicate_window_secs),
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| WorkerError::Setup(format!("stream {}: {e}", config.stream)))?;
+    js.get_or_create_stream(stream::Config {
+        name: config.dlq_stream.clone(),
+        subjects: vec![format!("{}.>", config.dlq_subject_prefix)],
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| WorkerError::Setup(format!("dead-letter stream {}: {e}", config.dlq_stream)))?;
+    events
+        .get_or_create_consumer(
+            &config.consumer,
+            pull::Config {
+                durable_name: Some(config.consumer.clone()),
+                ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_millis(config.ack_wait_ms),
+                // The worker counts deliveries itself so that the last one is dead-lettered
+                // with its reason instead of vanishing when the server stops redelivering.
+                max_deliver: -1,
+                max_ack_pending: (config.max_in_flight * 4) as i64,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| WorkerError::Setup(format!("consumer {}: {e}", config.consumer)))
+}
+
+/// Runs until `shutdown` turns true, then stops pulling and gives in-flight events
+/// `grace_period_ms` to finish; whatever is still running is nak'ed for redelivery.
+pub struct Worker {
+    pub pipeline: Pipeline,
+    pub js: jetstream::Context,
+    pub config: IngestConfig,
+    pub limits: EventLimits,
+}
+
+/// What the worker did before it stopped.
+#[derive(Debug, Default, Clone)]
+pub struct WorkerReport {
+    pub finished_in_grace: usize,
+    pub returned_for_redelivery: usize,
+}
+
+impl Worker {
+    pub async fn run(self, consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) -> Result<WorkerReport, WorkerError> {
+        let worker = Arc::new(self);
+        let permits = Arc::new(Semaphore::new(worker.config.max_in_flight));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        // Hard stop: tells in-flight tasks that the grace period is over.
+        let (hard_stop, hard_stop_rx) = watch::channel(false);
+        let mut messages = consumer
+            .stream()
+            .max_messages_per_batch(worker.config.max_in_flight)
+            .heartbeat(Duration::from_secs(5))
+            .messages()
+            .await
+            .map_err(|e| WorkerError::Consume(e.to_string()))?;
+        let pending_task = tokio::spawn(report_pending(consumer.clone(), shutdown.clone()));
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            // Backpressure: take a slot before pulling, so at most max_in_flight are held.
+            let permit = tokio::select! {
+                permit = permits.clone().acquire_owned() => permit.expect("semaphore is never closed"),
+                _ = stopped(&mut shutdown) => break,
+            };
+            let next = tokio::select! {
+                next = messages.next() => next,
+                _ = stopped(&mut shutdown) => break,
+            };
+            let message = match next {
+                Some(Ok(message)) => message,
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "pulling from JetStream failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                None => break,
+            };
+            while tasks.try_join_next().is_some() {}
+            let worker = worker.clone();
+            let in_flight = in_flight.clone();
+            let hard_stop = hard_stop_rx.clone();
+            tasks.spawn(async move {
+                telemetry::in_flight(in_flight.fetch_add(1, Ordering::Relaxed) + 1);
+                let finished = worker.handle(message, hard_stop).await;
+                telemetry::in_flight(in_flight.fetch_sub(1, Ordering::Relaxed) - 1);
+                drop(permit);
+                finished
+            });
+        }
+        // Stop pulling: dropping the stream ends the pull requests; prefetched messages that
+        // were never handed to a task are redelivered after ack_wait.
+        drop(messages);
+        let running = tasks.len();
+        tracing::info!(in_flight = running, grace_ms = worker.config.grace_period_ms, "stopping intake; finishing in-flight events");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(worker.config.grace_period_ms);
+        let mut report = WorkerReport::default();
+        loop {
+            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
+                Ok(Some(Ok(true))) => report.finished_in_grace += 1,
+                Ok(Some(Ok(false))) => report.returned_for_redelivery += 1,
+                Ok(Some(Err(error))) => tracing::error!(%error, "an ingest task failed"),
+                Ok(None) => break,
+                Err(_) => {
+                    // Grace is over: in-flight tasks nak their messages and return.
+                    let _ = hard_stop.send(true);
+                    while let Some(result) = tasks.join_next().await {
+                        match result {
+                            Ok(true) => report.finished_in_grace += 1,
+                            _ => report.returned_for_redelivery += 1,
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        pending_task.abort();
+        tracing::info!(finished = report.finished_in_grace, returned = report.returned_for_redelivery, "ingest worker stopped");
+        Ok(report)
+    }
+
+    /// Handles one message to its end. Returns false when it was returned for redelivery
+    /// because the grace period ran out.
+    async fn handle(&self, message: jetstream::Message, mut hard_stop: watch::Receiver<bool>) -> bool {
+        telemetry::event_consumed();
+        let started = Instant::now();
+        let (stream_sequence, delivered) = message.info().map(|info| (info.stream_sequence, info.delivered)).unwrap_or((0, 1));
+        let subject = message.subject.to_string();
+
+        if delivered > self.config.max_deliver {
+            // Already delivered max_deliver times without an ack (e.g. the worker crashed on
+            // it each time): give up before trying again.
+            let reason = InvalidEvent { code: "max_deliver", message: format!("delivered {delivered} times without success") };
+            self.dead_letter(&message, &subject, stream_sequence, delivered, &reason, "max_deliver").await;
+            return true;
+        }
+        let event = match parse_event(&subject, &self.config.subject_prefix, &message.payload, &self.limits) {
+            Ok(event) => event,
+            Err(invalid) => {
+                tracing::warn!(%subject, code = invalid.code, reason = %invalid.message, "invalid event");
+                self.dead_letter(&message, &subject, stream_sequence, delivered, &invalid, invalid.code).await;
+                return true;
+            }
+        };
+
+        // Keep the message from being redelivered while slow work (LLM retries) goes on.
+        let progress_every = Duration::from_millis((self.config.ack_wait_ms / 3).max(100));
+        let work = self.pipeline.process(&event);
+        tokio::pin!(work);
+        let result = loop {
+            tokio::select! {
+                result = &mut work => break Some(result),
+                _ = tokio::time::sleep(progress_every) => {
+                    let _ = message.ack_with(AckKind::Progress).await;
+                }
+                _ = stopped(&mut hard_stop) => break None,
+            }
+        };
+        let Some(result) = result else {
+            let _ = message.ack_with(AckKind::Nak(None)).await;
+            tracing::info!(event_id = %event.event_id, "grace period over; event returned for redelivery");
+            return false;
+        };
+        match result {
+            Ok(outcome) => {
+                if let Err(error) = message.double_ack().await {
+                    // Effects are stored under idempotency keys, so a redelivery is harmless.
+                    tracing::warn!(event_id = %event.event_id, %error, "ack not confirmed; a redelivery will be a no-op");
+                }
+                telemetry::event_processed(started.elapsed());
+                tracing::debug!(event_id = %event.event_id, persona_id = %event.persona_id, opinions = outcome.opinions, decisions = outcome.decisions.len(), "event processed");
+            }
+            Err(error) if error.is_retryable() && delivered < self.config.max_deliver => {
+                let delay = self.retry_delay(delivered);
+                telemetry::event_retried(error.stage());
+                tracing::warn!(event_id = %event.event_id, delivered, delay_ms = delay.as_millis() as u64, %error, "transient failure; will retry");
+                let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
+            }
+            Err(error) => {
+                let code = if error.is_retryable() { "max_deliver" } else { "permanent" };
+                let reason = InvalidEvent { code, message: error.to_string() };
+                tracing::error!(event_id = %event.event_id, delivered, %error, "giving up on event");
+                self.dead_letter(&message, &subject, stream_sequence, delivered, &reason, code).await;
+            }
+        }
+        true
+    }
+
+    fn retry_delay(&self, delivered: i64) -> Duration {
+        let exponent = (delivered.max(1) - 1).min(10) as u32;
+        Duration::from_millis(self.config.retry_delay_ms.saturating_mul(1 << exponent)).min(Duration::from_secs(60))
+    }
+
+    /// Publishes the original payload with its reason to the dead-letter subject, then
+    /// terminates the message. A failed publish naks instead, so nothing is lost.
+    async fn dead_letter(
+        &self,
+        message: &jetstream::Message,
+        subject: &str,
+        stream_sequence: u64,
+        delivered: i64,
+        reason: &InvalidEvent,
+        metric_reason: &'static str,
+    ) {
+        let persona = subject_persona(subject, &self.config.subject_prefix)
+            .filter(|token| validate::persona_id(token).is_ok())
+            .unwrap_or("unknown");
+        let dlq_subject = format!("{}.{persona}", self.config.dlq_subject_prefix);
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER_REASON, single_line(&reason.message).as_str());
+        headers.insert(HEADER_REASON_CODE, reason.code);
+        headers.insert(HEADER_ORIGINAL_SUBJECT, subject);
+        headers.insert(HEADER_STREAM_SEQUENCE, stream_sequence.to_string().as_str());
+        headers.insert(HEADER_DELIVERIES, delivered.to_string().as_str());
+        // Same id on a repeat, so the dead-letter stream keeps one copy.
+        headers.insert("Nats-Msg-Id", format!("dlq-{}-{stream_sequence}", self.config.stream).as_str());
+        let published = match self.js.publish_with_headers(dlq_subject.clone(), headers, message.payload.clone()).await {
+            Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        match published {
+            Ok(()) => {
+                telemetry::event_dead_lettered(metric_reason);
+                if let Err(error) = message.double_ack_with(AckKind::Term).await {
+                    tracing::warn!(%error, "terminating a dead-lettered message was not confirmed");
+                }
+                tracing::warn!(%dlq_subject, code = reason.code, reason = %reason.message, "event dead-lettered");
+            }
+            Err(error) => {
+                tracing::error!(%dlq_subject, %error, "dead-letter publish failed; returning the event for redelivery");
+                let _ = message.ack_with(AckKind::Nak(Some(self.retry_delay(delivered)))).await;
+            }
+        }
+    }
+}
+
+/// Resolves once the flag turns true (or its sender is gone). Returns nothing, so no watch guard
+/// is held across an await point.
+pub(crate) async fn stopped(flag: &mut watch::Receiver<bool>) {
+    let _ = flag.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// Header values are single lines.
+fn single_line(text: &str) -> String {
+    let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    crate::store::validate::truncate_chars(&line, 1024)
+}
+
+async fn report_pending(mut consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        if let Ok(info) = consumer.info().await {
+            telemetry::consumer_pending(info.num_pending + info.num_ack_pending as u64);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = stopped(&mut shutdown) => return,
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! A small client for OpenAI-compatible HTTP APIs (OpenAI, Ollama, vLLM, llama.cpp server),
+//! shared by the LLM extractor and the remote embedder: JSON POST with a timeout, retries with
+//! exponential backoff on 429, 5xx, timeouts and connection errors, honouring `Retry-After`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Worth retrying later: the service was down, slow or rate-limited through every retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The service refused the request (4xx other than 429) or answered something unusable.
+    #[error("{0}")]
+    Rejected(String),
+}
+
+#[derive(Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    max_retries: u32,
+    max_backoff: Duration,
+}
+
+pub struct ApiClientSettings<'a> {
+    pub base_url: &'a str,
+    /// Name of the environment variable holding the key; a missing variable means no key
+    /// (fine for local servers such as Ollama).
+    pub api_key_env: &'a str,
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub max_backoff: Duration,
+}
+
+impl ApiClient {
+    pub fn new(settings: ApiClientSettings<'_>) -> Result<ApiClient, ApiError> {
+        let http = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| ApiError::Rejected(format!("building HTTP client: {e}")))?;
+        let api_key = std::env::var(settings.api_key_env).ok().filter(|key| !key.is_empty());
+        Ok(ApiClient {
+            http,
+            base_url: settings.base_url.trim_end_matches('/').to_string(),
+            api_key,
+            max_retries: settings.max_retries,
+            max_backoff: settings.max_backoff,
+        })
+    }
+
+    /// POSTs `body` to `{base_url}/{path}` and returns the JSON reply, retrying transient
+    /// failures. `on_attempt` sees each attempt's outcome (for metrics).
+    pub async fn post_json(&self, path: &str, body: &Value, on_attempt: &(dyn Fn(&'static str, Duration) + Sync)) -> Result<Value, ApiError> {
+        let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
+        let attempts = AtomicU32::new(0);
+        let policy = backoff::ExponentialBackoffBuilder::new()
+            .with_initial_interval(Duration::from_millis(100))
+            .with_multiplier(2.0)
+            .with_max_interval(self.max_backoff)
+            .with_max_elapsed_time(None)
+            .build();
+        backoff::future::retry(policy, || async {
+            let attempt = attempts.fetch_add(1, Ordering::Relaxed);
+            let give_up = attempt >= self.max_retries;
+            let transient = |error: ApiError, retry_after: Option<Duration>| {
+                if give_up {
+                    backoff::Error::permanent(error)
+                } else {
+                    match retry_after {
+                        Some(wait) => backoff::Error::retry_after(error, wait.min(self.max_backoff)),
+                        None => backoff::Error::transient(error),
+                    }
+                }
+            };
+            let started = std::time::Instant::now();
+            let mut request = self.http.post(&url).json(body);
+            if let Some(key) = &self.api_key {
+                request = request.bearer_auth(key);
+            }
+            let response = match request.send().await {
+                Ok(response) => response,
+                Err(error) => {
+                    on_attempt(if error.is_timeout() { "timeout" } else { "connection_error" }, started.elapsed());
+                    return Err(transient(ApiError::Unavailable(format!("POST {url}: {error}")), None));
+                }
+            };
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+                .map(Duration::from_secs_f64);
+            let text = match response.text().await {
+                Ok(text) => text,
+                Err(error) => {
+                    on_attempt("timeout", started.elapsed());
+                    return Err(transient(ApiError::Unavailable(format!("reading reply from {url}: {error}")), None));
+                }
+            };
+            if status.as_u16() == 429 || status.is_server_error() {
+                on_attempt(if status.as_u16() == 429 { "rate_limited" } else { "server_error" }, started.elapsed());
+                let snippet: String = text.chars().take(200).collect();
+                return Err(transient(ApiError::Unavailable(format!("POST {url}: HTTP {status}: {snippet}")), retry_after));
+            }
+            if !status.is_success() {
+                on_attempt("rejected", started.elapsed());
+                let snippet: String = text.chars().take(200).collect();
+                return Err(backoff::Error::permanent(ApiError::Rejected(format!("POST {url}: HTTP {status}: {snippet}"))));
+            }
+            match serde_json::from_str::<Value>(&text) {
+                Ok(value) => {
+                    on_attempt("ok", started.elapsed());
+                    Ok(value)
+                }
+                Err(error) => {
+                    on_attempt("malformed", started.elapsed());
+                    Err(transient(ApiError::Unavailable(format!("POST {url}: reply is not JSON: {error}")), None))
+                }
+            }
+        })
+        .await
+    }
+}
