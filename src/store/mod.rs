@@ -292,6 +292,10 @@ impl PreferenceStore {
                     .to_vec(),
             ),
             (
+                field::STANCE_AT,
+                preference.stance_at.clone().into_bytes(),
+            ),
+            (
                 field::TRIGGERING_USER_ID,
                 preference
                     .provenance

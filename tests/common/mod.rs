@@ -43,6 +43,15 @@ pub fn test_config(label: &str) -> Config {
     }
     config.redis.key_prefix = name.clone();
     config.redis.index_name = format!("idx:{name}");
+    config.ingest.stream = format!("{name}_events");
+    config.ingest.consumer = format!("{name}_worker");
+    config.ingest.subject_prefix = format!("{name}.messages");
+    config.ingest.dlq_subject_prefix = format!("{name}.dlq");
+    config.ingest.dlq_stream = format!("{name}_dlq");
+    config.serve.subject_prefix = format!("{name}.prefs");
+    config.serve.service_name = format!("pp-{name}");
+    config.serve.queue_group = format!("{name}_q");
+    config.metrics.listen = String::new();
     if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
         config.embed.model_dir = dir;
     }
@@ -79,6 +88,34 @@ impl std::ops::Deref for TestStore {
 impl Drop for TestStore {
     fn drop(&mut self) {
         cleanup_redis(&self.config);
+    }
+}
+
+/// Deletes a test's streams (events and dead letters). Runs on its own thread and runtime so it
+/// can be called from `Drop`.
+pub fn cleanup_nats(config: &Config) {
+    let url = config.nats.url.clone();
+    let streams = [config.ingest.stream.clone(), config.ingest.dlq_stream.clone()];
+    let _ = std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        runtime.block_on(async move {
+            let Ok(client) = async_nats::connect(url.as_str()).await else { return };
+            let js = async_nats::jetstream::new(client);
+            for stream in streams {
+                let _ = js.delete_stream(&stream).await;
+            }
+        });
+    })
+    .join();
+}
+
+/// Drops a test's Redis data and NATS streams when it goes out of scope, pass or fail.
+pub struct Cleanup(pub Config);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        cleanup_redis(&self.0);
+        cleanup_nats(&self.0);
     }
 }
 
@@ -166,3 +203,5 @@ pub fn new_preference(
         embedding,
     }
 }
+
+pub mod fake_openai;

@@ -1,0 +1,183 @@
+//! A local HTTP server speaking the OpenAI wire format, the one test double the project allows
+//! (for the paid LLM and embedding APIs). Replies are scripted: a queue of faults or canned
+//! answers is served first, then a default responder.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// One scripted reply.
+#[derive(Clone)]
+pub enum Reply {
+    /// Status, JSON body, extra headers.
+    Json(u16, Value, Vec<(String, String)>),
+    /// A 200 whose body is not JSON at all.
+    Garbage(u16, String),
+    /// Wait, then send the inner reply.
+    Delay(Duration, Box<Reply>),
+}
+
+impl Reply {
+    pub fn ok(body: Value) -> Reply {
+        Reply::Json(200, body, Vec::new())
+    }
+    pub fn status(status: u16) -> Reply {
+        Reply::Json(status, json!({"error": {"message": "scripted failure", "type": "server_error"}}), Vec::new())
+    }
+    pub fn rate_limited(retry_after_secs: f64) -> Reply {
+        Reply::Json(429, json!({"error": {"message": "slow down"}}), vec![("Retry-After".into(), retry_after_secs.to_string())])
+    }
+    /// A chat completion whose message content is `content`.
+    pub fn chat(content: &str) -> Reply {
+        Reply::ok(json!({
+            "id": "chatcmpl-test", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        }))
+    }
+    /// A chat completion returning `{"opinions": opinions}`.
+    pub fn opinions(opinions: Value) -> Reply {
+        Reply::chat(&json!({ "opinions": opinions }).to_string())
+    }
+}
+
+/// What the server received.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub at: Instant,
+    pub path: String,
+    pub body: Value,
+    pub authorization: Option<String>,
+}
+
+type Responder = Arc<dyn Fn(&str, &Value) -> Reply + Send + Sync>;
+
+#[derive(Clone)]
+pub struct FakeOpenAi {
+    pub base_url: String,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+    default: Arc<Mutex<Responder>>,
+}
+
+impl FakeOpenAi {
+    /// Starts on a free loopback port. The default reply extracts nothing.
+    pub async fn start() -> FakeOpenAi {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let fake = FakeOpenAi {
+            base_url,
+            script: Arc::new(Mutex::new(VecDeque::new())),
+            received: Arc::new(Mutex::new(Vec::new())),
+            default: Arc::new(Mutex::new(Arc::new(|_: &str, _: &Value| Reply::opinions(json!([]))))),
+        };
+        let server = fake.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else { return };
+                let server = server.clone();
+                tokio::spawn(async move { server.serve(socket).await });
+            }
+        });
+        fake
+    }
+
+    /// Replies served, in order, before the default responder.
+    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.script.lock().unwrap().extend(replies);
+    }
+
+    pub fn respond_with(&self, responder: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static) {
+        *self.default.lock().unwrap() = Arc::new(responder);
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    async fn serve(&self, mut socket: tokio::net::TcpStream) {
+        loop {
+            let mut buffer = Vec::new();
+            let mut chunk = [0u8; 8192];
+            let header_end = loop {
+                if let Some(at) = find(&buffer, b"\r\n\r\n") {
+                    break at;
+                }
+                match socket.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                }
+            };
+            let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
+            let length = head
+                .lines()
+                .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                .unwrap_or(0);
+            while buffer.len() < header_end + 4 + length {
+                match socket.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let body: Value = serde_json::from_slice(&buffer[header_end + 4..header_end + 4 + length]).unwrap_or(Value::Null);
+            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let authorization = head.lines().find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("authorization").then(|| value.trim().to_string())
+            });
+            self.received.lock().unwrap().push(Received { at: Instant::now(), path: path.clone(), body: body.clone(), authorization });
+            let scripted = self.script.lock().unwrap().pop_front();
+            let reply = match scripted {
+                Some(reply) => reply,
+                None => {
+                    let responder = self.default.lock().unwrap().clone();
+                    responder(&path, &body)
+                }
+            };
+            if !self.write(&mut socket, reply).await {
+                return;
+            }
+        }
+    }
+
+    async fn write(&self, socket: &mut tokio::net::TcpStream, reply: Reply) -> bool {
+        let mut reply = reply;
+        loop {
+            match reply {
+                Reply::Delay(wait, inner) => {
+                    tokio::time::sleep(wait).await;
+                    reply = *inner;
+                }
+                Reply::Json(status, body, headers) => {
+                    let text = body.to_string();
+                    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+                    let response = format!(
+                        "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{text}",
+                        text.len()
+                    );
+                    return socket.write_all(response.as_bytes()).await.is_ok();
+                }
+                Reply::Garbage(status, text) => {
+                    let response = format!("HTTP/1.1 {status} Scripted\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{text}", text.len());
+                    return socket.write_all(response.as_bytes()).await.is_ok();
+                }
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|window| window == needle)
+}
+
+/// The persona message an extraction request asks about.
+pub fn persona_message(body: &Value) -> String {
+    let content = body["messages"][1]["content"].as_str().unwrap_or_default();
+    let conversation: Value = serde_json::from_str(content).unwrap_or(Value::Null);
+    conversation["persona_message"].as_str().unwrap_or_default().to_string()
+}
