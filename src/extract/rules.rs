@@ -61,7 +61,7 @@ const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |h
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi {SUBJECT_ADVERBS}(love|adore|enjoy|like|prefer|appreciate|admire|cherish|treasure|value|relish|savor|savour|dig)\s+(.+)"
+        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig)\s+(.+)"
     ))
     .unwrap()
 });
@@ -72,7 +72,7 @@ static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|love|enjoy|care for|appreciate|trust|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
+    Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to)\s+(.+)").unwrap()
