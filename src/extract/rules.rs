@@ -61,7 +61,7 @@ const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |h
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig)\s+(.+)"
+        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig|trust)\s+(.+)"
     ))
     .unwrap()
 });
