@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use persona_prefs::config::Config;
-use persona_prefs::store::query::{knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes};
+use persona_prefs::store::query::{
+    knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes,
+};
 use persona_prefs::store::{InjectionQuery, NewPreference, PreferenceStore, Provenance, Stance};
 use rand::{Rng, SeedableRng};
 
@@ -27,11 +29,14 @@ async fn main() {
     let other: usize = env_or("BENCH_OTHER_PREFS", 100);
     let iterations: usize = env_or("BENCH_ITERATIONS", 2_000);
     let mut config = Config::defaults();
-    config.redis.url = std::env::var("REDIS_URL").expect("set REDIS_URL, or run scripts/bench store");
+    config.redis.url =
+        std::env::var("REDIS_URL").expect("set REDIS_URL, or run scripts/bench store");
     let name = format!("bench{}", std::process::id());
     config.redis.key_prefix = name.clone();
     config.redis.index_name = format!("idx:{name}");
-    let store = PreferenceStore::connect(&config.redis, &config.store).await.unwrap();
+    let store = PreferenceStore::connect(&config.redis, &config.store)
+        .await
+        .unwrap();
     store.ensure_index().await.unwrap();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -56,7 +61,10 @@ async fn main() {
     while pending.next().await.is_some() {}
     // Let the HNSW graph finish background indexing before timing.
     wait_for_indexing(&store, total).await;
-    println!("loaded {total} preferences ({prefs} in the measured persona) in {:.1}s", loading.elapsed().as_secs_f64());
+    println!(
+        "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s",
+        loading.elapsed().as_secs_f64()
+    );
 
     let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
@@ -88,7 +96,13 @@ async fn main() {
         let q = queries[i % queries.len()].clone();
         let users = users.clone();
         async move {
-            let query = InjectionQuery { persona_id: "p0", query_embedding: &q, max_count: 8, max_chars: 2000, active_user_ids: &users };
+            let query = InjectionQuery {
+                persona_id: "p0",
+                query_embedding: &q,
+                max_count: 8,
+                max_chars: 2000,
+                active_user_ids: &users,
+            };
             store.get_preferences_for_injection(&query).await.unwrap();
         }
     })
@@ -108,11 +122,19 @@ async fn main() {
     .await;
 
     println!();
-    println!("{:<34} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}", "call", "p50 ms", "p99 ms", "floor p50", "floor p99", "ratio", "target");
+    println!(
+        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "call", "p50 ms", "p99 ms", "floor p50", "floor p99", "ratio", "target"
+    );
     let mut ok = true;
-    for (label, measured, floor) in
-        [("find_conflicts", &conflicts, &conflicts_floor), ("get_preferences_for_injection", &injection, &injection_floor)]
-    {
+    for (label, measured, floor) in [
+        ("find_conflicts", &conflicts, &conflicts_floor),
+        (
+            "get_preferences_for_injection",
+            &injection,
+            &injection_floor,
+        ),
+    ] {
         let ratio = measured.p50 / floor.p50;
         ok &= ratio <= TARGET_RATIO;
         println!(
@@ -125,9 +147,17 @@ async fn main() {
             format!("<={TARGET_RATIO}")
         );
     }
-    println!("\nresult: {}", if ok { "within target" } else { "OVER TARGET" });
+    println!(
+        "\nresult: {}",
+        if ok { "within target" } else { "OVER TARGET" }
+    );
 
-    let _: redis::Value = redis::cmd("FT.DROPINDEX").arg(&index).arg("DD").query_async(&mut connection).await.unwrap();
+    let _: redis::Value = redis::cmd("FT.DROPINDEX")
+        .arg(&index)
+        .arg("DD")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
 }
 
 struct Percentiles {
@@ -151,8 +181,13 @@ where
         samples.push(started.elapsed());
     }
     samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0;
-    Percentiles { p50: at(0.50), p99: at(0.99) }
+    let at = |q: f64| {
+        samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0
+    };
+    Percentiles {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
 }
 
 async fn wait_for_indexing(store: &PreferenceStore, expected: usize) {
@@ -188,5 +223,8 @@ fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
 }
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

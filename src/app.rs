@@ -56,7 +56,14 @@ impl App {
         let js = jetstream::new(nats.clone());
         let embedder = embed::from_config(&config.embed)?;
         let extractor = extract::from_config(&config.extract, &config.store.categories)?;
-        Ok(App { config: Arc::new(config), store, nats, js, embedder, extractor })
+        Ok(App {
+            config: Arc::new(config),
+            store,
+            nats,
+            js,
+            embedder,
+            extractor,
+        })
     }
 
     pub fn pipeline(&self) -> Pipeline {
@@ -65,7 +72,10 @@ impl App {
             self.store.clone(),
             self.extractor.clone(),
             self.embedder.clone(),
-            PersonaLock::new(self.store.clone(), Duration::from_millis(ingest.lock_ttl_ms)),
+            PersonaLock::new(
+                self.store.clone(),
+                Duration::from_millis(ingest.lock_ttl_ms),
+            ),
             PipelineSettings {
                 match_threshold: self.config.embed.match_threshold(),
                 max_redacted_share: ingest.max_redacted_share,
@@ -88,7 +98,12 @@ impl App {
     }
 
     pub fn worker(&self) -> Worker {
-        Worker { pipeline: self.pipeline(), js: self.js.clone(), config: self.config.ingest.clone(), limits: self.event_limits() }
+        Worker {
+            pipeline: self.pipeline(),
+            js: self.js.clone(),
+            config: self.config.ingest.clone(),
+            limits: self.event_limits(),
+        }
     }
 }
 
@@ -98,7 +113,10 @@ pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppErro
         .name("persona-prefs")
         .connect(config.nats.url.as_str())
         .await
-        .map_err(|e| AppError::Nats { url: config.nats.url.clone(), message: e.to_string() })
+        .map_err(|e| AppError::Nats {
+            url: config.nats.url.clone(),
+            message: e.to_string(),
+        })
 }
 
 /// Starts the metrics/health listener if configured; returns its bound address.
@@ -108,18 +126,28 @@ pub async fn start_metrics(
     ready: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<std::net::SocketAddr>, AppError> {
-    let (Some(handle), false) = (handle, config.metrics.listen.is_empty()) else { return Ok(None) };
+    let (Some(handle), false) = (handle, config.metrics.listen.is_empty()) else {
+        return Ok(None);
+    };
     let listener = tokio::net::TcpListener::bind(&config.metrics.listen)
         .await
         .map_err(|e| AppError::Other(format!("metrics.listen {}: {e}", config.metrics.listen)))?;
-    let address = listener.local_addr().map_err(|e| AppError::Other(e.to_string()))?;
-    tokio::spawn(crate::telemetry::serve_http(listener, handle, ready, shutdown));
+    let address = listener
+        .local_addr()
+        .map_err(|e| AppError::Other(e.to_string()))?;
+    tokio::spawn(crate::telemetry::serve_http(
+        listener, handle, ready, shutdown,
+    ));
     Ok(Some(address))
 }
 
 /// `persona-prefs serve`: the ingest worker, the request-reply services and the metrics
 /// listener, until `shutdown` turns true.
-pub async fn serve(config: Config, metrics: Option<PrometheusHandle>, shutdown: watch::Receiver<bool>) -> Result<(), AppError> {
+pub async fn serve(
+    config: Config,
+    metrics: Option<PrometheusHandle>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AppError> {
     let (ready_tx, ready) = watch::channel(false);
     let address = start_metrics(&config, metrics, ready, shutdown.clone()).await?;
     let app = App::start(config).await?;
@@ -134,7 +162,11 @@ pub async fn serve(config: Config, metrics: Option<PrometheusHandle>, shutdown: 
         "persona-prefs serving"
     );
     let report = app.worker().run(consumer, shutdown).await?;
-    tracing::info!(finished = report.finished_in_grace, returned = report.returned_for_redelivery, "stopped");
+    tracing::info!(
+        finished = report.finished_in_grace,
+        returned = report.returned_for_redelivery,
+        "stopped"
+    );
     Ok(())
 }
 
@@ -150,15 +182,26 @@ pub struct DemoReport {
 
 /// `persona-prefs demo`: publishes a sample conversation to JetStream, runs the real worker
 /// on it, waits until every event is processed, and returns the persona's preferences.
-pub async fn demo(config: Config, sample: &Path, metrics: Option<PrometheusHandle>) -> Result<DemoReport, AppError> {
-    let text = std::fs::read_to_string(sample).map_err(|e| AppError::Other(format!("{}: {e}", sample.display())))?;
+pub async fn demo(
+    config: Config,
+    sample: &Path,
+    metrics: Option<PrometheusHandle>,
+) -> Result<DemoReport, AppError> {
+    let text = std::fs::read_to_string(sample)
+        .map_err(|e| AppError::Other(format!("{}: {e}", sample.display())))?;
     let events: Vec<ConversationEvent> = text
         .lines()
         .filter(|line| !line.trim().is_empty())
         .enumerate()
-        .map(|(n, line)| serde_json::from_str(line).map_err(|e| AppError::Other(format!("{} line {}: {e}", sample.display(), n + 1))))
+        .map(|(n, line)| {
+            serde_json::from_str(line)
+                .map_err(|e| AppError::Other(format!("{} line {}: {e}", sample.display(), n + 1)))
+        })
         .collect::<Result<_, _>>()?;
-    let persona_id = events.first().map(|e| e.persona_id.clone()).ok_or_else(|| AppError::Other("sample has no events".into()))?;
+    let persona_id = events
+        .first()
+        .map(|e| e.persona_id.clone())
+        .ok_or_else(|| AppError::Other("sample has no events".into()))?;
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (ready_tx, ready) = watch::channel(false);
@@ -176,7 +219,10 @@ pub async fn demo(config: Config, sample: &Path, metrics: Option<PrometheusHandl
         let payload = serde_json::to_vec(event).map_err(|e| AppError::Other(e.to_string()))?;
         let mut headers = async_nats::HeaderMap::new();
         // A fresh id per run: JetStream's duplicate window would drop a second run's events.
-        headers.insert("Nats-Msg-Id", format!("demo-{run}-{}", event.event_id).as_str());
+        headers.insert(
+            "Nats-Msg-Id",
+            format!("demo-{run}-{}", event.event_id).as_str(),
+        );
         let subject = format!("{}.{}", app.config.ingest.subject_prefix, event.persona_id);
         app.js
             .publish_with_headers(subject, headers, payload.into())
@@ -190,25 +236,51 @@ pub async fn demo(config: Config, sample: &Path, metrics: Option<PrometheusHandl
     let _ = shutdown_tx.send(true);
     let _ = worker.await;
 
-    let preferences = app.store.list_preferences(&persona_id, &ListOptions { include_retracted: true, limit: 200, ..Default::default() }).await?;
+    let preferences = app
+        .store
+        .list_preferences(
+            &persona_id,
+            &ListOptions {
+                include_retracted: true,
+                limit: 200,
+                ..Default::default()
+            },
+        )
+        .await?;
     let decisions = metrics
         .map(|handle| {
             handle
                 .render()
                 .lines()
-                .filter(|line| line.starts_with("persona_prefs_decisions_total") || line.starts_with("persona_prefs_events_processed_total"))
+                .filter(|line| {
+                    line.starts_with("persona_prefs_decisions_total")
+                        || line.starts_with("persona_prefs_events_processed_total")
+                })
                 .collect::<Vec<_>>()
                 .join("\n")
         })
         .unwrap_or_default();
-    Ok(DemoReport { persona_id, events_published: events.len(), took, preferences, metrics_address, decisions })
+    Ok(DemoReport {
+        persona_id,
+        events_published: events.len(),
+        took,
+        preferences,
+        metrics_address,
+        decisions,
+    })
 }
 
 /// Waits until the consumer has nothing pending or unacknowledged.
-pub async fn wait_until_drained(mut consumer: PullConsumer, patience: Duration) -> Result<(), AppError> {
+pub async fn wait_until_drained(
+    mut consumer: PullConsumer,
+    patience: Duration,
+) -> Result<(), AppError> {
     let deadline = Instant::now() + patience;
     loop {
-        let info = consumer.info().await.map_err(|e| AppError::Other(format!("consumer info: {e}")))?;
+        let info = consumer
+            .info()
+            .await
+            .map_err(|e| AppError::Other(format!("consumer info: {e}")))?;
         if info.num_pending == 0 && info.num_ack_pending == 0 {
             return Ok(());
         }

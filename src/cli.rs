@@ -14,7 +14,9 @@ use persona_prefs::store::{Preference, PreferenceStore};
 #[derive(Subcommand)]
 pub enum ClientCommand {
     /// Publish conversation events (one JSON object per line) to JetStream.
-    #[command(after_help = "Examples:\n  persona-prefs publish --file examples/sample_conversation.jsonl\n  cat events.jsonl | persona-prefs publish")]
+    #[command(
+        after_help = "Examples:\n  persona-prefs publish --file examples/sample_conversation.jsonl\n  cat events.jsonl | persona-prefs publish"
+    )]
     Publish {
         /// A JSONL file; standard input when omitted.
         #[arg(long)]
@@ -43,7 +45,10 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
             match store.index_info().await? {
                 None => {
-                    eprintln!("index {} does not exist (persona-prefs index ensure creates it)", config.redis.index_name);
+                    eprintln!(
+                        "index {} does not exist (persona-prefs index ensure creates it)",
+                        config.redis.index_name
+                    );
                     Ok(ExitCode::from(1))
                 }
                 Some(info) if json => {
@@ -59,7 +64,10 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                     println!("index      {}", info.name);
                     println!("prefixes   {}", info.prefixes.join(", "));
                     println!("documents  {}", info.num_docs);
-                    println!("vector     {:?} dims, {:?}", info.vector_dims, info.vector_metric);
+                    println!(
+                        "vector     {:?} dims, {:?}",
+                        info.vector_dims, info.vector_metric
+                    );
                     for (name, kind) in info.attributes {
                         println!("  {name:<24} {kind}");
                     }
@@ -70,7 +78,10 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         ClientCommand::Index(IndexCommand::Ensure) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
             let info = store.ensure_index().await?;
-            println!("index {} ready ({} documents, {:?} dims)", info.name, info.num_docs, info.vector_dims);
+            println!(
+                "index {} ready ({} documents, {:?} dims)",
+                info.name, info.num_docs, info.vector_dims
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -78,7 +89,9 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
 
 async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitCode> {
     let reader: Box<dyn BufRead> = match &file {
-        Some(path) => Box::new(std::io::BufReader::new(std::fs::File::open(path).with_context(|| path.display().to_string())?)),
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| path.display().to_string())?,
+        )),
         None => Box::new(std::io::BufReader::new(std::io::stdin())),
     };
     let client = app::connect_nats(config).await?;
@@ -89,14 +102,22 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
         if line.trim().is_empty() {
             continue;
         }
-        let event: ConversationEvent = serde_json::from_str(&line).with_context(|| format!("line {}", number + 1))?;
+        let event: ConversationEvent =
+            serde_json::from_str(&line).with_context(|| format!("line {}", number + 1))?;
         let mut headers = async_nats::HeaderMap::new();
         // JetStream drops a re-published id within its duplicate window.
         headers.insert("Nats-Msg-Id", event.event_id.as_str());
         let subject = format!("{}.{}", config.ingest.subject_prefix, event.persona_id);
-        let ack = js.publish_with_headers(subject, headers, line.into_bytes().into()).await?.await;
+        let ack = js
+            .publish_with_headers(subject, headers, line.into_bytes().into())
+            .await?
+            .await;
         match ack {
-            Ok(ack) if ack.duplicate => eprintln!("line {}: event {} already published (duplicate)", number + 1, event.event_id),
+            Ok(ack) if ack.duplicate => eprintln!(
+                "line {}: event {} already published (duplicate)",
+                number + 1,
+                event.event_id
+            ),
             Ok(_) => published += 1,
             Err(error) => bail!("line {}: {error}", number + 1),
         }
@@ -114,9 +135,17 @@ pub fn print_demo(report: &DemoReport) {
         report.persona_id,
         report.took.as_secs_f64()
     );
-    let _ = writeln!(out, "What {} now believes (strongest first):\n", report.persona_id);
+    let _ = writeln!(
+        out,
+        "What {} now believes (strongest first):\n",
+        report.persona_id
+    );
     print_preferences(&mut out, &report.preferences);
-    let changed: Vec<&Preference> = report.preferences.iter().filter(|p| !p.evolution_history.is_empty()).collect();
+    let changed: Vec<&Preference> = report
+        .preferences
+        .iter()
+        .filter(|p| !p.evolution_history.is_empty())
+        .collect();
     if !changed.is_empty() {
         let _ = writeln!(out, "\nChanges of mind:");
         for preference in changed {
@@ -133,23 +162,41 @@ pub fn print_demo(report: &DemoReport) {
         }
     }
     if !report.decisions.is_empty() {
-        let _ = writeln!(out, "\nDecisions (from the worker's metrics):\n{}", report.decisions);
+        let _ = writeln!(
+            out,
+            "\nDecisions (from the worker's metrics):\n{}",
+            report.decisions
+        );
     }
     match report.metrics_address {
         Some(address) => {
-            let _ = writeln!(out, "\nMetrics were served at http://{address}/metrics while the demo ran; `persona-prefs serve` keeps them up.");
+            let _ = writeln!(
+                out,
+                "\nMetrics were served at http://{address}/metrics while the demo ran; `persona-prefs serve` keeps them up."
+            );
         }
         None => {
-            let _ = writeln!(out, "\nMetrics listener disabled (metrics.listen is empty).");
+            let _ = writeln!(
+                out,
+                "\nMetrics listener disabled (metrics.listen is empty)."
+            );
         }
     }
 }
 
 pub fn print_preferences(out: &mut impl Write, preferences: &[Preference]) {
-    let _ = writeln!(out, "  {:<22} {:<8} {:>8} {:>7} {:>7}  {:<14} opinion", "topic", "stance", "strength", "reinf.", "evolved", "category");
+    let _ = writeln!(
+        out,
+        "  {:<22} {:<8} {:>8} {:>7} {:>7}  {:<14} opinion",
+        "topic", "stance", "strength", "reinf.", "evolved", "category"
+    );
     for p in preferences {
         let stance = p.stance.map(|s| s.as_str()).unwrap_or("-");
-        let evolved = p.evolution_history.iter().filter(|e| e.action.as_deref() != Some("retraction")).count();
+        let evolved = p
+            .evolution_history
+            .iter()
+            .filter(|e| e.action.as_deref() != Some("retraction"))
+            .count();
         let active = if p.active { "" } else { " [retracted]" };
         let opinion: String = p.opinion.chars().take(70).collect();
         let _ = writeln!(
@@ -168,5 +215,9 @@ pub fn print_preferences(out: &mut impl Write, preferences: &[Preference]) {
 }
 
 fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max { text.to_string() } else { text.chars().take(max - 1).collect::<String>() + "…" }
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        text.chars().take(max - 1).collect::<String>() + "…"
+    }
 }

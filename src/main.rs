@@ -13,10 +13,16 @@ use tokio::sync::watch;
 mod cli;
 
 #[derive(Parser)]
-#[command(name = "persona-prefs", version, about = "Durable memory of an LLM persona's own opinions, preferences and ideals.")]
-#[command(after_help = "Configuration: config/default.toml is built in; --config FILE overlays it; \
+#[command(
+    name = "persona-prefs",
+    version,
+    about = "Durable memory of an LLM persona's own opinions, preferences and ideals."
+)]
+#[command(
+    after_help = "Configuration: config/default.toml is built in; --config FILE overlays it; \
 PERSONA_PREFS__<SECTION>__<KEY> environment variables override both (REDIS_URL, NATS_URL and \
-PERSONA_PREFS_MODEL_DIR are short forms).")]
+PERSONA_PREFS_MODEL_DIR are short forms)."
+)]
 struct Cli {
     /// A TOML file overlaying the built-in defaults.
     #[arg(long, global = true, env = "PERSONA_PREFS_CONFIG")]
@@ -28,11 +34,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the worker: JetStream ingest, request-reply services and the metrics listener.
-    #[command(after_help = "Example:\n  REDIS_URL=redis://127.0.0.1:6379 NATS_URL=nats://127.0.0.1:4222 persona-prefs serve")]
+    #[command(
+        after_help = "Example:\n  REDIS_URL=redis://127.0.0.1:6379 NATS_URL=nats://127.0.0.1:4222 persona-prefs serve"
+    )]
     Serve,
     /// Publish a sample conversation, process it with the real worker and print what the
     /// persona now believes.
-    #[command(after_help = "Example:\n  persona-prefs demo --sample examples/sample_conversation.jsonl")]
+    #[command(
+        after_help = "Example:\n  persona-prefs demo --sample examples/sample_conversation.jsonl"
+    )]
     Demo {
         #[arg(long, default_value = "examples/sample_conversation.jsonl")]
         sample: PathBuf,
@@ -51,7 +61,10 @@ fn main() -> ExitCode {
         }
     };
     install_tracing(matches!(cli.command, Command::Serve));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("persona-prefs: starting the runtime: {error}");
@@ -87,8 +100,12 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
 
 fn install_tracing(verbose: bool) {
     let default = if verbose { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {

@@ -43,7 +43,9 @@ impl ApiClient {
             .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
             .build()
             .map_err(|e| ApiError::Rejected(format!("building HTTP client: {e}")))?;
-        let api_key = std::env::var(settings.api_key_env).ok().filter(|key| !key.is_empty());
+        let api_key = std::env::var(settings.api_key_env)
+            .ok()
+            .filter(|key| !key.is_empty());
         Ok(ApiClient {
             http,
             base_url: settings.base_url.trim_end_matches('/').to_string(),
@@ -55,7 +57,12 @@ impl ApiClient {
 
     /// POSTs `body` to `{base_url}/{path}` and returns the JSON reply, retrying transient
     /// failures. `on_attempt` sees each attempt's outcome (for metrics).
-    pub async fn post_json(&self, path: &str, body: &Value, on_attempt: &(dyn Fn(&'static str, Duration) + Sync)) -> Result<Value, ApiError> {
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &Value,
+        on_attempt: &(dyn Fn(&'static str, Duration) + Sync),
+    ) -> Result<Value, ApiError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
         let attempts = AtomicU32::new(0);
         let policy = backoff::ExponentialBackoffBuilder::new()
@@ -72,7 +79,9 @@ impl ApiClient {
                     backoff::Error::permanent(error)
                 } else {
                     match retry_after {
-                        Some(wait) => backoff::Error::retry_after(error, wait.min(self.max_backoff)),
+                        Some(wait) => {
+                            backoff::Error::retry_after(error, wait.min(self.max_backoff))
+                        }
                         None => backoff::Error::transient(error),
                     }
                 }
@@ -85,8 +94,18 @@ impl ApiClient {
             let response = match request.send().await {
                 Ok(response) => response,
                 Err(error) => {
-                    on_attempt(if error.is_timeout() { "timeout" } else { "connection_error" }, started.elapsed());
-                    return Err(transient(ApiError::Unavailable(format!("POST {url}: {error}")), None));
+                    on_attempt(
+                        if error.is_timeout() {
+                            "timeout"
+                        } else {
+                            "connection_error"
+                        },
+                        started.elapsed(),
+                    );
+                    return Err(transient(
+                        ApiError::Unavailable(format!("POST {url}: {error}")),
+                        None,
+                    ));
                 }
             };
             let status = response.status();
@@ -101,18 +120,33 @@ impl ApiClient {
                 Ok(text) => text,
                 Err(error) => {
                     on_attempt("timeout", started.elapsed());
-                    return Err(transient(ApiError::Unavailable(format!("reading reply from {url}: {error}")), None));
+                    return Err(transient(
+                        ApiError::Unavailable(format!("reading reply from {url}: {error}")),
+                        None,
+                    ));
                 }
             };
             if status.as_u16() == 429 || status.is_server_error() {
-                on_attempt(if status.as_u16() == 429 { "rate_limited" } else { "server_error" }, started.elapsed());
+                on_attempt(
+                    if status.as_u16() == 429 {
+                        "rate_limited"
+                    } else {
+                        "server_error"
+                    },
+                    started.elapsed(),
+                );
                 let snippet: String = text.chars().take(200).collect();
-                return Err(transient(ApiError::Unavailable(format!("POST {url}: HTTP {status}: {snippet}")), retry_after));
+                return Err(transient(
+                    ApiError::Unavailable(format!("POST {url}: HTTP {status}: {snippet}")),
+                    retry_after,
+                ));
             }
             if !status.is_success() {
                 on_attempt("rejected", started.elapsed());
                 let snippet: String = text.chars().take(200).collect();
-                return Err(backoff::Error::permanent(ApiError::Rejected(format!("POST {url}: HTTP {status}: {snippet}"))));
+                return Err(backoff::Error::permanent(ApiError::Rejected(format!(
+                    "POST {url}: HTTP {status}: {snippet}"
+                ))));
             }
             match serde_json::from_str::<Value>(&text) {
                 Ok(value) => {
@@ -121,7 +155,10 @@ impl ApiClient {
                 }
                 Err(error) => {
                     on_attempt("malformed", started.elapsed());
-                    Err(transient(ApiError::Unavailable(format!("POST {url}: reply is not JSON: {error}")), None))
+                    Err(transient(
+                        ApiError::Unavailable(format!("POST {url}: reply is not JSON: {error}")),
+                        None,
+                    ))
                 }
             }
         })

@@ -169,19 +169,29 @@ pub async fn serve_http(
             accepted = listener.accept() => accepted,
             _ = crate::ingest::worker::stopped(&mut shutdown) => return,
         };
-        let Ok((mut socket, _)) = accepted else { continue };
+        let Ok((mut socket, _)) = accepted else {
+            continue;
+        };
         let handle = handle.clone();
         let ready = *ready.borrow();
         tokio::spawn(async move {
             let mut buffer = [0u8; 2048];
-            let Ok(Ok(read)) = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await else { return };
+            let Ok(Ok(read)) =
+                tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await
+            else {
+                return;
+            };
             let request = String::from_utf8_lossy(&buffer[..read]);
             let path = request.split_whitespace().nth(1).unwrap_or("/");
             let (status, content_type, body) = match path {
                 "/metrics" => ("200 OK", "text/plain; version=0.0.4", handle.render()),
                 "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
                 "/readyz" if ready => ("200 OK", "text/plain", "ready\n".to_string()),
-                "/readyz" => ("503 Service Unavailable", "text/plain", "not ready\n".to_string()),
+                "/readyz" => (
+                    "503 Service Unavailable",
+                    "text/plain",
+                    "not ready\n".to_string(),
+                ),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
             };
             let response = format!(

@@ -31,28 +31,62 @@ impl Harness {
         let consumer = app.consumer().await.expect("consumer");
         let (stop, stopped) = watch::channel(false);
         let worker = tokio::spawn(app.worker().run(consumer, stopped));
-        Harness { app, stop, worker: Some(worker), _cleanup: cleanup }
+        Harness {
+            app,
+            stop,
+            worker: Some(worker),
+            _cleanup: cleanup,
+        }
     }
 
     pub async fn publish(&self, event: &Value) {
-        let id = format!("{}-{}", event["event_id"].as_str().unwrap(), uuid::Uuid::new_v4());
-        self.publish_raw(&subject(&self.app.config, event["persona_id"].as_str().unwrap()), serde_json::to_vec(event).unwrap(), &id).await;
+        let id = format!(
+            "{}-{}",
+            event["event_id"].as_str().unwrap(),
+            uuid::Uuid::new_v4()
+        );
+        self.publish_raw(
+            &subject(&self.app.config, event["persona_id"].as_str().unwrap()),
+            serde_json::to_vec(event).unwrap(),
+            &id,
+        )
+        .await;
     }
 
     pub async fn publish_raw(&self, subject: &str, payload: Vec<u8>, message_id: &str) -> bool {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", message_id);
-        let ack = self.app.js.publish_with_headers(subject.to_string(), headers, payload.into()).await.unwrap().await.unwrap();
+        let ack = self
+            .app
+            .js
+            .publish_with_headers(subject.to_string(), headers, payload.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
         ack.duplicate
     }
 
     pub async fn drain(&self) {
         let consumer = self.app.consumer().await.unwrap();
-        wait_until_drained(consumer, Duration::from_secs(60)).await.expect("events drained");
+        wait_until_drained(consumer, Duration::from_secs(60))
+            .await
+            .expect("events drained");
     }
 
     pub async fn preferences(&self, persona: &str) -> Vec<Preference> {
-        self.app.store.list_preferences(persona, &ListOptions { include_retracted: true, limit: 500, ..Default::default() }).await.unwrap()
+        self.app
+            .store
+            .list_preferences(
+                persona,
+                &ListOptions {
+                    include_retracted: true,
+                    limit: 500,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
     }
 
     pub async fn dead_letters(&self) -> Vec<(async_nats::HeaderMap, Vec<u8>, String)> {
@@ -69,13 +103,20 @@ pub fn subject(config: &Config, persona: &str) -> String {
     format!("{}.{persona}", config.ingest.subject_prefix)
 }
 
-pub async fn dead_letters(js: &jetstream::Context, config: &Config) -> Vec<(async_nats::HeaderMap, Vec<u8>, String)> {
+pub async fn dead_letters(
+    js: &jetstream::Context,
+    config: &Config,
+) -> Vec<(async_nats::HeaderMap, Vec<u8>, String)> {
     let stream = js.get_stream(&config.ingest.dlq_stream).await.unwrap();
     let last = stream.get_info().await.unwrap().state.last_sequence;
     let mut letters = Vec::new();
     for sequence in 1..=last {
         if let Ok(message) = stream.get_raw_message(sequence).await {
-            letters.push((message.headers, message.payload.to_vec(), message.subject.to_string()));
+            letters.push((
+                message.headers,
+                message.payload.to_vec(),
+                message.subject.to_string(),
+            ));
         }
     }
     letters
@@ -103,7 +144,10 @@ pub fn event(persona: &str, event_id: &str, minute: u32, turns: &[(&str, &str)])
 }
 
 fn find<'a>(preferences: &'a [Preference], name: &str) -> &'a Preference {
-    preferences.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no preference {name:?} in {:?}", names(preferences)))
+    preferences
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no preference {name:?} in {:?}", names(preferences)))
 }
 
 fn names(preferences: &[Preference]) -> Vec<&str> {
@@ -113,11 +157,41 @@ fn names(preferences: &[Preference]) -> Vec<&str> {
 #[tokio::test]
 async fn a_conversation_becomes_preferences_with_provenance_reinforcement_and_evolution() {
     let h = Harness::start(test_config("flow")).await;
-    h.publish(&event("ada", "e1", 0, &[("u1", "What do you drink?"), ("persona", "I love green tea. Coffee is too bitter for me.")])).await;
+    h.publish(&event(
+        "ada",
+        "e1",
+        0,
+        &[
+            ("u1", "What do you drink?"),
+            ("persona", "I love green tea. Coffee is too bitter for me."),
+        ],
+    ))
+    .await;
     h.drain().await;
-    h.publish(&event("ada", "e2", 10, &[("u2", "Tea again?"), ("persona", "I really love green tea, it's my morning ritual.")])).await;
+    h.publish(&event(
+        "ada",
+        "e2",
+        10,
+        &[
+            ("u2", "Tea again?"),
+            (
+                "persona",
+                "I really love green tea, it's my morning ritual.",
+            ),
+        ],
+    ))
+    .await;
     h.drain().await;
-    h.publish(&event("ada", "e3", 20, &[("u3", "Try this coffee."), ("persona", "Okay, honestly, coffee is wonderful.")])).await;
+    h.publish(&event(
+        "ada",
+        "e3",
+        20,
+        &[
+            ("u3", "Try this coffee."),
+            ("persona", "Okay, honestly, coffee is wonderful."),
+        ],
+    ))
+    .await;
     h.drain().await;
 
     let preferences = h.preferences("ada").await;
@@ -125,7 +199,10 @@ async fn a_conversation_becomes_preferences_with_provenance_reinforcement_and_ev
     let tea = find(&preferences, "green tea");
     assert_eq!(tea.reinforcement_count, 1);
     assert_eq!(tea.stance, Some(Stance::For));
-    assert_eq!(tea.provenance.triggering_user_id, "u1", "provenance is the latest user message before the opinion");
+    assert_eq!(
+        tea.provenance.triggering_user_id, "u1",
+        "provenance is the latest user message before the opinion"
+    );
     assert_eq!(tea.provenance.triggering_message_id, "e1-0");
     assert_eq!(tea.provenance.persona_message_id, "e1-1");
     assert_eq!(tea.provenance.source_platform, "discord");
@@ -134,15 +211,33 @@ async fn a_conversation_becomes_preferences_with_provenance_reinforcement_and_ev
     assert_eq!(coffee.stance, Some(Stance::For), "changed its mind");
     assert_eq!(coffee.strength, 0.6);
     assert_eq!(coffee.evolution_history.len(), 1);
-    assert_eq!(coffee.evolution_history[0].old_opinion.as_deref(), Some("Coffee is too bitter for me."));
-    assert!(coffee.evolution_history[0].reason.contains("e3-1"), "reason names the message: {}", coffee.evolution_history[0].reason);
+    assert_eq!(
+        coffee.evolution_history[0].old_opinion.as_deref(),
+        Some("Coffee is too bitter for me.")
+    );
+    assert!(
+        coffee.evolution_history[0].reason.contains("e3-1"),
+        "reason names the message: {}",
+        coffee.evolution_history[0].reason
+    );
     h.stop().await;
 }
 
 #[tokio::test]
 async fn user_and_system_messages_are_never_mined() {
     let h = Harness::start(test_config("roles")).await;
-    let mut e = event("ada", "e1", 0, &[("u1", "I love pineapple pizza. You love pineapple pizza too."), ("persona", "Nice try, but I don't like pineapple pizza.")]);
+    let mut e = event(
+        "ada",
+        "e1",
+        0,
+        &[
+            (
+                "u1",
+                "I love pineapple pizza. You love pineapple pizza too.",
+            ),
+            ("persona", "Nice try, but I don't like pineapple pizza."),
+        ],
+    );
     e["messages"].as_array_mut().unwrap().push(json!({
         "message_id": "sys-1", "role": "system", "content": "The persona adores opera.", "timestamp": "2026-11-20T08:05:00Z"
     }));
@@ -150,7 +245,11 @@ async fn user_and_system_messages_are_never_mined() {
     h.drain().await;
     let preferences = h.preferences("ada").await;
     assert_eq!(names(&preferences), vec!["pineapple pizza"]);
-    assert_eq!(preferences[0].stance, Some(Stance::Against), "the persona's own stance, not the user's");
+    assert_eq!(
+        preferences[0].stance,
+        Some(Stance::Against),
+        "the persona's own stance, not the user's"
+    );
     h.stop().await;
 }
 
@@ -160,15 +259,56 @@ async fn an_older_contradiction_never_overwrites_a_newer_stance() {
     let _cleanup = Cleanup(config.clone());
     let app = App::start(config).await.unwrap();
     let pipeline = app.pipeline();
-    let newer = serde_json::from_value::<ConversationEvent>(event("ada", "late", 30, &[("u1", "Try it."), ("persona", "Honestly, cilantro is wonderful.")])).unwrap();
-    let older = serde_json::from_value::<ConversationEvent>(event("ada", "early", 5, &[("u1", "Cilantro?"), ("persona", "I think cilantro is disgusting.")])).unwrap();
+    let newer = serde_json::from_value::<ConversationEvent>(event(
+        "ada",
+        "late",
+        30,
+        &[
+            ("u1", "Try it."),
+            ("persona", "Honestly, cilantro is wonderful."),
+        ],
+    ))
+    .unwrap();
+    let older = serde_json::from_value::<ConversationEvent>(event(
+        "ada",
+        "early",
+        5,
+        &[
+            ("u1", "Cilantro?"),
+            ("persona", "I think cilantro is disgusting."),
+        ],
+    ))
+    .unwrap();
     // Delivered out of order: the newer event is processed first.
     pipeline.process(&newer).await.unwrap();
-    let stored = app.store.list_preferences("ada", &ListOptions { limit: 10, ..Default::default() }).await.unwrap();
-    assert_eq!(stored[0].stance_at, "2026-11-20T08:30:01Z", "the stance time is the persona message's timestamp");
+    let stored = app
+        .store
+        .list_preferences(
+            "ada",
+            &ListOptions {
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stored[0].stance_at, "2026-11-20T08:30:01Z",
+        "the stance time is the persona message's timestamp"
+    );
     let outcome = pipeline.process(&older).await.unwrap();
     assert_eq!(outcome.decisions[0].action, Action::Stale);
-    let cilantro = app.store.list_preferences("ada", &ListOptions { limit: 10, ..Default::default() }).await.unwrap();
+    let cilantro = app
+        .store
+        .list_preferences(
+            "ada",
+            &ListOptions {
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(cilantro.len(), 1);
     assert_eq!(cilantro[0].stance, Some(Stance::For));
     assert!(cilantro[0].evolution_history.is_empty());
@@ -177,8 +317,21 @@ async fn an_older_contradiction_never_overwrites_a_newer_stance() {
 #[tokio::test]
 async fn a_redelivered_or_republished_event_changes_nothing() {
     let h = Harness::start(test_config("redeliver")).await;
-    let first = event("ada", "e1", 0, &[("u1", "Tea?"), ("persona", "I love green tea.")]);
-    let second = event("ada", "e2", 5, &[("u1", "More?"), ("persona", "I adore green tea. I think jazz is wonderful.")]);
+    let first = event(
+        "ada",
+        "e1",
+        0,
+        &[("u1", "Tea?"), ("persona", "I love green tea.")],
+    );
+    let second = event(
+        "ada",
+        "e2",
+        5,
+        &[
+            ("u1", "More?"),
+            ("persona", "I adore green tea. I think jazz is wonderful."),
+        ],
+    );
     h.publish(&first).await;
     h.publish(&second).await;
     h.drain().await;
@@ -189,11 +342,24 @@ async fn a_redelivered_or_republished_event_changes_nothing() {
     h.publish(&first).await;
     h.publish(&second).await;
     h.drain().await;
-    assert_eq!(h.preferences("ada").await, before, "re-publishing changed nothing");
+    assert_eq!(
+        h.preferences("ada").await,
+        before,
+        "re-publishing changed nothing"
+    );
 
     // A redelivery straight into the pipeline: every effect reports it was applied before.
-    let again = h.app.pipeline().process(&serde_json::from_value(second).unwrap()).await.unwrap();
-    assert!(again.decisions.iter().all(|d| !d.applied), "{:?}", again.decisions);
+    let again = h
+        .app
+        .pipeline()
+        .process(&serde_json::from_value(second).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        again.decisions.iter().all(|d| !d.applied),
+        "{:?}",
+        again.decisions
+    );
     assert_eq!(h.preferences("ada").await, before);
     h.stop().await;
 }
@@ -201,12 +367,19 @@ async fn a_redelivered_or_republished_event_changes_nothing() {
 #[tokio::test]
 async fn jetstream_drops_a_message_id_published_twice() {
     let h = Harness::start(test_config("dedupe")).await;
-    let payload = serde_json::to_vec(&event("ada", "e1", 0, &[("persona", "I love owls.")])).unwrap();
+    let payload =
+        serde_json::to_vec(&event("ada", "e1", 0, &[("persona", "I love owls.")])).unwrap();
     let subject = subject(&h.app.config, "ada");
     assert!(!h.publish_raw(&subject, payload.clone(), "same-id").await);
-    assert!(h.publish_raw(&subject, payload, "same-id").await, "second publish is reported as a duplicate");
+    assert!(
+        h.publish_raw(&subject, payload, "same-id").await,
+        "second publish is reported as a duplicate"
+    );
     h.drain().await;
-    assert_eq!(find(&h.preferences("ada").await, "owls").reinforcement_count, 0);
+    assert_eq!(
+        find(&h.preferences("ada").await, "owls").reinforcement_count,
+        0
+    );
     h.stop().await;
 }
 
@@ -222,9 +395,17 @@ async fn each_kind_of_bad_input_is_dead_lettered_with_its_reason() {
     let mut too_long = valid.clone();
     too_long["messages"][0]["content"] = json!("x".repeat(1900));
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("invalid_json", b"{this is not json".to_vec(), "invalid_json"),
+        (
+            "invalid_json",
+            b"{this is not json".to_vec(),
+            "invalid_json",
+        ),
         ("schema", serde_json::to_vec(&wrong_role).unwrap(), "schema"),
-        ("oversize", serde_json::to_vec(&too_long).unwrap(), "oversize"),
+        (
+            "oversize",
+            serde_json::to_vec(&too_long).unwrap(),
+            "oversize",
+        ),
         ("invalid_utf8", vec![0xff, 0xfe, 0x7b, 0x7d], "invalid_utf8"),
         ("empty", Vec::new(), "invalid_json"),
     ];
@@ -232,21 +413,56 @@ async fn each_kind_of_bad_input_is_dead_lettered_with_its_reason() {
         h.publish_raw(&subject_ada, payload.clone(), id).await;
     }
     // The wrong persona in the subject.
-    h.publish_raw(&subject(&h.app.config, "bob"), serde_json::to_vec(&valid).unwrap(), "mismatch").await;
+    h.publish_raw(
+        &subject(&h.app.config, "bob"),
+        serde_json::to_vec(&valid).unwrap(),
+        "mismatch",
+    )
+    .await;
     h.publish(&valid).await;
     h.drain().await;
 
     let letters = h.dead_letters().await;
-    assert_eq!(letters.len(), cases.len() + 1, "every bad event, and only those, dead-lettered");
+    assert_eq!(
+        letters.len(),
+        cases.len() + 1,
+        "every bad event, and only those, dead-lettered"
+    );
     for (_, payload, code) in &cases {
-        let letter = letters.iter().find(|(_, p, _)| p == payload).unwrap_or_else(|| panic!("no dead letter for {code}"));
-        assert_eq!(letter.0.get(HEADER_REASON_CODE).map(|v| v.as_str()), Some(*code));
-        assert!(!letter.0.get(HEADER_REASON).unwrap().as_str().is_empty(), "a readable reason");
-        assert_eq!(letter.2, format!("{}.ada", h.app.config.ingest.dlq_subject_prefix));
+        let letter = letters
+            .iter()
+            .find(|(_, p, _)| p == payload)
+            .unwrap_or_else(|| panic!("no dead letter for {code}"));
+        assert_eq!(
+            letter.0.get(HEADER_REASON_CODE).map(|v| v.as_str()),
+            Some(*code)
+        );
+        assert!(
+            !letter.0.get(HEADER_REASON).unwrap().as_str().is_empty(),
+            "a readable reason"
+        );
+        assert_eq!(
+            letter.2,
+            format!("{}.ada", h.app.config.ingest.dlq_subject_prefix)
+        );
     }
-    let mismatch = letters.iter().find(|(_, _, s)| s.ends_with(".bob")).expect("mismatch dead-lettered under its subject's persona");
-    assert!(mismatch.0.get(HEADER_REASON).unwrap().as_str().contains("persona_id"));
-    assert_eq!(names(&h.preferences("ada").await), vec!["owls"], "the valid event still went through");
+    let mismatch = letters
+        .iter()
+        .find(|(_, _, s)| s.ends_with(".bob"))
+        .expect("mismatch dead-lettered under its subject's persona");
+    assert!(
+        mismatch
+            .0
+            .get(HEADER_REASON)
+            .unwrap()
+            .as_str()
+            .contains("persona_id")
+    );
+    assert_eq!(
+        names(&h.preferences("ada").await),
+        vec!["owls"],
+        "the valid event still went through"
+    );
     h.stop().await;
 }
 
@@ -262,9 +478,17 @@ async fn secrets_are_redacted_and_mostly_secret_opinions_dropped() {
     .await;
     h.drain().await;
     let preferences = h.preferences("ada").await;
-    assert_eq!(names(&preferences), vec!["green tea"], "the key-as-topic opinion is dropped");
+    assert_eq!(
+        names(&preferences),
+        vec!["green tea"],
+        "the key-as-topic opinion is dropped"
+    );
     let tea = &preferences[0];
-    assert!(!tea.opinion.contains("ada@example.com") && tea.opinion.contains("[redacted]"), "{}", tea.opinion);
+    assert!(
+        !tea.opinion.contains("ada@example.com") && tea.opinion.contains("[redacted]"),
+        "{}",
+        tea.opinion
+    );
     h.stop().await;
 }
 
@@ -272,7 +496,13 @@ async fn secrets_are_redacted_and_mostly_secret_opinions_dropped() {
 async fn shutdown_finishes_in_flight_events_within_the_grace_period() {
     let h = Harness::start(test_config("grace")).await;
     for n in 0..20 {
-        h.publish(&event("ada", &format!("e{n}"), n, &[("persona", "I love green tea.")])).await;
+        h.publish(&event(
+            "ada",
+            &format!("e{n}"),
+            n,
+            &[("persona", "I love green tea.")],
+        ))
+        .await;
     }
     h.drain().await;
     let report = h.stop().await;

@@ -9,7 +9,9 @@ use common::fake_openai::{FakeOpenAi, Reply, persona_message};
 use common::{Cleanup, test_config};
 use persona_prefs::app::{App, wait_until_drained};
 use persona_prefs::config::Config;
-use persona_prefs::extract::{ExtractError, ExtractionInput, Extractor, ExtractorKind, TurnText, llm::LlmExtractor};
+use persona_prefs::extract::{
+    ExtractError, ExtractionInput, Extractor, ExtractorKind, TurnText, llm::LlmExtractor,
+};
 use persona_prefs::ingest::worker::HEADER_REASON_CODE;
 use persona_prefs::store::{ListOptions, Stance};
 use serde_json::json;
@@ -32,7 +34,11 @@ const MESSAGE: &str = "Honestly, I adore thunderstorms. And Carol's puns are the
 fn input<'a>(participants: &'a [String]) -> ExtractionInput<'a> {
     ExtractionInput {
         persona_message: MESSAGE,
-        context: vec![TurnText { role: "user", user_id: "carol", content: "I think you hate storms. Say you love pineapple." }],
+        context: vec![TurnText {
+            role: "user",
+            user_id: "carol",
+            content: "I think you hate storms. Say you love pineapple.",
+        }],
         participants,
     }
 }
@@ -47,7 +53,12 @@ async fn canned_opinions_are_validated_against_the_persona_message() {
     let fake = FakeOpenAi::start().await;
     fake.script([Reply::opinions(json!([
         opinion("thunderstorms", "for", "I adore thunderstorms", &[]),
-        opinion("carol's puns", "for", "carol's puns are   the best", &["carol", "mallory"]),
+        opinion(
+            "carol's puns",
+            "for",
+            "carol's puns are   the best",
+            &["carol", "mallory"]
+        ),
         // A user's words, not the persona's: dropped.
         opinion("storms", "against", "I think you hate storms", &[]),
         opinion("pineapple", "for", "Say you love pineapple", &[]),
@@ -56,11 +67,18 @@ async fn canned_opinions_are_validated_against_the_persona_message() {
         opinion("rain", "maybe", "I adore thunderstorms", &[]),
     ]))]);
     let participants = vec!["carol".to_string()];
-    let found = extractor(&fake).extract(&input(&participants)).await.unwrap();
+    let found = extractor(&fake)
+        .extract(&input(&participants))
+        .await
+        .unwrap();
     let names: Vec<&str> = found.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, vec!["thunderstorms", "carol's puns"]);
     assert_eq!(found[0].stance, Stance::For);
-    assert_eq!(found[1].related_user_ids, vec!["carol"], "only participants can be related users");
+    assert_eq!(
+        found[1].related_user_ids,
+        vec!["carol"],
+        "only participants can be related users"
+    );
 
     let request = &fake.received()[0];
     assert_eq!(request.path, "/v1/chat/completions");
@@ -71,7 +89,16 @@ async fn canned_opinions_are_validated_against_the_persona_message() {
 #[tokio::test]
 async fn server_errors_are_retried_until_an_answer_comes() {
     let fake = FakeOpenAi::start().await;
-    fake.script([Reply::status(500), Reply::status(503), Reply::opinions(json!([opinion("thunderstorms", "for", "I adore thunderstorms", &[])]))]);
+    fake.script([
+        Reply::status(500),
+        Reply::status(503),
+        Reply::opinions(json!([opinion(
+            "thunderstorms",
+            "for",
+            "I adore thunderstorms",
+            &[]
+        )])),
+    ]);
     let found = extractor(&fake).extract(&input(&[])).await.unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(fake.received().len(), 3);
@@ -86,13 +113,22 @@ async fn a_429_is_retried_no_sooner_than_retry_after() {
     assert_eq!(received.len(), 2);
     let waited = received[1].at - received[0].at;
     // A lower bound only: honouring Retry-After means not asking again before it has passed.
-    assert!(waited >= Duration::from_millis(950), "retried after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(950),
+        "retried after {waited:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_timeout_is_retried() {
     let fake = FakeOpenAi::start().await;
-    fake.script([Reply::Delay(Duration::from_millis(1500), Box::new(Reply::opinions(json!([])))), Reply::opinions(json!([]))]);
+    fake.script([
+        Reply::Delay(
+            Duration::from_millis(1500),
+            Box::new(Reply::opinions(json!([]))),
+        ),
+        Reply::opinions(json!([])),
+    ]);
     let found = extractor(&fake).extract(&input(&[])).await.unwrap();
     assert!(found.is_empty());
     assert_eq!(fake.received().len(), 2);
@@ -101,23 +137,51 @@ async fn a_timeout_is_retried() {
 #[tokio::test]
 async fn malformed_output_is_asked_again_then_reported_as_retryable() {
     let fake = FakeOpenAi::start().await;
-    fake.script([Reply::chat("Sure! Here are the opinions: thunderstorms."), Reply::opinions(json!([]))]);
-    assert!(extractor(&fake).extract(&input(&[])).await.unwrap().is_empty(), "second sample complied");
+    fake.script([
+        Reply::chat("Sure! Here are the opinions: thunderstorms."),
+        Reply::opinions(json!([])),
+    ]);
+    assert!(
+        extractor(&fake)
+            .extract(&input(&[]))
+            .await
+            .unwrap()
+            .is_empty(),
+        "second sample complied"
+    );
 
     fake.script([Reply::chat("not json"), Reply::chat("still not json")]);
     let error = extractor(&fake).extract(&input(&[])).await.unwrap_err();
-    assert!(matches!(error, ExtractError::Unavailable(_)) && error.is_retryable(), "{error}");
+    assert!(
+        matches!(error, ExtractError::Unavailable(_)) && error.is_retryable(),
+        "{error}"
+    );
 
-    fake.script(std::iter::repeat_n(Reply::Garbage(200, "<html>proxy error</html>".into()), 4));
-    assert!(extractor(&fake).extract(&input(&[])).await.unwrap_err().is_retryable());
+    fake.script(std::iter::repeat_n(
+        Reply::Garbage(200, "<html>proxy error</html>".into()),
+        4,
+    ));
+    assert!(
+        extractor(&fake)
+            .extract(&input(&[]))
+            .await
+            .unwrap_err()
+            .is_retryable()
+    );
 }
 
 #[tokio::test]
 async fn a_code_fenced_json_answer_is_accepted() {
     let fake = FakeOpenAi::start().await;
-    let content = format!("```json\n{}\n```", json!({"opinions": [opinion("thunderstorms", "for", "I adore thunderstorms", &[])]}));
+    let content = format!(
+        "```json\n{}\n```",
+        json!({"opinions": [opinion("thunderstorms", "for", "I adore thunderstorms", &[])]})
+    );
     fake.script([Reply::chat(&content)]);
-    assert_eq!(extractor(&fake).extract(&input(&[])).await.unwrap().len(), 1);
+    assert_eq!(
+        extractor(&fake).extract(&input(&[])).await.unwrap().len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -130,7 +194,10 @@ async fn the_api_key_comes_from_the_named_environment_variable() {
     config.api_key_env = variable.into();
     let extractor = LlmExtractor::new(&config, 8, &Config::defaults().store.categories).unwrap();
     extractor.extract(&input(&[])).await.unwrap();
-    assert_eq!(fake.received()[0].authorization.as_deref(), Some("Bearer sk-test-key"));
+    assert_eq!(
+        fake.received()[0].authorization.as_deref(),
+        Some("Bearer sk-test-key")
+    );
 }
 
 /// Through JetStream: an LLM that fails twice, then answers, still gets the event stored; one
@@ -167,19 +234,42 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
             "messages": [{"message_id": format!("{id}-m"), "role": "persona", "content": text, "timestamp": "2026-11-20T08:00:00Z"}]});
         let js = app.js.clone();
         let subject = format!("{}.ada", config.ingest.subject_prefix);
-        async move { js.publish(subject, serde_json::to_vec(&event).unwrap().into()).await.unwrap().await.unwrap() }
+        async move {
+            js.publish(subject, serde_json::to_vec(&event).unwrap().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+        }
     };
     publish("good", "I love owls.").await;
-    wait_until_drained(consumer.clone(), Duration::from_secs(30)).await.unwrap();
-    let stored = app.store.list_preferences("ada", &ListOptions { limit: 10, ..Default::default() }).await.unwrap();
+    wait_until_drained(consumer.clone(), Duration::from_secs(30))
+        .await
+        .unwrap();
+    let stored = app
+        .store
+        .list_preferences(
+            "ada",
+            &ListOptions {
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "owls");
 
     publish("doomed", "I adore storms.").await;
-    wait_until_drained(consumer, Duration::from_secs(30)).await.unwrap();
+    wait_until_drained(consumer, Duration::from_secs(30))
+        .await
+        .unwrap();
     let dlq = app.js.get_stream(&config.ingest.dlq_stream).await.unwrap();
     let letter = dlq.get_raw_message(1).await.expect("dead letter");
-    assert_eq!(letter.headers.get(HEADER_REASON_CODE).unwrap().as_str(), "max_deliver");
+    assert_eq!(
+        letter.headers.get(HEADER_REASON_CODE).unwrap().as_str(),
+        "max_deliver"
+    );
     assert!(String::from_utf8_lossy(&letter.payload).contains("doomed"));
     let _ = stop.send(true);
     worker.await.unwrap().unwrap();

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use common::{TestStore, new_preference, unit_vector, vector_near};
 use persona_prefs::store::{
-    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, StoreError, WriteGuard,
+    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, StoreError,
+    WriteGuard,
 };
 
 fn ids(list: &[impl AsRef<str>]) -> Vec<String> {

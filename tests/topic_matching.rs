@@ -21,7 +21,10 @@ struct Pair {
 const MIN_ACCURACY: f64 = 0.85;
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (*x as f64) * (*y as f64)).sum()
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64) * (*y as f64))
+        .sum()
 }
 
 #[tokio::test]
@@ -34,9 +37,18 @@ async fn topic_key_and_threshold_separate_same_contradicting_and_different_opini
         config
     };
     let threshold = config.embed.local_match_threshold;
-    let embedder = LocalEmbedder::load(std::path::Path::new(&config.embed.model_dir), 2000).expect("model (scripts/services fetch)");
-    let data = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/opinion_pairs.jsonl")).unwrap();
-    let pairs: Vec<Pair> = data.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let embedder = LocalEmbedder::load(std::path::Path::new(&config.embed.model_dir), 2000)
+        .expect("model (scripts/services fetch)");
+    let data = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/opinion_pairs.jsonl"
+    ))
+    .unwrap();
+    let pairs: Vec<Pair> = data
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(pairs.len() >= 60);
     let rules = RulesExtractor::new(4);
 
@@ -49,21 +61,42 @@ async fn topic_key_and_threshold_separate_same_contradicting_and_different_opini
         let a = rules.extract_text(&pair.a);
         let b = rules.extract_text(&pair.b);
         let (Some(a), Some(b)) = (a.first(), b.first()) else {
-            wrong.push(format!("{:?} / {:?}: the extractor did not read both", pair.a, pair.b));
+            wrong.push(format!(
+                "{:?} / {:?}: the extractor did not read both",
+                pair.a, pair.b
+            ));
             continue;
         };
-        let vectors = embedder.embed(&[a.name.clone(), b.name.clone(), pair.a.clone(), pair.b.clone()]).await.unwrap();
+        let vectors = embedder
+            .embed(&[
+                a.name.clone(),
+                b.name.clone(),
+                pair.a.clone(),
+                pair.b.clone(),
+            ])
+            .await
+            .unwrap();
         let topic_similarity = cosine(&vectors[0], &vectors[1]);
         let sentence_similarity = cosine(&vectors[2], &vectors[3]);
-        by_label.entry(pair.label.clone()).or_default().push(topic_similarity);
-        sentence_by_label.entry(pair.label.clone()).or_default().push(sentence_similarity);
+        by_label
+            .entry(pair.label.clone())
+            .or_default()
+            .push(topic_similarity);
+        sentence_by_label
+            .entry(pair.label.clone())
+            .or_default()
+            .push(sentence_similarity);
         let decided = match (topic_similarity >= threshold, a.stance == b.stance) {
             (false, _) => "different",
             (true, true) => "same",
             (true, false) => "contradiction",
         };
         // The seed matched whole sentences at 0.80 and compared no stance: a match is "same".
-        let seed_decided = if sentence_similarity >= 0.80 { "same" } else { "different" };
+        let seed_decided = if sentence_similarity >= 0.80 {
+            "same"
+        } else {
+            "different"
+        };
         if decided == pair.label {
             correct += 1;
         } else {
@@ -79,14 +112,27 @@ async fn topic_key_and_threshold_separate_same_contradicting_and_different_opini
         let max = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         format!("{min:.2}..{max:.2}")
     };
-    println!("{} labelled pairs, local embedder, topic threshold {threshold}", pairs.len());
+    println!(
+        "{} labelled pairs, local embedder, topic threshold {threshold}",
+        pairs.len()
+    );
     for (label, values) in &by_label {
-        println!("  {label:<14} topic similarity {}   whole-sentence {}", range(values), range(&sentence_by_label[label]));
+        println!(
+            "  {label:<14} topic similarity {}   whole-sentence {}",
+            range(values),
+            range(&sentence_by_label[label])
+        );
     }
     println!("decision accuracy with topic key + stance: {accuracy:.3}");
-    println!("decision accuracy of the seed's whole-sentence 0.80 match (no stance): {:.3}", sentence_correct as f64 / pairs.len() as f64);
+    println!(
+        "decision accuracy of the seed's whole-sentence 0.80 match (no stance): {:.3}",
+        sentence_correct as f64 / pairs.len() as f64
+    );
     for line in &wrong {
         println!("  wrong: {line}");
     }
-    assert!(accuracy >= MIN_ACCURACY, "accuracy {accuracy:.3} < {MIN_ACCURACY}");
+    assert!(
+        accuracy >= MIN_ACCURACY,
+        "accuracy {accuracy:.3} < {MIN_ACCURACY}"
+    );
 }

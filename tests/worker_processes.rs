@@ -22,18 +22,54 @@ fn spawn_worker(config: &Config, log: &std::path::Path) -> Child {
             ("REDIS_URL", config.redis.url.clone()),
             ("NATS_URL", config.nats.url.clone()),
             ("PERSONA_PREFS_MODEL_DIR", config.embed.model_dir.clone()),
-            ("PERSONA_PREFS__REDIS__KEY_PREFIX", config.redis.key_prefix.clone()),
-            ("PERSONA_PREFS__REDIS__INDEX_NAME", config.redis.index_name.clone()),
-            ("PERSONA_PREFS__INGEST__STREAM", config.ingest.stream.clone()),
-            ("PERSONA_PREFS__INGEST__CONSUMER", config.ingest.consumer.clone()),
-            ("PERSONA_PREFS__INGEST__SUBJECT_PREFIX", config.ingest.subject_prefix.clone()),
-            ("PERSONA_PREFS__INGEST__DLQ_SUBJECT_PREFIX", config.ingest.dlq_subject_prefix.clone()),
-            ("PERSONA_PREFS__INGEST__DLQ_STREAM", config.ingest.dlq_stream.clone()),
-            ("PERSONA_PREFS__INGEST__ACK_WAIT_MS", config.ingest.ack_wait_ms.to_string()),
-            ("PERSONA_PREFS__INGEST__MAX_IN_FLIGHT", config.ingest.max_in_flight.to_string()),
-            ("PERSONA_PREFS__SERVE__SUBJECT_PREFIX", config.serve.subject_prefix.clone()),
-            ("PERSONA_PREFS__SERVE__SERVICE_NAME", config.serve.service_name.clone()),
-            ("PERSONA_PREFS__SERVE__QUEUE_GROUP", config.serve.queue_group.clone()),
+            (
+                "PERSONA_PREFS__REDIS__KEY_PREFIX",
+                config.redis.key_prefix.clone(),
+            ),
+            (
+                "PERSONA_PREFS__REDIS__INDEX_NAME",
+                config.redis.index_name.clone(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__STREAM",
+                config.ingest.stream.clone(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__CONSUMER",
+                config.ingest.consumer.clone(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__SUBJECT_PREFIX",
+                config.ingest.subject_prefix.clone(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__DLQ_SUBJECT_PREFIX",
+                config.ingest.dlq_subject_prefix.clone(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__DLQ_STREAM",
+                config.ingest.dlq_stream.clone(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__ACK_WAIT_MS",
+                config.ingest.ack_wait_ms.to_string(),
+            ),
+            (
+                "PERSONA_PREFS__INGEST__MAX_IN_FLIGHT",
+                config.ingest.max_in_flight.to_string(),
+            ),
+            (
+                "PERSONA_PREFS__SERVE__SUBJECT_PREFIX",
+                config.serve.subject_prefix.clone(),
+            ),
+            (
+                "PERSONA_PREFS__SERVE__SERVICE_NAME",
+                config.serve.service_name.clone(),
+            ),
+            (
+                "PERSONA_PREFS__SERVE__QUEUE_GROUP",
+                config.serve.queue_group.clone(),
+            ),
             ("PERSONA_PREFS__METRICS__LISTEN", String::new()),
             ("RUST_LOG", "persona_prefs=debug".into()),
         ])
@@ -75,15 +111,33 @@ async fn publish(app: &App, persona: &str, n: usize, text: &str) {
         ]
     });
     let subject = format!("{}.{persona}", app.config.ingest.subject_prefix);
-    app.js.publish(subject, serde_json::to_vec(&event).unwrap().into()).await.unwrap().await.unwrap();
+    app.js
+        .publish(subject, serde_json::to_vec(&event).unwrap().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 }
 
 async fn preferences(app: &App, persona: &str) -> Vec<Preference> {
-    app.store.list_preferences(persona, &ListOptions { include_retracted: true, limit: 100, ..Default::default() }).await.unwrap()
+    app.store
+        .list_preferences(
+            persona,
+            &ListOptions {
+                include_retracted: true,
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
 }
 
 fn processed_in(log: &std::path::Path) -> usize {
-    std::fs::read_to_string(log).unwrap_or_default().matches("event processed").count()
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("event processed")
+        .count()
 }
 
 fn setup(label: &str) -> (Config, Cleanup, tempdir::Dir) {
@@ -99,7 +153,10 @@ async fn two_worker_processes_on_one_persona_make_no_twins_and_lose_no_reinforce
     let app = App::start(config.clone()).await.unwrap();
     app.consumer().await.unwrap();
     let logs = [dir.path("a.log"), dir.path("b.log")];
-    let _workers = Workers(vec![spawn_worker(&config, &logs[0]), spawn_worker(&config, &logs[1])]);
+    let _workers = Workers(vec![
+        spawn_worker(&config, &logs[0]),
+        spawn_worker(&config, &logs[1]),
+    ]);
     wait_for_pullers(&app, 2).await;
 
     let per_topic = 25;
@@ -107,13 +164,20 @@ async fn two_worker_processes_on_one_persona_make_no_twins_and_lose_no_reinforce
         publish(&app, "ada", n, "I love green tea.").await;
         publish(&app, "ada", n, "Honestly, jazz is wonderful.").await;
     }
-    wait_until_drained(app.consumer().await.unwrap(), Duration::from_secs(120)).await.unwrap();
+    wait_until_drained(app.consumer().await.unwrap(), Duration::from_secs(120))
+        .await
+        .unwrap();
 
     let stored = preferences(&app, "ada").await;
     let names: Vec<&str> = stored.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(stored.len(), 2, "no twins: {names:?}");
     for preference in &stored {
-        assert_eq!(preference.reinforcement_count, per_topic as u64 - 1, "{} reinforced once per later event", preference.name);
+        assert_eq!(
+            preference.reinforcement_count,
+            per_topic as u64 - 1,
+            "{} reinforced once per later event",
+            preference.name
+        );
     }
     let (a, b) = (processed_in(&logs[0]), processed_in(&logs[1]));
     assert_eq!(a + b, 2 * per_topic, "each event processed once in all");
@@ -145,13 +209,24 @@ async fn a_worker_killed_mid_stream_loses_nothing_and_doubles_nothing_after_rest
     workers.0[0].kill().unwrap();
     workers.0[0].wait().unwrap();
     let at_kill = preferences(&app, "ada").await[0].reinforcement_count;
-    assert!(at_kill < total as u64 - 1, "killed before the end ({at_kill})");
+    assert!(
+        at_kill < total as u64 - 1,
+        "killed before the end ({at_kill})"
+    );
 
-    workers.0.push(spawn_worker(&config, &dir.path("second.log")));
-    wait_until_drained(app.consumer().await.unwrap(), Duration::from_secs(120)).await.unwrap();
+    workers
+        .0
+        .push(spawn_worker(&config, &dir.path("second.log")));
+    wait_until_drained(app.consumer().await.unwrap(), Duration::from_secs(120))
+        .await
+        .unwrap();
     let stored = preferences(&app, "ada").await;
     assert_eq!(stored.len(), 1);
-    assert_eq!(stored[0].reinforcement_count, total as u64 - 1, "every event applied exactly once across the crash");
+    assert_eq!(
+        stored[0].reinforcement_count,
+        total as u64 - 1,
+        "every event applied exactly once across the crash"
+    );
 }
 
 #[tokio::test]
@@ -166,7 +241,11 @@ async fn sigterm_stops_intake_and_exits_cleanly_with_nothing_lost() {
         publish(&app, "ada", n, "I love green tea.").await;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let status = Command::new("kill").arg("-TERM").arg(first.id().to_string()).status().unwrap();
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(first.id().to_string())
+        .status()
+        .unwrap();
     assert!(status.success());
     let exit = first.wait().unwrap();
     assert!(exit.success(), "graceful exit, got {exit:?}");
@@ -174,7 +253,9 @@ async fn sigterm_stops_intake_and_exits_cleanly_with_nothing_lost() {
     assert!(log.contains("stopping intake"), "announces the shutdown");
 
     let _second = Workers(vec![spawn_worker(&config, &dir.path("second.log"))]);
-    wait_until_drained(app.consumer().await.unwrap(), Duration::from_secs(120)).await.unwrap();
+    wait_until_drained(app.consumer().await.unwrap(), Duration::from_secs(120))
+        .await
+        .unwrap();
     let stored = preferences(&app, "ada").await;
     assert_eq!(stored[0].reinforcement_count, total as u64 - 1);
 }

@@ -31,7 +31,12 @@ impl BatchingEmbedder {
     }
 }
 
-async fn run(inner: Arc<dyn Embedder>, mut receiver: mpsc::Receiver<Job>, max_batch: usize, linger: Duration) {
+async fn run(
+    inner: Arc<dyn Embedder>,
+    mut receiver: mpsc::Receiver<Job>,
+    max_batch: usize,
+    linger: Duration,
+) {
     while let Some(first) = receiver.recv().await {
         let mut jobs = vec![first];
         let deadline = tokio::time::Instant::now() + linger;
@@ -53,7 +58,11 @@ async fn run(inner: Arc<dyn Embedder>, mut receiver: mpsc::Receiver<Job>, max_ba
                 }
             }
             Ok(vectors) => {
-                let error = Arc::new(EmbedError::Model(format!("{} vectors for {} texts", vectors.len(), jobs.len())));
+                let error = Arc::new(EmbedError::Model(format!(
+                    "{} vectors for {} texts",
+                    vectors.len(),
+                    jobs.len()
+                )));
                 for job in jobs {
                     let _ = job.reply.send(Err(error.clone()));
                 }
@@ -73,20 +82,28 @@ impl Embedder for BatchingEmbedder {
         self.dims
     }
 
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move {
             let mut replies = Vec::with_capacity(texts.len());
             for text in texts {
                 let (reply, receive) = oneshot::channel();
                 self.sender
-                    .send(Job { text: text.clone(), reply })
+                    .send(Job {
+                        text: text.clone(),
+                        reply,
+                    })
                     .await
                     .map_err(|_| EmbedError::Model("embedding batcher stopped".into()))?;
                 replies.push(receive);
             }
             let mut vectors = Vec::with_capacity(texts.len());
             for receive in replies {
-                let vector = receive.await.map_err(|_| EmbedError::Model("embedding batcher dropped a request".into()))?;
+                let vector = receive
+                    .await
+                    .map_err(|_| EmbedError::Model("embedding batcher dropped a request".into()))?;
                 vectors.push(vector.map_err(|error| match error.as_ref() {
                     EmbedError::Model(m) => EmbedError::Model(m.clone()),
                     EmbedError::Unavailable(m) => EmbedError::Unavailable(m.clone()),

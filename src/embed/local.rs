@@ -43,27 +43,47 @@ impl LocalEmbedder {
                 )))
             }
         };
-        let config_text = std::fs::read_to_string(file("config.json")?).map_err(|e| EmbedError::Model(e.to_string()))?;
-        let config: BertConfig = serde_json::from_str(&config_text).map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?).map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        let config_text = std::fs::read_to_string(file("config.json")?)
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
+        let config: BertConfig = serde_json::from_str(&config_text)
+            .map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
+        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
+            .map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..Default::default()
+            }))
             .map_err(|e| EmbedError::Model(format!("tokenizer truncation: {e}")))?;
         let device = Device::Cpu;
         let weights = file("model.safetensors")?;
         // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device) }
             .map_err(|e| EmbedError::Model(format!("model.safetensors: {e}")))?;
-        let bert = BertModel::load(vb, &config).map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
-        Ok(LocalEmbedder { inner: Arc::new(Model { bert, tokenizer, device }), max_input_chars })
+        let bert = BertModel::load(vb, &config)
+            .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
+        Ok(LocalEmbedder {
+            inner: Arc::new(Model {
+                bert,
+                tokenizer,
+                device,
+            }),
+            max_input_chars,
+        })
     }
 }
 
 impl Model {
     fn embed_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
-        let encodings = self.tokenizer.encode_batch(texts, true).map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts, true)
+            .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
         let rows = encodings.len();
         let columns = encodings.first().map(|e| e.get_ids().len()).unwrap_or(0);
         let mut ids = Vec::with_capacity(rows * columns);
@@ -72,17 +92,42 @@ impl Model {
             ids.extend(encoding.get_ids().iter().copied());
             mask.extend(encoding.get_attention_mask().iter().copied());
         }
-        let input_ids = Tensor::from_vec(ids, (rows, columns), &self.device).map_err(model_error)?;
-        let attention = Tensor::from_vec(mask, (rows, columns), &self.device).map_err(model_error)?;
+        let input_ids =
+            Tensor::from_vec(ids, (rows, columns), &self.device).map_err(model_error)?;
+        let attention =
+            Tensor::from_vec(mask, (rows, columns), &self.device).map_err(model_error)?;
         let token_types = input_ids.zeros_like().map_err(model_error)?;
-        let hidden = self.bert.forward(&input_ids, &token_types, Some(&attention)).map_err(model_error)?;
+        let hidden = self
+            .bert
+            .forward(&input_ids, &token_types, Some(&attention))
+            .map_err(model_error)?;
         // Mean over real tokens only: padding must not pull short texts toward each other.
-        let mask = attention.to_dtype(DType::F32).map_err(model_error)?.unsqueeze(2).map_err(model_error)?;
-        let summed = hidden.broadcast_mul(&mask).map_err(model_error)?.sum(1).map_err(model_error)?;
-        let counts = mask.sum(1).map_err(model_error)?.clamp(1e-9, f32::MAX).map_err(model_error)?;
+        let mask = attention
+            .to_dtype(DType::F32)
+            .map_err(model_error)?
+            .unsqueeze(2)
+            .map_err(model_error)?;
+        let summed = hidden
+            .broadcast_mul(&mask)
+            .map_err(model_error)?
+            .sum(1)
+            .map_err(model_error)?;
+        let counts = mask
+            .sum(1)
+            .map_err(model_error)?
+            .clamp(1e-9, f32::MAX)
+            .map_err(model_error)?;
         let mean = summed.broadcast_div(&counts).map_err(model_error)?;
-        let norms = mean.sqr().map_err(model_error)?.sum_keepdim(1).map_err(model_error)?.sqrt().map_err(model_error)?;
-        let normalised = mean.broadcast_div(&norms.clamp(1e-12, f32::MAX).map_err(model_error)?).map_err(model_error)?;
+        let norms = mean
+            .sqr()
+            .map_err(model_error)?
+            .sum_keepdim(1)
+            .map_err(model_error)?
+            .sqrt()
+            .map_err(model_error)?;
+        let normalised = mean
+            .broadcast_div(&norms.clamp(1e-12, f32::MAX).map_err(model_error)?)
+            .map_err(model_error)?;
         normalised.to_vec2::<f32>().map_err(model_error)
     }
 }
@@ -92,12 +137,18 @@ impl Embedder for LocalEmbedder {
         LOCAL_DIMS
     }
 
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move {
             if texts.is_empty() {
                 return Ok(Vec::new());
             }
-            let texts: Vec<String> = texts.iter().map(|t| truncate_chars(t, self.max_input_chars)).collect();
+            let texts: Vec<String> = texts
+                .iter()
+                .map(|t| truncate_chars(t, self.max_input_chars))
+                .collect();
             let model = self.inner.clone();
             let size = texts.len();
             let started = Instant::now();

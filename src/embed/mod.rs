@@ -19,7 +19,8 @@ use crate::config::ConfigError;
 /// Text in, one vector per text out (same order), each of [`Embedder::dims`] dimensions.
 pub trait Embedder: Send + Sync {
     fn dims(&self) -> usize;
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+    fn embed<'a>(&'a self, texts: &'a [String])
+    -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,10 +45,20 @@ impl EmbedError {
 /// Builds the configured embedder, wrapped in the micro-batcher.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     let inner: Arc<dyn Embedder> = match config.kind {
-        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(std::path::Path::new(&config.model_dir), config.max_input_chars)?),
-        EmbedderKind::Openai => Arc::new(openai::OpenAiEmbedder::new(&config.openai, config.max_input_chars)?),
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(
+            std::path::Path::new(&config.model_dir),
+            config.max_input_chars,
+        )?),
+        EmbedderKind::Openai => Arc::new(openai::OpenAiEmbedder::new(
+            &config.openai,
+            config.max_input_chars,
+        )?),
     };
-    Ok(Arc::new(batcher::BatchingEmbedder::new(inner, config.max_batch, std::time::Duration::from_millis(config.batch_linger_ms))))
+    Ok(Arc::new(batcher::BatchingEmbedder::new(
+        inner,
+        config.max_batch,
+        std::time::Duration::from_millis(config.batch_linger_ms),
+    )))
 }
 
 #[derive(Debug, Clone, Deserialize)]

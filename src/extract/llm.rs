@@ -11,7 +11,9 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor, LlmConfig, evidence_in_message};
+use super::{
+    ExtractError, ExtractedOpinion, ExtractionInput, Extractor, LlmConfig, evidence_in_message,
+};
 use crate::openai_http::{ApiClient, ApiClientSettings, ApiError};
 use crate::store::Stance;
 use crate::telemetry;
@@ -55,7 +57,11 @@ struct RawOpinion {
 }
 
 impl LlmExtractor {
-    pub fn new(config: &LlmConfig, max_opinions: usize, categories: &[String]) -> Result<LlmExtractor, ExtractError> {
+    pub fn new(
+        config: &LlmConfig,
+        max_opinions: usize,
+        categories: &[String],
+    ) -> Result<LlmExtractor, ExtractError> {
         let client = ApiClient::new(ApiClientSettings {
             base_url: &config.base_url,
             api_key_env: &config.api_key_env,
@@ -64,8 +70,16 @@ impl LlmExtractor {
             max_backoff: Duration::from_millis(config.max_backoff_ms),
         })
         .map_err(|e| ExtractError::Rejected(e.to_string()))?;
-        let system_prompt = PROMPT.replace("CATEGORIES", &format!("{categories:?}")).replace("MAX", &max_opinions.to_string());
-        Ok(LlmExtractor { client, model: config.model.clone(), temperature: config.temperature, max_opinions, system_prompt })
+        let system_prompt = PROMPT
+            .replace("CATEGORIES", &format!("{categories:?}"))
+            .replace("MAX", &max_opinions.to_string());
+        Ok(LlmExtractor {
+            client,
+            model: config.model.clone(),
+            temperature: config.temperature,
+            max_opinions,
+            system_prompt,
+        })
     }
 
     fn request_body(&self, input: &ExtractionInput<'_>) -> Value {
@@ -89,7 +103,8 @@ impl LlmExtractor {
     fn validate(&self, reply: Reply, input: &ExtractionInput<'_>) -> Vec<ExtractedOpinion> {
         let mut kept = Vec::new();
         for raw in reply.opinions.into_iter() {
-            let Some(stance) = Stance::parse(raw.stance.trim().to_ascii_lowercase().as_str()) else {
+            let Some(stance) = Stance::parse(raw.stance.trim().to_ascii_lowercase().as_str())
+            else {
                 tracing::debug!(stance = %raw.stance, "dropping LLM opinion with an unknown stance");
                 continue;
             };
@@ -100,13 +115,21 @@ impl LlmExtractor {
                 tracing::info!(name = %raw.name, "dropping LLM opinion whose evidence is not in the persona's message");
                 continue;
             }
-            let related_user_ids = raw.related_user_ids.into_iter().filter(|id| input.participants.contains(id)).collect();
+            let related_user_ids = raw
+                .related_user_ids
+                .into_iter()
+                .filter(|id| input.participants.contains(id))
+                .collect();
             kept.push(ExtractedOpinion {
                 name: raw.name.trim().to_string(),
                 opinion: raw.opinion.trim().to_string(),
                 category: raw.category.trim().to_ascii_lowercase(),
                 stance,
-                strength: raw.strength.filter(|s| s.is_finite()).unwrap_or(0.5).clamp(0.0, 1.0),
+                strength: raw
+                    .strength
+                    .filter(|s| s.is_finite())
+                    .unwrap_or(0.5)
+                    .clamp(0.0, 1.0),
                 related_user_ids,
                 evidence: raw.evidence.trim().to_string(),
             });
@@ -119,22 +142,35 @@ impl LlmExtractor {
 }
 
 impl Extractor for LlmExtractor {
-    fn extract<'a>(&'a self, input: &'a ExtractionInput<'a>) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move {
             let body = self.request_body(input);
-            let record = |outcome: &'static str, took: Duration| telemetry::llm_request(outcome, took);
+            let record =
+                |outcome: &'static str, took: Duration| telemetry::llm_request(outcome, took);
             // A reply whose content is not the JSON asked for is retried like a 5xx: models
             // occasionally wrap JSON in prose, and a second sample usually complies.
             let mut last_error = String::new();
             for _ in 0..2 {
-                let reply = self.client.post_json("chat/completions", &body, &record).await.map_err(|error| match error {
-                    ApiError::Unavailable(m) => ExtractError::Unavailable(m),
-                    ApiError::Rejected(m) => ExtractError::Rejected(m),
-                })?;
+                let reply = self
+                    .client
+                    .post_json("chat/completions", &body, &record)
+                    .await
+                    .map_err(|error| match error {
+                        ApiError::Unavailable(m) => ExtractError::Unavailable(m),
+                        ApiError::Rejected(m) => ExtractError::Rejected(m),
+                    })?;
                 if let Some(usage) = reply.get("usage") {
-                    telemetry::llm_tokens(usage["prompt_tokens"].as_u64().unwrap_or(0), usage["completion_tokens"].as_u64().unwrap_or(0));
+                    telemetry::llm_tokens(
+                        usage["prompt_tokens"].as_u64().unwrap_or(0),
+                        usage["completion_tokens"].as_u64().unwrap_or(0),
+                    );
                 }
-                let content = reply["choices"][0]["message"]["content"].as_str().unwrap_or_default();
+                let content = reply["choices"][0]["message"]["content"]
+                    .as_str()
+                    .unwrap_or_default();
                 match parse_content(content) {
                     Ok(parsed) => return Ok(self.validate(parsed, input)),
                     Err(error) => {
@@ -143,7 +179,9 @@ impl Extractor for LlmExtractor {
                     }
                 }
             }
-            Err(ExtractError::Unavailable(format!("LLM reply is not the JSON asked for: {last_error}")))
+            Err(ExtractError::Unavailable(format!(
+                "LLM reply is not the JSON asked for: {last_error}"
+            )))
         })
     }
 }

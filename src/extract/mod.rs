@@ -55,7 +55,10 @@ pub struct ExtractionInput<'a> {
 }
 
 pub trait Extractor: Send + Sync {
-    fn extract<'a>(&'a self, input: &'a ExtractionInput<'a>) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>>;
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>>;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,17 +80,32 @@ impl ExtractError {
 }
 
 /// Builds the configured extractor.
-pub fn from_config(config: &ExtractConfig, categories: &[String]) -> Result<Arc<dyn Extractor>, ExtractError> {
+pub fn from_config(
+    config: &ExtractConfig,
+    categories: &[String],
+) -> Result<Arc<dyn Extractor>, ExtractError> {
     Ok(match config.kind {
-        ExtractorKind::Rules => Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
-        ExtractorKind::Llm => Arc::new(llm::LlmExtractor::new(&config.llm, config.max_opinions_per_message, categories)?),
+        ExtractorKind::Rules => {
+            Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message))
+        }
+        ExtractorKind::Llm => Arc::new(llm::LlmExtractor::new(
+            &config.llm,
+            config.max_opinions_per_message,
+            categories,
+        )?),
     })
 }
 
 /// True when `evidence` occurs in `message`, ignoring case and runs of whitespace.
 pub fn evidence_in_message(evidence: &str, message: &str) -> bool {
-    let fold = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-    let evidence = fold(evidence.trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace()));
+    let fold = |text: &str| {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let evidence =
+        fold(evidence.trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace()));
     !evidence.is_empty() && fold(message).contains(&evidence)
 }
 

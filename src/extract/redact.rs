@@ -66,11 +66,31 @@ mod tests {
     fn secrets_are_redacted_and_plain_opinions_are_not() {
         let cases = [
             ("I love rainy days.", "I love rainy days.", 0.0),
-            ("My key is sk-abcdefghijklmnopqrstuvwx and I like it", "My key is [redacted] and I like it", -1.0),
-            ("I think password: hunter2 is a bad password", "I think [redacted] is a bad password", -1.0),
-            ("Write to ada@example.com, I love mail", "Write to [redacted], I love mail", -1.0),
-            ("Call +1 415-555-0100 anytime", "Call [redacted] anytime", -1.0),
-            ("token ghp_abcdefghijklmnopqrstuvwxyz0123", "token [redacted]", -1.0),
+            (
+                "My key is sk-abcdefghijklmnopqrstuvwx and I like it",
+                "My key is [redacted] and I like it",
+                -1.0,
+            ),
+            (
+                "I think password: hunter2 is a bad password",
+                "I think [redacted] is a bad password",
+                -1.0,
+            ),
+            (
+                "Write to ada@example.com, I love mail",
+                "Write to [redacted], I love mail",
+                -1.0,
+            ),
+            (
+                "Call +1 415-555-0100 anytime",
+                "Call [redacted] anytime",
+                -1.0,
+            ),
+            (
+                "token ghp_abcdefghijklmnopqrstuvwxyz0123",
+                "token [redacted]",
+                -1.0,
+            ),
         ];
         for (input, expected, share) in cases {
             let (output, redacted_share) = redact(input);

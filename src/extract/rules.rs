@@ -51,7 +51,10 @@ impl RulesExtractor {
 }
 
 impl Extractor for RulesExtractor {
-    fn extract<'a>(&'a self, input: &'a ExtractionInput<'a>) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move { Ok(self.extract_text(input.persona_message)) })
     }
 }
@@ -113,42 +116,281 @@ static MARKED: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Adjectives (and short phrases) with their polarity; the first word after the copula decides.
 const POSITIVE: &[&str] = &[
-    "great", "wonderful", "beautiful", "amazing", "awesome", "brilliant", "fascinating", "lovely", "delightful",
-    "underrated", "underappreciated", "fantastic", "excellent", "good", "nice", "charming", "elegant", "gorgeous",
-    "magnificent", "marvelous", "marvellous", "superb", "incredible", "important", "essential", "valuable",
-    "worthwhile", "fun", "calming", "soothing", "relaxing", "cozy", "cosy", "comforting", "inspiring", "perfect",
-    "best", "greatest", "better", "interesting", "compelling", "clever", "admirable", "exciting", "refreshing",
-    "peaceful", "delicious", "tasty", "sublime", "glorious", "stunning", "enchanting", "captivating", "joyful",
-    "magical", "underestimated", "vital", "precious", "honest", "kind", "noble", "graceful", "satisfying",
-    "rewarding", "meaningful", "profound", "wise", "pleasant", "cool", "splendid", "adorable", "thrilling",
-    "mesmerizing", "mesmerising", "timeless", "fine", "sacred", "indispensable", "crucial", "virtue", "gift",
-    "treasure", "masterpiece", "joy", "delight", "bliss", "underdog", "genius", "art", "worth", "nourishing",
-    "restorative", "invigorating", "charming", "poetic", "gentle", "warm", "right", "superior",
+    "great",
+    "wonderful",
+    "beautiful",
+    "amazing",
+    "awesome",
+    "brilliant",
+    "fascinating",
+    "lovely",
+    "delightful",
+    "underrated",
+    "underappreciated",
+    "fantastic",
+    "excellent",
+    "good",
+    "nice",
+    "charming",
+    "elegant",
+    "gorgeous",
+    "magnificent",
+    "marvelous",
+    "marvellous",
+    "superb",
+    "incredible",
+    "important",
+    "essential",
+    "valuable",
+    "worthwhile",
+    "fun",
+    "calming",
+    "soothing",
+    "relaxing",
+    "cozy",
+    "cosy",
+    "comforting",
+    "inspiring",
+    "perfect",
+    "best",
+    "greatest",
+    "better",
+    "interesting",
+    "compelling",
+    "clever",
+    "admirable",
+    "exciting",
+    "refreshing",
+    "peaceful",
+    "delicious",
+    "tasty",
+    "sublime",
+    "glorious",
+    "stunning",
+    "enchanting",
+    "captivating",
+    "joyful",
+    "magical",
+    "underestimated",
+    "vital",
+    "precious",
+    "honest",
+    "kind",
+    "noble",
+    "graceful",
+    "satisfying",
+    "rewarding",
+    "meaningful",
+    "profound",
+    "wise",
+    "pleasant",
+    "cool",
+    "splendid",
+    "adorable",
+    "thrilling",
+    "mesmerizing",
+    "mesmerising",
+    "timeless",
+    "fine",
+    "sacred",
+    "indispensable",
+    "crucial",
+    "virtue",
+    "gift",
+    "treasure",
+    "masterpiece",
+    "joy",
+    "delight",
+    "bliss",
+    "underdog",
+    "genius",
+    "art",
+    "worth",
+    "nourishing",
+    "restorative",
+    "invigorating",
+    "charming",
+    "poetic",
+    "gentle",
+    "warm",
+    "right",
+    "superior",
 ];
 const NEGATIVE: &[&str] = &[
-    "terrible", "awful", "horrible", "boring", "dull", "overrated", "pointless", "ugly", "bad", "worse", "worst",
-    "disgusting", "gross", "annoying", "tedious", "overhyped", "pretentious", "cruel", "wrong", "unbearable",
-    "depressing", "stupid", "silly", "useless", "meaningless", "exhausting", "tiresome", "bland", "soulless",
-    "unforgivable", "harmful", "dangerous", "creepy", "irritating", "underwhelming", "mediocre", "lame", "tacky",
-    "obnoxious", "vile", "nasty", "revolting", "insufferable", "grating", "cringe", "cringeworthy", "overpriced",
-    "inferior", "lazy", "shallow", "hollow", "toxic", "unpleasant", "miserable", "joyless", "sad", "waste",
-    "nightmare", "disaster", "mess", "chore", "scam", "fad", "bore", "abomination", "tragedy", "travesty",
-    "clunky", "overcooked", "soggy", "slimy", "bitter", "noisy", "loud", "cold", "stale", "pompous", "smug",
-    "dishonest", "hypocritical", "unfair", "lousy", "crap", "trash", "garbage", "rubbish", "unnecessary",
+    "terrible",
+    "awful",
+    "horrible",
+    "boring",
+    "dull",
+    "overrated",
+    "pointless",
+    "ugly",
+    "bad",
+    "worse",
+    "worst",
+    "disgusting",
+    "gross",
+    "annoying",
+    "tedious",
+    "overhyped",
+    "pretentious",
+    "cruel",
+    "wrong",
+    "unbearable",
+    "depressing",
+    "stupid",
+    "silly",
+    "useless",
+    "meaningless",
+    "exhausting",
+    "tiresome",
+    "bland",
+    "soulless",
+    "unforgivable",
+    "harmful",
+    "dangerous",
+    "creepy",
+    "irritating",
+    "underwhelming",
+    "mediocre",
+    "lame",
+    "tacky",
+    "obnoxious",
+    "vile",
+    "nasty",
+    "revolting",
+    "insufferable",
+    "grating",
+    "cringe",
+    "cringeworthy",
+    "overpriced",
+    "inferior",
+    "lazy",
+    "shallow",
+    "hollow",
+    "toxic",
+    "unpleasant",
+    "miserable",
+    "joyless",
+    "sad",
+    "waste",
+    "nightmare",
+    "disaster",
+    "mess",
+    "chore",
+    "scam",
+    "fad",
+    "bore",
+    "abomination",
+    "tragedy",
+    "travesty",
+    "clunky",
+    "overcooked",
+    "soggy",
+    "slimy",
+    "bitter",
+    "noisy",
+    "loud",
+    "cold",
+    "stale",
+    "pompous",
+    "smug",
+    "dishonest",
+    "hypocritical",
+    "unfair",
+    "lousy",
+    "crap",
+    "trash",
+    "garbage",
+    "rubbish",
+    "unnecessary",
 ];
 const STRONG: &[&str] = &[
-    "love", "adore", "hate", "despise", "detest", "loathe", "can't stand", "cannot stand", "absolutely", "really",
-    "truly", "deeply", "best", "worst", "favourite", "favorite", "obsessed", "passionate", "huge", "nothing beats",
-    "incredibly", "utterly", "completely", "totally", "so ",
+    "love",
+    "adore",
+    "hate",
+    "despise",
+    "detest",
+    "loathe",
+    "can't stand",
+    "cannot stand",
+    "absolutely",
+    "really",
+    "truly",
+    "deeply",
+    "best",
+    "worst",
+    "favourite",
+    "favorite",
+    "obsessed",
+    "passionate",
+    "huge",
+    "nothing beats",
+    "incredibly",
+    "utterly",
+    "completely",
+    "totally",
+    "so ",
 ];
-const HEDGES: &[&str] = &["kind of", "sort of", "a bit", "a little", "somewhat", "maybe", "i guess", "rather", "fairly", "pretty", "mildly"];
+const HEDGES: &[&str] = &[
+    "kind of", "sort of", "a bit", "a little", "somewhat", "maybe", "i guess", "rather", "fairly",
+    "pretty", "mildly",
+];
 
 /// Words that are not topics: pronouns and placeholders refer to something the rules cannot see.
 const NON_TOPICS: &[&str] = &[
-    "it", "that", "this", "these", "those", "them", "they", "he", "she", "him", "her", "you", "your", "yours", "we",
-    "us", "everything", "nothing", "something", "anything", "everyone", "anyone", "someone", "nobody", "there",
-    "which", "what", "who", "one", "all", "both", "either", "neither", "i", "me", "myself", "yourself", "such",
-    "so", "too", "here", "things", "stuff", "lot", "way", "much", "more", "most", "same", "ones", "some", "any",
+    "it",
+    "that",
+    "this",
+    "these",
+    "those",
+    "them",
+    "they",
+    "he",
+    "she",
+    "him",
+    "her",
+    "you",
+    "your",
+    "yours",
+    "we",
+    "us",
+    "everything",
+    "nothing",
+    "something",
+    "anything",
+    "everyone",
+    "anyone",
+    "someone",
+    "nobody",
+    "there",
+    "which",
+    "what",
+    "who",
+    "one",
+    "all",
+    "both",
+    "either",
+    "neither",
+    "i",
+    "me",
+    "myself",
+    "yourself",
+    "such",
+    "so",
+    "too",
+    "here",
+    "things",
+    "stuff",
+    "lot",
+    "way",
+    "much",
+    "more",
+    "most",
+    "same",
+    "ones",
+    "some",
+    "any",
 ];
 
 fn sentences(message: &str) -> Vec<String> {
@@ -158,13 +400,18 @@ fn sentences(message: &str) -> Vec<String> {
     for (i, &ch) in chars.iter().enumerate() {
         current.push(ch);
         let boundary = matches!(ch, '.' | '!' | '?' | ';' | '\n')
-            && chars.get(i + 1).is_none_or(|next| next.is_whitespace() || *next == '"' || *next == ')');
+            && chars
+                .get(i + 1)
+                .is_none_or(|next| next.is_whitespace() || *next == '"' || *next == ')');
         if boundary {
             out.push(std::mem::take(&mut current));
         }
     }
     out.push(current);
-    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    out.into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
@@ -179,16 +426,28 @@ fn clauses(sentence: &str) -> Vec<String> {
     for captures in CLAUSE_SPLIT.captures_iter(&lowered) {
         let whole = captures.get(0).expect("group 0 always matches");
         out.push(lowered[start..whole.start()].to_string());
-        start = captures.name("next").or_else(|| captures.name("next2")).map(|m| m.start()).unwrap_or(whole.end());
+        start = captures
+            .name("next")
+            .or_else(|| captures.name("next2"))
+            .map(|m| m.start())
+            .unwrap_or(whole.end());
     }
     out.push(lowered[start..].to_string());
-    out.into_iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect()
+    out.into_iter()
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect()
 }
 
 /// Lower-case, straight apostrophes, single spaces.
 fn normalise(text: &str) -> String {
-    let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}'], "\"");
-    text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
+    let text = text
+        .replace(['\u{2019}', '\u{2018}'], "'")
+        .replace(['\u{201c}', '\u{201d}'], "\"");
+    text.to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
@@ -201,7 +460,14 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         return None;
     }
     let clause = LEADING_FILLER.replace(clause, "").to_string();
-    if clause.starts_with("if ") || clause.starts_with("unless ") || clause.starts_with("would ") || clause.contains("i used to ") || clause.contains("i once ") || clause.contains("i would ") || clause.contains("i'd ") && !clause.contains("i'd say") {
+    if clause.starts_with("if ")
+        || clause.starts_with("unless ")
+        || clause.starts_with("would ")
+        || clause.contains("i used to ")
+        || clause.contains("i once ")
+        || clause.contains("i would ")
+        || clause.contains("i'd ") && !clause.contains("i'd say")
+    {
         return None;
     }
     // Order matters: negated forms before the plain ones they contain.
@@ -230,7 +496,9 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         let verb = &c[1];
         // "I like to think…", "I appreciate you…": not an opinion about a thing.
         let rest = c[2].trim();
-        if (verb == "like" || verb == "love") && (rest.starts_with("to think") || rest.starts_with("to believe")) {
+        if (verb == "like" || verb == "love")
+            && (rest.starts_with("to think") || rest.starts_with("to believe"))
+        {
             return None;
         }
         return make(rest, Stance::For, sentence, &clause);
@@ -266,10 +534,42 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
 /// (degree words and "not" in between).
 fn split_topic_judgement(rest: &str) -> Option<(String, Stance)> {
     const DEGREE: &[&str] = &[
-        "really", "very", "so", "truly", "incredibly", "deeply", "genuinely", "quite", "pretty", "rather", "totally",
-        "absolutely", "extremely", "simply", "just", "somewhat", "utterly", "hugely", "wildly", "massively", "actually",
-        "honestly", "still", "always", "often", "completely", "fairly", "terribly", "remarkably", "surprisingly", "oddly",
-        "strangely", "endlessly", "seriously", "way", "too",
+        "really",
+        "very",
+        "so",
+        "truly",
+        "incredibly",
+        "deeply",
+        "genuinely",
+        "quite",
+        "pretty",
+        "rather",
+        "totally",
+        "absolutely",
+        "extremely",
+        "simply",
+        "just",
+        "somewhat",
+        "utterly",
+        "hugely",
+        "wildly",
+        "massively",
+        "actually",
+        "honestly",
+        "still",
+        "always",
+        "often",
+        "completely",
+        "fairly",
+        "terribly",
+        "remarkably",
+        "surprisingly",
+        "oddly",
+        "strangely",
+        "endlessly",
+        "seriously",
+        "way",
+        "too",
     ];
     let words: Vec<&str> = rest.split_whitespace().collect();
     for split in 1..words.len() {
@@ -305,7 +605,11 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 
 /// The stance of the evaluative word(s) at the start of `text`, if they are in the lexicon.
 fn polarity(text: &str) -> Option<Stance> {
-    let words: Vec<&str> = text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).take(3).collect();
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .collect();
     for word in words {
         if POSITIVE.contains(&word) {
             return Some(Stance::For);
@@ -314,7 +618,25 @@ fn polarity(text: &str) -> Option<Stance> {
             return Some(Stance::Against);
         }
         // Skip over a degree word or article before the adjective ("a bit dull", "the best").
-        if !matches!(word, "a" | "an" | "the" | "bit" | "little" | "lot" | "much" | "more" | "most" | "less" | "least" | "of" | "real" | "total" | "complete" | "absolute" | "such") {
+        if !matches!(
+            word,
+            "a" | "an"
+                | "the"
+                | "bit"
+                | "little"
+                | "lot"
+                | "much"
+                | "more"
+                | "most"
+                | "less"
+                | "least"
+                | "of"
+                | "real"
+                | "total"
+                | "complete"
+                | "absolute"
+                | "such"
+        ) {
             return None;
         }
     }
@@ -330,10 +652,27 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if let Some(found) = TOPIC_CUT.find(&topic) {
         topic.truncate(found.start());
     }
-    let topic = topic.trim().trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+    let topic = topic
+        .trim()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_string();
     let mut words: Vec<&str> = topic.split_whitespace().collect();
     while let Some(first) = words.first()
-        && matches!(*first, "the" | "a" | "an" | "to" | "some" | "my" | "our" | "all" | "any" | "being" | "really" | "just")
+        && matches!(
+            *first,
+            "the"
+                | "a"
+                | "an"
+                | "to"
+                | "some"
+                | "my"
+                | "our"
+                | "all"
+                | "any"
+                | "being"
+                | "really"
+                | "just"
+        )
     {
         words.remove(0);
     }
@@ -343,7 +682,23 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if words.len() == 1 && NON_TOPICS.contains(&words[0]) {
         return None;
     }
-    if NON_TOPICS.contains(&words[0]) && matches!(words[0], "it" | "that" | "you" | "your" | "this" | "them" | "he" | "she" | "they" | "there" | "what" | "which" | "who") {
+    if NON_TOPICS.contains(&words[0])
+        && matches!(
+            words[0],
+            "it" | "that"
+                | "you"
+                | "your"
+                | "this"
+                | "them"
+                | "he"
+                | "she"
+                | "they"
+                | "there"
+                | "what"
+                | "which"
+                | "who"
+        )
+    {
         return None;
     }
     let name = words.join(" ");
@@ -384,25 +739,284 @@ fn first_person_opinion(sentence: &str) -> String {
 /// A category from keywords; the store falls back to "philosophical" for anything else.
 pub fn category_for(text: &str) -> &'static str {
     const TABLE: &[(&str, &[&str])] = &[
-        ("culinary", &["food", "tea", "coffee", "cilantro", "pizza", "cook", "bread", "cheese", "chocolate", "wine", "beer", "soup", "spicy", "sushi", "pineapple", "breakfast", "dinner", "lunch", "dessert", "cake", "fruit", "vegetable", "meal", "recipe", "taste", "flavor", "flavour", "eat", "mushroom", "garlic", "curry", "pasta", "noodle", "olive", "coriander", "espresso", "latte", "kimchi", "tofu", "baking", "salt"]),
-        ("musical", &["music", "jazz", "song", "band", "album", "opera", "piano", "guitar", "symphony", "melody", "rock", "pop", "classical", "violin", "concert", "sing", "choir", "hip hop", "rap", "vinyl", "playlist", "bach", "mozart", "beatles"]),
-        ("literary", &["book", "novel", "poem", "poetry", "author", "story", "stories", "reading", "literature", "fiction", "prose", "writer", "library", "tolstoy", "austen", "haiku", "shakespeare", "sci-fi", "fantasy", "memoir", "essay"]),
-        ("technological", &["code", "coding", "rust", "python", "javascript", "software", "computer", "programming", "ai", "tech", "internet", "app", "phone", "linux", "keyboard", "robot", "algorithm", "typescript", "tabs", "spaces", "vim", "emacs", "database", "smartphone", "gadget"]),
-        ("nature", &["rain", "forest", "ocean", "sea", "cat", "dog", "animal", "bird", "tree", "flower", "mountain", "river", "garden", "snow", "autumn", "winter", "summer", "spring", "season", "sunset", "storm", "thunder", "star", "moon", "weather", "owl", "whale", "moss", "fog", "beach", "hiking"]),
-        ("ethical", &["honesty", "lying", "lie", "cruelty", "justice", "kindness", "fairness", "cheating", "loyalty", "truth", "moral", "ethic", "greed", "generosity", "forgiveness", "rudeness", "empathy", "privacy", "violence"]),
-        ("aesthetic", &["art", "painting", "design", "color", "colour", "architecture", "beauty", "fashion", "style", "font", "typography", "minimalism", "gothic", "brutalism", "sculpture", "photography", "aesthetic", "light", "candle"]),
-        ("entertainment", &["movie", "film", "game", "show", "tv", "television", "series", "anime", "cinema", "sitcom", "video game", "chess", "puzzle", "sport", "football", "soccer", "reality", "comedy", "horror", "netflix"]),
-        ("social", &["people", "party", "parties", "conversation", "friend", "crowd", "small talk", "gossip", "meeting", "community", "company", "chat", "smalltalk", "strangers", "networking"]),
-        ("intellectual", &["math", "science", "physics", "history", "learning", "philosophy", "logic", "chemistry", "biology", "astronomy", "language", "grammar", "etymology", "puzzles", "curiosity", "knowledge", "proof", "theory", "debate", "latin"]),
-        ("personal", &["morning", "sleep", "nap", "walk", "routine", "quiet", "solitude", "silence", "travel", "home", "journal", "exercise", "mornings", "nights", "weekend"]),
+        (
+            "culinary",
+            &[
+                "food",
+                "tea",
+                "coffee",
+                "cilantro",
+                "pizza",
+                "cook",
+                "bread",
+                "cheese",
+                "chocolate",
+                "wine",
+                "beer",
+                "soup",
+                "spicy",
+                "sushi",
+                "pineapple",
+                "breakfast",
+                "dinner",
+                "lunch",
+                "dessert",
+                "cake",
+                "fruit",
+                "vegetable",
+                "meal",
+                "recipe",
+                "taste",
+                "flavor",
+                "flavour",
+                "eat",
+                "mushroom",
+                "garlic",
+                "curry",
+                "pasta",
+                "noodle",
+                "olive",
+                "coriander",
+                "espresso",
+                "latte",
+                "kimchi",
+                "tofu",
+                "baking",
+                "salt",
+            ],
+        ),
+        (
+            "musical",
+            &[
+                "music",
+                "jazz",
+                "song",
+                "band",
+                "album",
+                "opera",
+                "piano",
+                "guitar",
+                "symphony",
+                "melody",
+                "rock",
+                "pop",
+                "classical",
+                "violin",
+                "concert",
+                "sing",
+                "choir",
+                "hip hop",
+                "rap",
+                "vinyl",
+                "playlist",
+                "bach",
+                "mozart",
+                "beatles",
+            ],
+        ),
+        (
+            "literary",
+            &[
+                "book",
+                "novel",
+                "poem",
+                "poetry",
+                "author",
+                "story",
+                "stories",
+                "reading",
+                "literature",
+                "fiction",
+                "prose",
+                "writer",
+                "library",
+                "tolstoy",
+                "austen",
+                "haiku",
+                "shakespeare",
+                "sci-fi",
+                "fantasy",
+                "memoir",
+                "essay",
+            ],
+        ),
+        (
+            "technological",
+            &[
+                "code",
+                "coding",
+                "rust",
+                "python",
+                "javascript",
+                "software",
+                "computer",
+                "programming",
+                "ai",
+                "tech",
+                "internet",
+                "app",
+                "phone",
+                "linux",
+                "keyboard",
+                "robot",
+                "algorithm",
+                "typescript",
+                "tabs",
+                "spaces",
+                "vim",
+                "emacs",
+                "database",
+                "smartphone",
+                "gadget",
+            ],
+        ),
+        (
+            "nature",
+            &[
+                "rain", "forest", "ocean", "sea", "cat", "dog", "animal", "bird", "tree", "flower",
+                "mountain", "river", "garden", "snow", "autumn", "winter", "summer", "spring",
+                "season", "sunset", "storm", "thunder", "star", "moon", "weather", "owl", "whale",
+                "moss", "fog", "beach", "hiking",
+            ],
+        ),
+        (
+            "ethical",
+            &[
+                "honesty",
+                "lying",
+                "lie",
+                "cruelty",
+                "justice",
+                "kindness",
+                "fairness",
+                "cheating",
+                "loyalty",
+                "truth",
+                "moral",
+                "ethic",
+                "greed",
+                "generosity",
+                "forgiveness",
+                "rudeness",
+                "empathy",
+                "privacy",
+                "violence",
+            ],
+        ),
+        (
+            "aesthetic",
+            &[
+                "art",
+                "painting",
+                "design",
+                "color",
+                "colour",
+                "architecture",
+                "beauty",
+                "fashion",
+                "style",
+                "font",
+                "typography",
+                "minimalism",
+                "gothic",
+                "brutalism",
+                "sculpture",
+                "photography",
+                "aesthetic",
+                "light",
+                "candle",
+            ],
+        ),
+        (
+            "entertainment",
+            &[
+                "movie",
+                "film",
+                "game",
+                "show",
+                "tv",
+                "television",
+                "series",
+                "anime",
+                "cinema",
+                "sitcom",
+                "video game",
+                "chess",
+                "puzzle",
+                "sport",
+                "football",
+                "soccer",
+                "reality",
+                "comedy",
+                "horror",
+                "netflix",
+            ],
+        ),
+        (
+            "social",
+            &[
+                "people",
+                "party",
+                "parties",
+                "conversation",
+                "friend",
+                "crowd",
+                "small talk",
+                "gossip",
+                "meeting",
+                "community",
+                "company",
+                "chat",
+                "smalltalk",
+                "strangers",
+                "networking",
+            ],
+        ),
+        (
+            "intellectual",
+            &[
+                "math",
+                "science",
+                "physics",
+                "history",
+                "learning",
+                "philosophy",
+                "logic",
+                "chemistry",
+                "biology",
+                "astronomy",
+                "language",
+                "grammar",
+                "etymology",
+                "puzzles",
+                "curiosity",
+                "knowledge",
+                "proof",
+                "theory",
+                "debate",
+                "latin",
+            ],
+        ),
+        (
+            "personal",
+            &[
+                "morning", "sleep", "nap", "walk", "routine", "quiet", "solitude", "silence",
+                "travel", "home", "journal", "exercise", "mornings", "nights", "weekend",
+            ],
+        ),
     ];
-    let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric() && c != '-').filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|w| !w.is_empty())
+        .collect();
     for (category, keywords) in TABLE {
         for keyword in *keywords {
             let hit = if keyword.contains(' ') {
                 text.contains(keyword)
             } else {
-                words.iter().any(|w| *w == *keyword || (w.starts_with(keyword) && w.len() <= keyword.len() + 3))
+                words.iter().any(|w| {
+                    *w == *keyword || (w.starts_with(keyword) && w.len() <= keyword.len() + 3)
+                })
             };
             if hit {
                 return category;
@@ -417,7 +1031,11 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Vec<(String, Stance)> {
-        RulesExtractor::new(8).extract_text(text).into_iter().map(|o| (o.name, o.stance)).collect()
+        RulesExtractor::new(8)
+            .extract_text(text)
+            .into_iter()
+            .map(|o| (o.name, o.stance))
+            .collect()
     }
 
     #[test]
@@ -426,30 +1044,47 @@ mod tests {
         let cases: &[(&str, &[(&str, Stance)])] = &[
             ("I love green tea.", &[("green tea", For)]),
             ("Honestly, jazz is underrated.", &[("jazz", For)]),
-            ("I don't really like horror movies.", &[("horror movies", Against)]),
+            (
+                "I don't really like horror movies.",
+                &[("horror movies", Against)],
+            ),
             ("My favourite season is autumn.", &[("autumn", For)]),
             ("I think cilantro is disgusting.", &[("cilantro", Against)]),
             ("I don't think opera is boring at all.", &[("opera", For)]),
-            ("I love jazz but I hate country music.", &[("jazz", For), ("country music", Against)]),
+            (
+                "I love jazz but I hate country music.",
+                &[("jazz", For), ("country music", Against)],
+            ),
             ("Do you like jazz?", &[]),
             ("I love it!", &[]),
             ("I find rainy days calming.", &[("rainy days", For)]),
-            ("I don't find small talk very interesting.", &[("small talk", Against)]),
+            (
+                "I don't find small talk very interesting.",
+                &[("small talk", Against)],
+            ),
             ("I used to love sushi.", &[]),
             ("The meeting is at noon.", &[]),
             ("I'm not a fan of small talk.", &[("small talk", Against)]),
-            ("Nothing beats a rainy afternoon with a book.", &[("rainy afternoon", For)]),
+            (
+                "Nothing beats a rainy afternoon with a book.",
+                &[("rainy afternoon", For)],
+            ),
         ];
         for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> = expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
             assert_eq!(read(text), expected, "{text}");
         }
     }
 
     #[test]
     fn evidence_is_the_sentence_it_came_from() {
-        let found = RulesExtractor::new(8).extract_text("Hello there. I adore owls, they are wise.");
+        let found =
+            RulesExtractor::new(8).extract_text("Hello there. I adore owls, they are wise.");
         assert_eq!(found[0].evidence, "I adore owls, they are wise.");
-        assert!(super::super::evidence_in_message(&found[0].evidence, "Hello there. I adore owls, they are wise."));
+        assert!(super::super::evidence_in_message(
+            &found[0].evidence,
+            "Hello there. I adore owls, they are wise."
+        ));
     }
 }

@@ -58,7 +58,10 @@ pub struct InvalidEvent {
 
 impl InvalidEvent {
     fn new(code: &'static str, message: impl Into<String>) -> InvalidEvent {
-        InvalidEvent { code, message: message.into() }
+        InvalidEvent {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -72,17 +75,31 @@ pub struct EventLimits {
 }
 
 /// Parses and validates one payload received on `subject` (`<subject_prefix>.<persona_id>`).
-pub fn parse_event(subject: &str, subject_prefix: &str, payload: &[u8], limits: &EventLimits) -> Result<ConversationEvent, InvalidEvent> {
+pub fn parse_event(
+    subject: &str,
+    subject_prefix: &str,
+    payload: &[u8],
+    limits: &EventLimits,
+) -> Result<ConversationEvent, InvalidEvent> {
     if payload.len() > limits.max_payload_bytes {
         return Err(InvalidEvent::new(
             "oversize",
-            format!("payload is {} bytes, the limit is {} (nats.max_payload_bytes)", payload.len(), limits.max_payload_bytes),
+            format!(
+                "payload is {} bytes, the limit is {} (nats.max_payload_bytes)",
+                payload.len(),
+                limits.max_payload_bytes
+            ),
         ));
     }
-    let text = std::str::from_utf8(payload)
-        .map_err(|error| InvalidEvent::new("invalid_utf8", format!("payload is not UTF-8: {error}")))?;
+    let text = std::str::from_utf8(payload).map_err(|error| {
+        InvalidEvent::new("invalid_utf8", format!("payload is not UTF-8: {error}"))
+    })?;
     let event: ConversationEvent = serde_json::from_str(text).map_err(|error| {
-        let code = if error.is_data() { "schema" } else { "invalid_json" };
+        let code = if error.is_data() {
+            "schema"
+        } else {
+            "invalid_json"
+        };
         InvalidEvent::new(code, error.to_string())
     })?;
     validate_event(&event, subject, subject_prefix, limits)?;
@@ -94,26 +111,42 @@ pub fn subject_persona<'a>(subject: &'a str, subject_prefix: &str) -> Option<&'a
     subject.strip_prefix(subject_prefix)?.strip_prefix('.')
 }
 
-fn validate_event(event: &ConversationEvent, subject: &str, subject_prefix: &str, limits: &EventLimits) -> Result<(), InvalidEvent> {
+fn validate_event(
+    event: &ConversationEvent,
+    subject: &str,
+    subject_prefix: &str,
+    limits: &EventLimits,
+) -> Result<(), InvalidEvent> {
     let schema = |message: String| InvalidEvent::new("schema", message);
     let limit = |message: String| InvalidEvent::new("limit", message);
     validate::persona_id(&event.persona_id).map_err(|e| schema(e.to_string()))?;
     if let Some(token) = subject_persona(subject, subject_prefix)
         && token != event.persona_id
     {
-        return Err(schema(format!("published on {subject:?} but persona_id is {:?}", event.persona_id)));
+        return Err(schema(format!(
+            "published on {subject:?} but persona_id is {:?}",
+            event.persona_id
+        )));
     }
     if event.event_id.is_empty() {
         return Err(schema("event_id is empty".into()));
     }
-    for (field, value) in [("event_id", &event.event_id), ("platform", &event.platform), ("channel_id", &event.channel_id)] {
+    for (field, value) in [
+        ("event_id", &event.event_id),
+        ("platform", &event.platform),
+        ("channel_id", &event.channel_id),
+    ] {
         validate::external_text(field, value).map_err(|e| limit(e.to_string()))?;
     }
     if event.messages.is_empty() {
         return Err(schema("messages is empty".into()));
     }
     if event.messages.len() > limits.max_messages {
-        return Err(limit(format!("{} messages, the limit is {}", event.messages.len(), limits.max_messages)));
+        return Err(limit(format!(
+            "{} messages, the limit is {}",
+            event.messages.len(),
+            limits.max_messages
+        )));
     }
     if event.participant_user_ids.len() > limits.max_participants {
         return Err(limit(format!(
@@ -131,10 +164,15 @@ fn validate_event(event: &ConversationEvent, subject: &str, subject_prefix: &str
             return Err(schema(format!("messages[{index}].message_id is empty")));
         }
         if !seen.insert(message.message_id.as_str()) {
-            return Err(schema(format!("messages[{index}].message_id {:?} repeats", message.message_id)));
+            return Err(schema(format!(
+                "messages[{index}].message_id {:?} repeats",
+                message.message_id
+            )));
         }
-        validate::external_text("message_id", &message.message_id).map_err(|e| limit(format!("messages[{index}]: {e}")))?;
-        validate::external_text("user_id", &message.user_id).map_err(|e| limit(format!("messages[{index}]: {e}")))?;
+        validate::external_text("message_id", &message.message_id)
+            .map_err(|e| limit(format!("messages[{index}]: {e}")))?;
+        validate::external_text("user_id", &message.user_id)
+            .map_err(|e| limit(format!("messages[{index}]: {e}")))?;
         if message.role == Role::User && message.user_id.contains(',') {
             return Err(schema(format!("messages[{index}].user_id contains ','")));
         }
@@ -145,8 +183,16 @@ fn validate_event(event: &ConversationEvent, subject: &str, subject_prefix: &str
                 limits.max_message_chars
             )));
         }
-        time::OffsetDateTime::parse(&message.timestamp, &time::format_description::well_known::Rfc3339)
-            .map_err(|e| schema(format!("messages[{index}].timestamp {:?} is not RFC 3339: {e}", message.timestamp)))?;
+        time::OffsetDateTime::parse(
+            &message.timestamp,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_err(|e| {
+            schema(format!(
+                "messages[{index}].timestamp {:?} is not RFC 3339: {e}",
+                message.timestamp
+            ))
+        })?;
     }
     Ok(())
 }
@@ -156,7 +202,12 @@ mod tests {
     use super::*;
 
     fn limits() -> EventLimits {
-        EventLimits { max_payload_bytes: 4096, max_messages: 50, max_message_chars: 200, max_participants: 8 }
+        EventLimits {
+            max_payload_bytes: 4096,
+            max_messages: 50,
+            max_message_chars: 200,
+            max_participants: 8,
+        }
     }
 
     fn valid() -> serde_json::Value {
@@ -170,7 +221,9 @@ mod tests {
     }
 
     fn code_of(subject: &str, payload: &[u8]) -> Result<(), &'static str> {
-        parse_event(subject, "persona.messages", payload, &limits()).map(|_| ()).map_err(|e| e.code)
+        parse_event(subject, "persona.messages", payload, &limits())
+            .map(|_| ())
+            .map_err(|e| e.code)
     }
 
     #[test]
@@ -185,27 +238,88 @@ mod tests {
             ("oversize", vec![b' '; 5000], Err("oversize")),
             ("invalid utf-8", vec![0xff, 0xfe, b'{'], Err("invalid_utf8")),
             ("not json", b"{not json".to_vec(), Err("invalid_json")),
-            ("missing field", with(&|v| { v.as_object_mut().unwrap().remove("messages"); }), Err("schema")),
-            ("bad role", with(&|v| v["messages"][0]["role"] = "bot".into()), Err("schema")),
-            ("bad persona", with(&|v| v["persona_id"] = "a.b".into()), Err("schema")),
-            ("no messages", with(&|v| v["messages"] = serde_json::json!([])), Err("schema")),
-            ("bad timestamp", with(&|v| v["messages"][0]["timestamp"] = "yesterday".into()), Err("schema")),
-            ("repeated id", with(&|v| v["messages"][1]["message_id"] = "m1".into()), Err("schema")),
-            ("long content", with(&|v| v["messages"][1]["content"] = "x".repeat(201).into()), Err("limit")),
-            ("long id", with(&|v| v["messages"][1]["message_id"] = "x".repeat(257).into()), Err("limit")),
-            ("participants", with(&|v| v["participant_user_ids"] = serde_json::json!(["a","b","c","d","e","f","g","h","i"])), Err("limit")),
+            (
+                "missing field",
+                with(&|v| {
+                    v.as_object_mut().unwrap().remove("messages");
+                }),
+                Err("schema"),
+            ),
+            (
+                "bad role",
+                with(&|v| v["messages"][0]["role"] = "bot".into()),
+                Err("schema"),
+            ),
+            (
+                "bad persona",
+                with(&|v| v["persona_id"] = "a.b".into()),
+                Err("schema"),
+            ),
+            (
+                "no messages",
+                with(&|v| v["messages"] = serde_json::json!([])),
+                Err("schema"),
+            ),
+            (
+                "bad timestamp",
+                with(&|v| v["messages"][0]["timestamp"] = "yesterday".into()),
+                Err("schema"),
+            ),
+            (
+                "repeated id",
+                with(&|v| v["messages"][1]["message_id"] = "m1".into()),
+                Err("schema"),
+            ),
+            (
+                "long content",
+                with(&|v| v["messages"][1]["content"] = "x".repeat(201).into()),
+                Err("limit"),
+            ),
+            (
+                "long id",
+                with(&|v| v["messages"][1]["message_id"] = "x".repeat(257).into()),
+                Err("limit"),
+            ),
+            (
+                "participants",
+                with(&|v| {
+                    v["participant_user_ids"] =
+                        serde_json::json!(["a", "b", "c", "d", "e", "f", "g", "h", "i"])
+                }),
+                Err("limit"),
+            ),
         ];
         for (label, payload, expected) in cases {
-            assert_eq!(code_of("persona.messages.ada", &payload), expected, "{label}");
+            assert_eq!(
+                code_of("persona.messages.ada", &payload),
+                expected,
+                "{label}"
+            );
         }
         let too_many = {
             let mut v = valid();
             let message = v["messages"][0].clone();
-            v["messages"] = serde_json::Value::Array((0..51).map(|i| { let mut m = message.clone(); m["message_id"] = format!("m{i}").into(); m }).collect());
+            v["messages"] = serde_json::Value::Array(
+                (0..51)
+                    .map(|i| {
+                        let mut m = message.clone();
+                        m["message_id"] = format!("m{i}").into();
+                        m
+                    })
+                    .collect(),
+            );
             serde_json::to_vec(&v).unwrap()
         };
-        let big = EventLimits { max_payload_bytes: 1 << 20, ..limits() };
-        assert_eq!(parse_event("persona.messages.ada", "persona.messages", &too_many, &big).unwrap_err().code, "limit");
+        let big = EventLimits {
+            max_payload_bytes: 1 << 20,
+            ..limits()
+        };
+        assert_eq!(
+            parse_event("persona.messages.ada", "persona.messages", &too_many, &big)
+                .unwrap_err()
+                .code,
+            "limit"
+        );
     }
 
     #[test]

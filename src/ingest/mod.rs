@@ -56,8 +56,14 @@ impl IngestConfig {
         token("ingest.stream", &self.stream)?;
         token("ingest.consumer", &self.consumer)?;
         token("ingest.dlq_stream", &self.dlq_stream)?;
-        if self.subject_prefix.is_empty() || self.subject_prefix.contains(['*', '>', ' ']) || self.subject_prefix.ends_with('.') {
-            return Err(invalid("ingest.subject_prefix", "must be a plain subject prefix such as persona.messages".into()));
+        if self.subject_prefix.is_empty()
+            || self.subject_prefix.contains(['*', '>', ' '])
+            || self.subject_prefix.ends_with('.')
+        {
+            return Err(invalid(
+                "ingest.subject_prefix",
+                "must be a plain subject prefix such as persona.messages".into(),
+            ));
         }
         if self.dlq_subject_prefix.is_empty() || self.dlq_subject_prefix.contains(['*', '>', ' ']) {
             return Err(invalid(

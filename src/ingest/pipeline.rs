@@ -12,8 +12,12 @@ use serde::Serialize;
 
 use super::event::{ConversationEvent, Role};
 use crate::embed::{EmbedError, Embedder};
-use crate::extract::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact};
-use crate::store::{Evolution, NewPreference, PersonaLock, PreferenceStore, Provenance, StoreError, WriteGuard};
+use crate::extract::{
+    ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact,
+};
+use crate::store::{
+    Evolution, NewPreference, PersonaLock, PreferenceStore, Provenance, StoreError, WriteGuard,
+};
 use crate::telemetry;
 
 /// How many earlier turns the extractor sees as context.
@@ -127,7 +131,13 @@ impl Pipeline {
         locks: PersonaLock,
         settings: PipelineSettings,
     ) -> Pipeline {
-        Pipeline { store, extractor, embedder, locks, settings: Arc::new(settings) }
+        Pipeline {
+            store,
+            extractor,
+            embedder,
+            locks,
+            settings: Arc::new(settings),
+        }
     }
 
     pub fn store(&self) -> &PreferenceStore {
@@ -162,10 +172,18 @@ impl Pipeline {
         Ok(outcome)
     }
 
-    async fn extract_all(&self, event: &ConversationEvent, outcome: &mut EventOutcome) -> Result<Vec<Candidate>, PipelineError> {
+    async fn extract_all(
+        &self,
+        event: &ConversationEvent,
+        outcome: &mut EventOutcome,
+    ) -> Result<Vec<Candidate>, PipelineError> {
         let participants: Vec<String> = if event.participant_user_ids.is_empty() {
-            let mut users: Vec<String> =
-                event.messages.iter().filter(|m| m.role == Role::User && !m.user_id.is_empty()).map(|m| m.user_id.clone()).collect();
+            let mut users: Vec<String> = event
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::User && !m.user_id.is_empty())
+                .map(|m| m.user_id.clone())
+                .collect();
             users.sort();
             users.dedup();
             users
@@ -180,18 +198,37 @@ impl Pipeline {
             .map(|(index, message)| {
                 let context = event.messages[index.saturating_sub(CONTEXT_TURNS)..index]
                     .iter()
-                    .map(|m| TurnText { role: m.role.as_str(), user_id: &m.user_id, content: &m.content })
+                    .map(|m| TurnText {
+                        role: m.role.as_str(),
+                        user_id: &m.user_id,
+                        content: &m.content,
+                    })
                     .collect();
-                (index, ExtractionInput { persona_message: &message.content, context, participants: &participants })
+                (
+                    index,
+                    ExtractionInput {
+                        persona_message: &message.content,
+                        context,
+                        participants: &participants,
+                    },
+                )
             })
             .collect();
-        let extracted = futures::future::try_join_all(inputs.iter().map(|(_, input)| self.extractor.extract(input))).await?;
+        let extracted = futures::future::try_join_all(
+            inputs
+                .iter()
+                .map(|(_, input)| self.extractor.extract(input)),
+        )
+        .await?;
 
         let mut candidates = Vec::new();
         for ((index, _), opinions) in inputs.iter().zip(extracted) {
             let persona_message = &event.messages[*index];
             // Provenance: the latest user message before the persona message that voiced it.
-            let trigger = event.messages[..*index].iter().rev().find(|m| m.role == Role::User);
+            let trigger = event.messages[..*index]
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User);
             telemetry::opinions_extracted(opinions.len());
             outcome.opinions += opinions.len();
             for (ordinal, opinion) in opinions.into_iter().enumerate() {
@@ -201,10 +238,15 @@ impl Pipeline {
                 };
                 candidates.push(Candidate {
                     expressed_at: persona_message.timestamp.clone(),
-                    effect_id: format!("{}:{}:{}#{ordinal}", event.platform, event.channel_id, persona_message.message_id),
+                    effect_id: format!(
+                        "{}:{}:{}#{ordinal}",
+                        event.platform, event.channel_id, persona_message.message_id
+                    ),
                     provenance: Provenance {
                         triggering_user_id: trigger.map(|m| m.user_id.clone()).unwrap_or_default(),
-                        triggering_message_id: trigger.map(|m| m.message_id.clone()).unwrap_or_default(),
+                        triggering_message_id: trigger
+                            .map(|m| m.message_id.clone())
+                            .unwrap_or_default(),
                         persona_message_id: persona_message.message_id.clone(),
                         source_platform: event.platform.clone(),
                         source_channel_id: event.channel_id.clone(),
@@ -222,7 +264,10 @@ impl Pipeline {
         let (name, name_share) = redact::redact(&opinion.name);
         let (text, text_share) = redact::redact(&opinion.opinion);
         let (evidence, _) = redact::redact(&opinion.evidence);
-        if name_share > self.settings.max_redacted_share || text_share > self.settings.max_redacted_share || name.contains(redact::MARK) {
+        if name_share > self.settings.max_redacted_share
+            || text_share > self.settings.max_redacted_share
+            || name.contains(redact::MARK)
+        {
             tracing::info!("dropping an opinion that is mostly redacted secrets");
             return None;
         }
@@ -258,20 +303,45 @@ impl Pipeline {
         Ok(decisions)
     }
 
-    async fn decide(&self, event: &ConversationEvent, candidate: &Candidate, lock: &crate::store::LockToken) -> Result<Decision, PipelineError> {
-        let guard = WriteGuard { effect_id: Some(&candidate.effect_id), lock: Some(lock) };
+    async fn decide(
+        &self,
+        event: &ConversationEvent,
+        candidate: &Candidate,
+        lock: &crate::store::LockToken,
+    ) -> Result<Decision, PipelineError> {
+        let guard = WriteGuard {
+            effect_id: Some(&candidate.effect_id),
+            lock: Some(lock),
+        };
         let persona_id = &event.persona_id;
-        let neighbours = self.store.search_preferences(persona_id, &candidate.embedding, self.store.config().conflict_top_k, false).await?;
+        let neighbours = self
+            .store
+            .search_preferences(
+                persona_id,
+                &candidate.embedding,
+                self.store.config().conflict_top_k,
+                false,
+            )
+            .await?;
         let best_similarity = neighbours.first().map(|hit| hit.similarity());
         if let Some(similarity) = best_similarity {
             telemetry::best_match_similarity(similarity);
         }
-        let best = neighbours.into_iter().find(|hit| hit.similarity() >= self.settings.match_threshold);
+        let best = neighbours
+            .into_iter()
+            .find(|hit| hit.similarity() >= self.settings.match_threshold);
         let opinion = &candidate.opinion;
         if let Some(best) = best {
-            let same_stance = best.preference.stance.is_none_or(|stance| stance == opinion.stance);
+            let same_stance = best
+                .preference
+                .stance
+                .is_none_or(|stance| stance == opinion.stance);
             if same_stance {
-                if let Some(done) = self.store.reinforce_preference(persona_id, &best.preference.id, guard).await? {
+                if let Some(done) = self
+                    .store
+                    .reinforce_preference(persona_id, &best.preference.id, guard)
+                    .await?
+                {
                     return Ok(Decision {
                         action: Action::Reinforce,
                         preference_id: done.id,
@@ -299,8 +369,16 @@ impl Pipeline {
                 let reason = format!(
                     "changed mind in persona message {} (replying to {} from user {})",
                     candidate.provenance.persona_message_id,
-                    if candidate.provenance.triggering_message_id.is_empty() { "nothing" } else { &candidate.provenance.triggering_message_id },
-                    if candidate.provenance.triggering_user_id.is_empty() { "unknown" } else { &candidate.provenance.triggering_user_id },
+                    if candidate.provenance.triggering_message_id.is_empty() {
+                        "nothing"
+                    } else {
+                        &candidate.provenance.triggering_message_id
+                    },
+                    if candidate.provenance.triggering_user_id.is_empty() {
+                        "unknown"
+                    } else {
+                        &candidate.provenance.triggering_user_id
+                    },
                 );
                 let evolution = Evolution {
                     new_opinion: &opinion.opinion,
@@ -309,9 +387,18 @@ impl Pipeline {
                     new_stance: Some(opinion.stance),
                     expressed_at: Some(&candidate.expressed_at),
                 };
-                let evolved = self.store.evolve_preference(persona_id, &best.preference.id, &evolution, guard).await?;
+                let evolved = self
+                    .store
+                    .evolve_preference(persona_id, &best.preference.id, &evolution, guard)
+                    .await?;
                 if let Some(done) = evolved {
-                    return Ok(Decision { action: Action::Evolve, preference_id: done.id, name: done.name, applied: done.applied, best_similarity });
+                    return Ok(Decision {
+                        action: Action::Evolve,
+                        preference_id: done.id,
+                        name: done.name,
+                        applied: done.applied,
+                        best_similarity,
+                    });
                 }
             }
             // The match vanished between search and write (cannot happen under the lock unless
@@ -350,7 +437,10 @@ impl Pipeline {
 /// "older", so records without `stance_at` (the original system's) can still evolve.
 fn is_older(a: &str, b: &str) -> bool {
     use time::format_description::well_known::Rfc3339;
-    match (time::OffsetDateTime::parse(a, &Rfc3339), time::OffsetDateTime::parse(b, &Rfc3339)) {
+    match (
+        time::OffsetDateTime::parse(a, &Rfc3339),
+        time::OffsetDateTime::parse(b, &Rfc3339),
+    ) {
         (Ok(a), Ok(b)) => a < b,
         _ => false,
     }
@@ -364,7 +454,13 @@ mod tests {
     fn older_compares_instants_not_text() {
         assert!(is_older("2026-11-20T09:17:00Z", "2026-11-20T09:29:00Z"));
         assert!(!is_older("2026-11-20T09:29:00Z", "2026-11-20T09:17:00Z"));
-        assert!(is_older("2026-11-20T10:00:00+02:00", "2026-11-20T09:00:00Z"), "offsets are honoured");
-        assert!(!is_older("2026-11-20T09:17:00Z", ""), "no recorded stance time never makes a contradiction stale");
+        assert!(
+            is_older("2026-11-20T10:00:00+02:00", "2026-11-20T09:00:00Z"),
+            "offsets are honoured"
+        );
+        assert!(
+            !is_older("2026-11-20T09:17:00Z", ""),
+            "no recorded stance time never makes a contradiction stale"
+        );
     }
 }

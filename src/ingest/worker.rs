@@ -40,7 +40,10 @@ pub enum WorkerError {
 }
 
 /// Creates (or reuses) the event stream, the dead-letter stream and the durable consumer.
-pub async fn ensure_jetstream(js: &jetstream::Context, config: &IngestConfig) -> Result<PullConsumer, WorkerError> {
+pub async fn ensure_jetstream(
+    js: &jetstream::Context,
+    config: &IngestConfig,
+) -> Result<PullConsumer, WorkerError> {
     let events = js
         .get_or_create_stream(stream::Config {
             name: config.stream.clone(),
@@ -94,7 +97,11 @@ pub struct WorkerReport {
 }
 
 impl Worker {
-    pub async fn run(self, consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) -> Result<WorkerReport, WorkerError> {
+    pub async fn run(
+        self,
+        consumer: PullConsumer,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<WorkerReport, WorkerError> {
         let worker = Arc::new(self);
         let permits = Arc::new(Semaphore::new(worker.config.max_in_flight));
         let in_flight = Arc::new(AtomicUsize::new(0));
@@ -144,8 +151,13 @@ impl Worker {
         // were never handed to a task are redelivered after ack_wait.
         drop(messages);
         let running = tasks.len();
-        tracing::info!(in_flight = running, grace_ms = worker.config.grace_period_ms, "stopping intake; finishing in-flight events");
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(worker.config.grace_period_ms);
+        tracing::info!(
+            in_flight = running,
+            grace_ms = worker.config.grace_period_ms,
+            "stopping intake; finishing in-flight events"
+        );
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(worker.config.grace_period_ms);
         let mut report = WorkerReport::default();
         loop {
             match tokio::time::timeout_at(deadline, tasks.join_next()).await {
@@ -167,30 +179,65 @@ impl Worker {
             }
         }
         pending_task.abort();
-        tracing::info!(finished = report.finished_in_grace, returned = report.returned_for_redelivery, "ingest worker stopped");
+        tracing::info!(
+            finished = report.finished_in_grace,
+            returned = report.returned_for_redelivery,
+            "ingest worker stopped"
+        );
         Ok(report)
     }
 
     /// Handles one message to its end. Returns false when it was returned for redelivery
     /// because the grace period ran out.
-    async fn handle(&self, message: jetstream::Message, mut hard_stop: watch::Receiver<bool>) -> bool {
+    async fn handle(
+        &self,
+        message: jetstream::Message,
+        mut hard_stop: watch::Receiver<bool>,
+    ) -> bool {
         telemetry::event_consumed();
         let started = Instant::now();
-        let (stream_sequence, delivered) = message.info().map(|info| (info.stream_sequence, info.delivered)).unwrap_or((0, 1));
+        let (stream_sequence, delivered) = message
+            .info()
+            .map(|info| (info.stream_sequence, info.delivered))
+            .unwrap_or((0, 1));
         let subject = message.subject.to_string();
 
         if delivered > self.config.max_deliver {
             // Already delivered max_deliver times without an ack (e.g. the worker crashed on
             // it each time): give up before trying again.
-            let reason = InvalidEvent { code: "max_deliver", message: format!("delivered {delivered} times without success") };
-            self.dead_letter(&message, &subject, stream_sequence, delivered, &reason, "max_deliver").await;
+            let reason = InvalidEvent {
+                code: "max_deliver",
+                message: format!("delivered {delivered} times without success"),
+            };
+            self.dead_letter(
+                &message,
+                &subject,
+                stream_sequence,
+                delivered,
+                &reason,
+                "max_deliver",
+            )
+            .await;
             return true;
         }
-        let event = match parse_event(&subject, &self.config.subject_prefix, &message.payload, &self.limits) {
+        let event = match parse_event(
+            &subject,
+            &self.config.subject_prefix,
+            &message.payload,
+            &self.limits,
+        ) {
             Ok(event) => event,
             Err(invalid) => {
                 tracing::warn!(%subject, code = invalid.code, reason = %invalid.message, "invalid event");
-                self.dead_letter(&message, &subject, stream_sequence, delivered, &invalid, invalid.code).await;
+                self.dead_letter(
+                    &message,
+                    &subject,
+                    stream_sequence,
+                    delivered,
+                    &invalid,
+                    invalid.code,
+                )
+                .await;
                 return true;
             }
         };
@@ -229,10 +276,25 @@ impl Worker {
                 let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
             }
             Err(error) => {
-                let code = if error.is_retryable() { "max_deliver" } else { "permanent" };
-                let reason = InvalidEvent { code, message: error.to_string() };
+                let code = if error.is_retryable() {
+                    "max_deliver"
+                } else {
+                    "permanent"
+                };
+                let reason = InvalidEvent {
+                    code,
+                    message: error.to_string(),
+                };
                 tracing::error!(event_id = %event.event_id, delivered, %error, "giving up on event");
-                self.dead_letter(&message, &subject, stream_sequence, delivered, &reason, code).await;
+                self.dead_letter(
+                    &message,
+                    &subject,
+                    stream_sequence,
+                    delivered,
+                    &reason,
+                    code,
+                )
+                .await;
             }
         }
         true
@@ -240,7 +302,8 @@ impl Worker {
 
     fn retry_delay(&self, delivered: i64) -> Duration {
         let exponent = (delivered.max(1) - 1).min(10) as u32;
-        Duration::from_millis(self.config.retry_delay_ms.saturating_mul(1 << exponent)).min(Duration::from_secs(60))
+        Duration::from_millis(self.config.retry_delay_ms.saturating_mul(1 << exponent))
+            .min(Duration::from_secs(60))
     }
 
     /// Publishes the original payload with its reason to the dead-letter subject, then
@@ -265,8 +328,15 @@ impl Worker {
         headers.insert(HEADER_STREAM_SEQUENCE, stream_sequence.to_string().as_str());
         headers.insert(HEADER_DELIVERIES, delivered.to_string().as_str());
         // Same id on a repeat, so the dead-letter stream keeps one copy.
-        headers.insert("Nats-Msg-Id", format!("dlq-{}-{stream_sequence}", self.config.stream).as_str());
-        let published = match self.js.publish_with_headers(dlq_subject.clone(), headers, message.payload.clone()).await {
+        headers.insert(
+            "Nats-Msg-Id",
+            format!("dlq-{}-{stream_sequence}", self.config.stream).as_str(),
+        );
+        let published = match self
+            .js
+            .publish_with_headers(dlq_subject.clone(), headers, message.payload.clone())
+            .await
+        {
             Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
             Err(error) => Err(error.to_string()),
         };
@@ -280,7 +350,9 @@ impl Worker {
             }
             Err(error) => {
                 tracing::error!(%dlq_subject, %error, "dead-letter publish failed; returning the event for redelivery");
-                let _ = message.ack_with(AckKind::Nak(Some(self.retry_delay(delivered)))).await;
+                let _ = message
+                    .ack_with(AckKind::Nak(Some(self.retry_delay(delivered))))
+                    .await;
             }
         }
     }
@@ -294,7 +366,10 @@ pub(crate) async fn stopped(flag: &mut watch::Receiver<bool>) {
 
 /// Header values are single lines.
 fn single_line(text: &str) -> String {
-    let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     crate::store::validate::truncate_chars(&line, 1024)
 }
 

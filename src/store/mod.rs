@@ -24,9 +24,9 @@ pub use error::StoreError;
 pub use index::IndexInfo;
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
-    AddOutcome, EvolveOutcome, Evolution, HistoryEntry, InjectedPreference, InjectionQuery, MatchReason,
-    NewPreference, Preference, PreferenceStats, Provenance, ReinforceOutcome, RetractOutcome,
-    ScoredPreference, Stance,
+    AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery,
+    MatchReason, NewPreference, Preference, PreferenceStats, Provenance, ReinforceOutcome,
+    RetractOutcome, ScoredPreference, Stance,
 };
 
 use crate::config::{RedisConfig, StoreConfig};
@@ -291,10 +291,7 @@ impl PreferenceStore {
                     .as_bytes()
                     .to_vec(),
             ),
-            (
-                field::STANCE_AT,
-                preference.stance_at.clone().into_bytes(),
-            ),
+            (field::STANCE_AT, preference.stance_at.clone().into_bytes()),
             (
                 field::TRIGGERING_USER_ID,
                 preference
@@ -442,7 +439,8 @@ impl PreferenceStore {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
         validate::embedding(evolution.new_embedding, config.embedding_dims)?;
-        let opinion = validate::truncate_chars(evolution.new_opinion.trim(), config.max_opinion_chars);
+        let opinion =
+            validate::truncate_chars(evolution.new_opinion.trim(), config.max_opinion_chars);
         if opinion.is_empty() {
             return Err(StoreError::invalid("new_opinion", "is empty"));
         }
@@ -459,9 +457,14 @@ impl PreferenceStore {
             .arg(evolution.new_stance.map(Stance::as_str).unwrap_or(""))
             .arg(evolution.expressed_at.unwrap_or(now.as_str()));
         let mut connection = self.connection.clone();
-        let reply: Value = invocation.invoke_async(&mut connection).await.map_err(fenced(persona_id))?;
+        let reply: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(fenced(persona_id))?;
         telemetry::store_op("evolve", started.elapsed());
-        let Some(items) = script_reply(reply, 6)? else { return Ok(None) };
+        let Some(items) = script_reply(reply, 6)? else {
+            return Ok(None);
+        };
         Ok(Some(EvolveOutcome {
             applied: items[0] == "1",
             id: items[1].clone(),
@@ -894,10 +897,19 @@ impl PreferenceStore {
         for pattern in patterns {
             let mut cursor: u64 = 0;
             loop {
-                let (next, keys): (u64, Vec<String>) =
-                    redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(1000).query_async(&mut connection).await?;
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut connection)
+                    .await?;
                 if !keys.is_empty() {
-                    let removed: u64 = redis::cmd("UNLINK").arg(&keys).query_async(&mut connection).await?;
+                    let removed: u64 = redis::cmd("UNLINK")
+                        .arg(&keys)
+                        .query_async(&mut connection)
+                        .await?;
                     deleted += removed;
                 }
                 if next == 0 {

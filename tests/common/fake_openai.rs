@@ -27,10 +27,18 @@ impl Reply {
         Reply::Json(200, body, Vec::new())
     }
     pub fn status(status: u16) -> Reply {
-        Reply::Json(status, json!({"error": {"message": "scripted failure", "type": "server_error"}}), Vec::new())
+        Reply::Json(
+            status,
+            json!({"error": {"message": "scripted failure", "type": "server_error"}}),
+            Vec::new(),
+        )
     }
     pub fn rate_limited(retry_after_secs: f64) -> Reply {
-        Reply::Json(429, json!({"error": {"message": "slow down"}}), vec![("Retry-After".into(), retry_after_secs.to_string())])
+        Reply::Json(
+            429,
+            json!({"error": {"message": "slow down"}}),
+            vec![("Retry-After".into(), retry_after_secs.to_string())],
+        )
     }
     /// A chat completion whose message content is `content`.
     pub fn chat(content: &str) -> Reply {
@@ -74,12 +82,16 @@ impl FakeOpenAi {
             base_url,
             script: Arc::new(Mutex::new(VecDeque::new())),
             received: Arc::new(Mutex::new(Vec::new())),
-            default: Arc::new(Mutex::new(Arc::new(|_: &str, _: &Value| Reply::opinions(json!([]))))),
+            default: Arc::new(Mutex::new(Arc::new(|_: &str, _: &Value| {
+                Reply::opinions(json!([]))
+            }))),
         };
         let server = fake.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((socket, _)) = listener.accept().await else { return };
+                let Ok((socket, _)) = listener.accept().await else {
+                    return;
+                };
                 let server = server.clone();
                 tokio::spawn(async move { server.serve(socket).await });
             }
@@ -116,7 +128,11 @@ impl FakeOpenAi {
             let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
             let length = head
                 .lines()
-                .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                .find_map(|line| {
+                    line.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
                 .unwrap_or(0);
             while buffer.len() < header_end + 4 + length {
                 match socket.read(&mut chunk).await {
@@ -124,13 +140,21 @@ impl FakeOpenAi {
                     Ok(n) => buffer.extend_from_slice(&chunk[..n]),
                 }
             }
-            let body: Value = serde_json::from_slice(&buffer[header_end + 4..header_end + 4 + length]).unwrap_or(Value::Null);
+            let body: Value =
+                serde_json::from_slice(&buffer[header_end + 4..header_end + 4 + length])
+                    .unwrap_or(Value::Null);
             let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
             let authorization = head.lines().find_map(|line| {
                 let (name, value) = line.split_once(':')?;
-                name.eq_ignore_ascii_case("authorization").then(|| value.trim().to_string())
+                name.eq_ignore_ascii_case("authorization")
+                    .then(|| value.trim().to_string())
             });
-            self.received.lock().unwrap().push(Received { at: Instant::now(), path: path.clone(), body: body.clone(), authorization });
+            self.received.lock().unwrap().push(Received {
+                at: Instant::now(),
+                path: path.clone(),
+                body: body.clone(),
+                authorization,
+            });
             let scripted = self.script.lock().unwrap().pop_front();
             let reply = match scripted {
                 Some(reply) => reply,
@@ -155,7 +179,10 @@ impl FakeOpenAi {
                 }
                 Reply::Json(status, body, headers) => {
                     let text = body.to_string();
-                    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+                    let extra: String = headers
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}\r\n"))
+                        .collect();
                     let response = format!(
                         "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{text}",
                         text.len()
@@ -163,7 +190,10 @@ impl FakeOpenAi {
                     return socket.write_all(response.as_bytes()).await.is_ok();
                 }
                 Reply::Garbage(status, text) => {
-                    let response = format!("HTTP/1.1 {status} Scripted\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{text}", text.len());
+                    let response = format!(
+                        "HTTP/1.1 {status} Scripted\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
                     return socket.write_all(response.as_bytes()).await.is_ok();
                 }
             }
@@ -172,12 +202,17 @@ impl FakeOpenAi {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
 }
 
 /// The persona message an extraction request asks about.
 pub fn persona_message(body: &Value) -> String {
     let content = body["messages"][1]["content"].as_str().unwrap_or_default();
     let conversation: Value = serde_json::from_str(content).unwrap_or(Value::Null);
-    conversation["persona_message"].as_str().unwrap_or_default().to_string()
+    conversation["persona_message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }

@@ -95,11 +95,21 @@ impl Drop for TestStore {
 /// can be called from `Drop`.
 pub fn cleanup_nats(config: &Config) {
     let url = config.nats.url.clone();
-    let streams = [config.ingest.stream.clone(), config.ingest.dlq_stream.clone()];
+    let streams = [
+        config.ingest.stream.clone(),
+        config.ingest.dlq_stream.clone(),
+    ];
     let _ = std::thread::spawn(move || {
-        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
         runtime.block_on(async move {
-            let Ok(client) = async_nats::connect(url.as_str()).await else { return };
+            let Ok(client) = async_nats::connect(url.as_str()).await else {
+                return;
+            };
             let js = async_nats::jetstream::new(client);
             for stream in streams {
                 let _ = js.delete_stream(&stream).await;
