@@ -181,8 +181,17 @@ async fn missing_preferences_are_none_not_errors() {
             .unwrap()
             .is_none()
     );
+    let v = unit_vector(1);
+    let evolution = Evolution {
+        new_opinion: "x",
+        new_embedding: &v,
+        reason: "r",
+        new_stance: None,
+        expressed_at: None,
+        evidence_user_id: None,
+    };
     assert!(
-        t.evolve_preference("ada", "nope", "x", &unit_vector(1), "r", None, g)
+        t.evolve_preference("ada", "nope", &evolution, g)
             .await
             .unwrap()
             .is_none()
@@ -250,16 +259,16 @@ async fn evolve_logs_the_change_and_replaces_opinion_and_embedding() {
         .await
         .unwrap();
     let new_vector = unit_vector(6);
+    let evolution = Evolution {
+        new_opinion: "Cilantro tastes like soap to me now.",
+        new_embedding: &new_vector,
+        reason: "msg-9 said so",
+        new_stance: Some(persona_prefs::store::Stance::Against),
+        expressed_at: Some("2026-05-01T12:00:00Z"),
+        evidence_user_id: Some("user-9"),
+    };
     let outcome = t
-        .evolve_preference(
-            "ada",
-            &added.id,
-            "Cilantro tastes like soap to me now.",
-            &new_vector,
-            "msg-9 said so",
-            None,
-            WriteGuard::default(),
-        )
+        .evolve_preference("ada", &added.id, &evolution, WriteGuard::default())
         .await
         .unwrap()
         .unwrap();
@@ -965,15 +974,23 @@ async fn writes_under_an_effect_id_apply_once() {
         lock: None,
     };
     let v = unit_vector(71);
+    let evolution = Evolution {
+        new_opinion: "Tea is dull.",
+        new_embedding: &v,
+        reason: "r",
+        new_stance: None,
+        expressed_at: None,
+        evidence_user_id: None,
+    };
     assert!(
-        t.evolve_preference("ada", &id, "Tea is dull.", &v, "r", None, evolve)
+        t.evolve_preference("ada", &id, &evolution, evolve)
             .await
             .unwrap()
             .unwrap()
             .applied
     );
     assert!(
-        !t.evolve_preference("ada", &id, "Tea is dull.", &v, "r", None, evolve)
+        !t.evolve_preference("ada", &id, &evolution, evolve)
             .await
             .unwrap()
             .unwrap()

@@ -339,7 +339,12 @@ impl Pipeline {
             if same_stance {
                 if let Some(done) = self
                     .store
-                    .reinforce_preference(persona_id, &best.preference.id, guard)
+                    .reinforce_preference_from(
+                        persona_id,
+                        &best.preference.id,
+                        &candidate.provenance.triggering_user_id,
+                        guard,
+                    )
                     .await?
                 {
                     return Ok(Decision {
@@ -386,6 +391,7 @@ impl Pipeline {
                     reason: &reason,
                     new_stance: Some(opinion.stance),
                     expressed_at: Some(&candidate.expressed_at),
+                    evidence_user_id: Some(&candidate.provenance.triggering_user_id),
                 };
                 let evolved = self
                     .store

@@ -25,8 +25,8 @@ pub use index::IndexInfo;
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
     AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery,
-    MatchReason, NewPreference, Preference, PreferenceStats, Provenance, ReinforceOutcome,
-    RetractOutcome, ScoredPreference, Stance,
+    MatchReason, NewPreference, Preference, PreferenceStats, Provenance, PurgeReport,
+    ReinforceOutcome, RetractOutcome, ScoredPreference, Stance,
 };
 
 use crate::config::{RedisConfig, StoreConfig};
@@ -262,12 +262,19 @@ impl PreferenceStore {
             provenance: new.provenance,
             related_user_ids: new.related_user_ids,
             related_kg_uuids: new.related_kg_uuids,
+            evidence_user_ids: Vec::new(),
             evolution_history: Vec::new(),
             active: true,
             created_at: now.clone(),
             last_reinforced: now,
             reinforcement_count: 0,
         };
+        let mut preference = preference;
+        if !preference.provenance.triggering_user_id.is_empty() {
+            preference
+                .evidence_user_ids
+                .push(preference.provenance.triggering_user_id.clone());
+        }
         let json = |value: &Vec<String>| serde_json::to_string(value).expect("strings serialise");
         let fields: Vec<(&str, Vec<u8>)> = vec![
             (field::ID, preference.id.clone().into_bytes()),
@@ -336,6 +343,10 @@ impl PreferenceStore {
                 field::RELATED_KG_UUIDS,
                 json(&preference.related_kg_uuids).into_bytes(),
             ),
+            (
+                field::EVIDENCE_USER_IDS,
+                json(&preference.evidence_user_ids).into_bytes(),
+            ),
             (field::EVOLUTION_HISTORY, b"[]".to_vec()),
             (field::EMBEDDING, vector_to_bytes(&new.embedding)),
             (field::ACTIVE, b"1".to_vec()),
@@ -399,6 +410,19 @@ impl PreferenceStore {
         preference_id: &str,
         guard: WriteGuard<'_>,
     ) -> Result<Option<ReinforceOutcome>, StoreError> {
+        self.reinforce_preference_from(persona_id, preference_id, "", guard)
+            .await
+    }
+
+    /// [`PreferenceStore::reinforce_preference`], recording `evidence_user_id` (the user whose
+    /// conversation reinforced it; "" for none) among the preference's evidence.
+    pub async fn reinforce_preference_from(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+        evidence_user_id: &str,
+        guard: WriteGuard<'_>,
+    ) -> Result<Option<ReinforceOutcome>, StoreError> {
         let started = Instant::now();
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
@@ -406,7 +430,8 @@ impl PreferenceStore {
         let mut invocation = self.invocation(&scripts::REINFORCE, &key, persona_id, guard)?;
         invocation
             .arg(format_float(self.settings.store.reinforce_rate))
-            .arg(now_iso());
+            .arg(now_iso())
+            .arg(evidence_user_id);
         let mut connection = self.connection.clone();
         let reply: Value = invocation
             .invoke_async(&mut connection)
@@ -439,6 +464,9 @@ impl PreferenceStore {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
         validate::embedding(evolution.new_embedding, config.embedding_dims)?;
+        if let Some(user) = evolution.evidence_user_id {
+            validate::external_text("evidence_user_id", user)?;
+        }
         let opinion =
             validate::truncate_chars(evolution.new_opinion.trim(), config.max_opinion_chars);
         if opinion.is_empty() {
@@ -455,7 +483,8 @@ impl PreferenceStore {
             .arg(now.as_str())
             .arg(reason.as_str())
             .arg(evolution.new_stance.map(Stance::as_str).unwrap_or(""))
-            .arg(evolution.expressed_at.unwrap_or(now.as_str()));
+            .arg(evolution.expressed_at.unwrap_or(now.as_str()))
+            .arg(evolution.evidence_user_id.unwrap_or(""));
         let mut connection = self.connection.clone();
         let reply: Value = invocation
             .invoke_async(&mut connection)
@@ -743,6 +772,21 @@ impl PreferenceStore {
         &self,
         query: &InjectionQuery<'_>,
     ) -> Result<Vec<InjectedPreference>, StoreError> {
+        Ok(self
+            .get_preferences_for_injection_with_resident(query, 0)
+            .await?
+            .0)
+    }
+
+    /// [`PreferenceStore::get_preferences_for_injection`] plus up to `resident_count` of the
+    /// persona's strongest active preferences regardless of the query ("always-on" context),
+    /// deduplicated against the query's results. The resident query rides in the same
+    /// pipelined round trip.
+    pub async fn get_preferences_for_injection_with_resident(
+        &self,
+        query: &InjectionQuery<'_>,
+        resident_count: usize,
+    ) -> Result<(Vec<InjectedPreference>, Vec<InjectedPreference>), StoreError> {
         let started = Instant::now();
         let config = &self.settings.store;
         validate::persona_id(query.persona_id)?;
@@ -788,6 +832,31 @@ impl PreferenceStore {
                 top_k,
             ));
         }
+        if resident_count > config.max_injection_count {
+            return Err(StoreError::invalid(
+                "resident_count",
+                format!("must be at most {}", config.max_injection_count),
+            ));
+        }
+        if resident_count > 0 {
+            // Fetch a few extra: some of the strongest may already be among the query results.
+            let mut strongest = redis::cmd("FT.SEARCH");
+            strongest
+                .arg(&self.settings.index_name)
+                .arg(&filter)
+                .arg("SORTBY")
+                .arg(field::STRENGTH)
+                .arg("DESC")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(resident_count + query.max_count)
+                .arg("RETURN")
+                .arg(field::ALL_BUT_EMBEDDING.len())
+                .arg(&field::ALL_BUT_EMBEDDING[..])
+                .arg("DIALECT")
+                .arg(2);
+            pipe.add_command(strongest);
+        }
         let mut connection = self.connection.clone();
         let replies: Vec<Value> = pipe.query_async(&mut connection).await?;
         let mut replies = replies.into_iter();
@@ -798,8 +867,32 @@ impl PreferenceStore {
             Vec::new()
         };
         let selected = rank_for_injection(query, semantic, by_user, config.user_relevance_floor);
+        let mut resident = Vec::new();
+        if resident_count > 0 {
+            let (_, strongest) = parse_search_reply(replies.next().unwrap_or(Value::Nil))?;
+            for (preference, _) in strongest {
+                if resident.len() == resident_count {
+                    break;
+                }
+                if preference.persona_id != query.persona_id
+                    || selected.iter().any(|s| s.id == preference.id)
+                {
+                    continue;
+                }
+                resident.push(InjectedPreference {
+                    score: preference.strength,
+                    relevance: 0.0,
+                    strength: preference.strength,
+                    id: preference.id,
+                    name: preference.name,
+                    opinion: preference.opinion,
+                    category: preference.category,
+                    matched_by: vec![MatchReason::Resident],
+                });
+            }
+        }
         telemetry::store_op("inject", started.elapsed());
-        Ok(selected)
+        Ok((selected, resident))
     }
 }
 
@@ -881,6 +974,79 @@ pub fn rank_for_injection(
 }
 
 impl PreferenceStore {
+    /// Erasure of one user from one persona's memory: the user id is replaced by `pseudonym`
+    /// in related users, evidence and provenance of every preference, and preferences whose
+    /// only evidence was that user's conversations are retracted (with a history entry).
+    pub async fn purge_user(
+        &self,
+        persona_id: &str,
+        user_id: &str,
+        pseudonym: &str,
+        guard: WriteGuard<'_>,
+    ) -> Result<PurgeReport, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::user_id("user_id", user_id)?;
+        validate::user_id("pseudonym", pseudonym)?;
+        if user_id == pseudonym {
+            return Err(StoreError::invalid(
+                "pseudonym",
+                "must differ from the user id",
+            ));
+        }
+        let all = self
+            .list_preferences(
+                persona_id,
+                &ListOptions {
+                    include_retracted: true,
+                    limit: validate::MAX_LIST_LIMIT,
+                    category: None,
+                },
+            )
+            .await?;
+        let mut report = PurgeReport {
+            persona_id: persona_id.into(),
+            pseudonym: pseudonym.into(),
+            ..Default::default()
+        };
+        let now = now_iso();
+        for preference in all {
+            let named = preference
+                .related_user_ids
+                .iter()
+                .chain(&preference.evidence_user_ids)
+                .any(|u| u == user_id)
+                || preference.provenance.triggering_user_id == user_id;
+            if !named {
+                continue;
+            }
+            let key = self.preference_key(persona_id, &preference.id);
+            let mut invocation = self.invocation(
+                &scripts::PURGE_USER,
+                &key,
+                persona_id,
+                WriteGuard {
+                    effect_id: None,
+                    ..guard
+                },
+            )?;
+            invocation.arg(user_id).arg(pseudonym).arg(now.as_str());
+            let mut connection = self.connection.clone();
+            let reply: Value = invocation
+                .invoke_async(&mut connection)
+                .await
+                .map_err(fenced(persona_id))?;
+            if let Some(items) = script_reply(reply, 2)? {
+                if items[0] == "1" {
+                    report.rewritten.push(preference.id.clone());
+                }
+                if items[1] == "1" {
+                    report.retracted.push(preference.id);
+                }
+            }
+        }
+        Ok(report)
+    }
+
     /// Deletes every key of one persona (preferences, idempotency records, lock), by SCAN so
     /// Redis is never blocked. Returns how many keys went. For demos, tests and erasure of a
     /// whole persona; ordinary forgetting is [`PreferenceStore::retract_preference`].

@@ -27,6 +27,7 @@ pub mod field {
     pub const RELATED_USER_IDS: &str = "related_user_ids";
     pub const RELATED_USER_IDS_INDEX: &str = "related_user_ids_index";
     pub const RELATED_KG_UUIDS: &str = "related_kg_uuids";
+    pub const EVIDENCE_USER_IDS: &str = "evidence_user_ids";
     pub const EVOLUTION_HISTORY: &str = "evolution_history";
     pub const EMBEDDING: &str = "embedding";
     pub const ACTIVE: &str = "active";
@@ -35,7 +36,7 @@ pub mod field {
     pub const REINFORCEMENT_COUNT: &str = "reinforcement_count";
 
     /// Everything but the embedding: what searches RETURN.
-    pub const ALL_BUT_EMBEDDING: [&str; 21] = [
+    pub const ALL_BUT_EMBEDDING: [&str; 22] = [
         ID,
         PERSONA_ID,
         NAME,
@@ -52,6 +53,7 @@ pub mod field {
         RELATED_USER_IDS,
         RELATED_USER_IDS_INDEX,
         RELATED_KG_UUIDS,
+        EVIDENCE_USER_IDS,
         EVOLUTION_HISTORY,
         ACTIVE,
         CREATED_AT,
@@ -150,6 +152,9 @@ pub struct Preference {
     pub provenance: Provenance,
     pub related_user_ids: Vec<String>,
     pub related_kg_uuids: Vec<String>,
+    /// Users whose conversations voiced or reinforced this preference (for erasure).
+    #[serde(default)]
+    pub evidence_user_ids: Vec<String>,
     pub evolution_history: Vec<HistoryEntry>,
     pub active: bool,
     pub created_at: String,
@@ -203,6 +208,7 @@ impl Preference {
             },
             related_user_ids: json_list(field::RELATED_USER_IDS),
             related_kg_uuids: json_list(field::RELATED_KG_UUIDS),
+            evidence_user_ids: json_list(field::EVIDENCE_USER_IDS),
             evolution_history,
             // The original system wrote "1"/"0"; accept "true" too.
             active: matches!(
@@ -255,6 +261,8 @@ pub enum MatchReason {
     Semantic,
     /// About a user who is in the conversation.
     User(String),
+    /// One of the persona's strongest preferences, always included when asked for.
+    Resident,
 }
 
 impl From<MatchReason> for String {
@@ -262,6 +270,7 @@ impl From<MatchReason> for String {
         match reason {
             MatchReason::Semantic => "semantic".into(),
             MatchReason::User(id) => format!("user:{id}"),
+            MatchReason::Resident => "resident".into(),
         }
     }
 }
@@ -308,6 +317,20 @@ pub struct Evolution<'a> {
     pub new_stance: Option<Stance>,
     /// When the new opinion was expressed (RFC 3339); `None` means now.
     pub expressed_at: Option<&'a str>,
+    /// The user whose conversation changed the persona's mind, recorded as evidence.
+    pub evidence_user_id: Option<&'a str>,
+}
+
+/// What erasing a user changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PurgeReport {
+    pub persona_id: String,
+    /// What the user id was replaced with.
+    pub pseudonym: String,
+    /// Preferences whose related users, evidence or provenance named the user.
+    pub rewritten: Vec<String>,
+    /// Preferences retracted because that user's conversations were their only evidence.
+    pub retracted: Vec<String>,
 }
 
 /// Effect of a reinforce, evolve or retract; `None` from the store means not found.

@@ -25,6 +25,22 @@ local effect_used = ARGV[1] == '1'
 local function record_effect(value)
   if effect_used then redis.call('SET', KEYS[2], value, 'EX', tonumber(ARGV[2])) end
 end
+local function decode_list(raw)
+  if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
+  return cjson.decode(raw)
+end
+-- cjson writes an empty table as {}, so empty lists are written by hand.
+local function encode_list(list)
+  if #list == 0 then return '[]' end
+  return cjson.encode(list)
+end
+local function add_evidence(user)
+  if user == '' then return end
+  local list = decode_list(redis.call('HGET', KEYS[1], 'evidence_user_ids'))
+  for _, existing in ipairs(list) do if existing == user then return end end
+  list[#list + 1] = user
+  redis.call('HSET', KEYS[1], 'evidence_user_ids', encode_list(list))
+end
 "#;
 
 /// ARGV[4..]: field/value pairs of the new hash (id first). Returns `{applied, id}`.
@@ -45,7 +61,8 @@ return {1, ARGV[5]}
     ))
 });
 
-/// ARGV[4] rate, ARGV[5] now. Returns nil when missing, else
+/// ARGV[4] rate, ARGV[5] now, ARGV[6] the user whose conversation reinforced it ("" = none).
+/// Returns nil when missing, else
 /// `{applied, id, name, strength, reinforcement_count}`.
 pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -64,6 +81,7 @@ if strength < 0 then strength = 0 end
 local count = redis.call('HINCRBY', KEYS[1], 'reinforcement_count', 1)
 local formatted = string.format('%.17g', strength)
 redis.call('HSET', KEYS[1], 'strength', formatted, 'last_reinforced', ARGV[5])
+add_evidence(ARGV[6])
 local h = redis.call('HMGET', KEYS[1], 'id', 'name')
 record_effect(h[1])
 return {1, h[1], h[2], formatted, tostring(count)}
@@ -72,7 +90,8 @@ return {1, h[1], h[2], formatted, tostring(count)}
 });
 
 /// ARGV[4] new opinion, ARGV[5] embedding bytes, ARGV[6] strength, ARGV[7] now, ARGV[8] reason,
-/// ARGV[9] new stance ("" keeps it), ARGV[10] when the new stance was expressed. Returns nil when missing, else
+/// ARGV[9] new stance ("" keeps it), ARGV[10] when the new stance was expressed, ARGV[11] the
+/// user whose conversation changed it ("" = none). Returns nil when missing, else
 /// `{applied, id, name, opinion, strength, evolutions}`.
 pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -94,6 +113,7 @@ log[#log + 1] = {action = 'evolution', old_opinion = old, new_opinion = ARGV[4],
 redis.call('HSET', KEYS[1], 'opinion', ARGV[4], 'embedding', ARGV[5], 'strength', ARGV[6],
   'last_reinforced', ARGV[7], 'evolution_history', cjson.encode(log))
 if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'stance', ARGV[9], 'stance_at', ARGV[10]) end
+add_evidence(ARGV[11])
 local h = redis.call('HMGET', KEYS[1], 'id', 'name')
 record_effect(h[1])
 return {1, h[1], h[2], ARGV[4], ARGV[6], tostring(#log)}
@@ -119,6 +139,56 @@ if ARGV[4] ~= '' then
 end
 record_effect(h[1])
 return {1, h[1], h[2]}
+"#
+    ))
+});
+
+/// Erasure of one user from one preference. ARGV[4] user id, ARGV[5] pseudonym, ARGV[6] now.
+/// Replaces the user in related users, evidence users and the triggering user; retracts the
+/// preference when that user's conversations were its only evidence. Returns nil when missing,
+/// else `{changed, retracted}` (1/0 each).
+pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local user, pseudonym = ARGV[4], ARGV[5]
+local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history')
+local function replace(list)
+  local out, changed = {}, false
+  for _, value in ipairs(list) do
+    local next_value = value
+    if value == user then next_value = pseudonym; changed = true end
+    local seen = false
+    for _, kept in ipairs(out) do if kept == next_value then seen = true end end
+    if not seen then out[#out + 1] = next_value end
+  end
+  return out, changed
+end
+local related, related_changed = replace(decode_list(h[1]))
+local evidence, evidence_changed = replace(decode_list(h[2]))
+local triggering = h[3] or ''
+local triggering_changed = triggering == user
+if triggering_changed then triggering = pseudonym end
+if not (related_changed or evidence_changed or triggering_changed) then return {0, 0} end
+local only_evidence
+if #evidence > 0 then
+  only_evidence = true
+  for _, value in ipairs(evidence) do if value ~= pseudonym then only_evidence = false end end
+else
+  only_evidence = triggering_changed
+end
+redis.call('HSET', KEYS[1], 'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
+  'evidence_user_ids', encode_list(evidence), 'triggering_user_id', triggering)
+local retracted = 0
+if only_evidence and h[4] == '1' then
+  redis.call('HSET', KEYS[1], 'active', '0')
+  local log = decode_list(h[6])
+  log[#log + 1] = {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[6], reason = 'erasure: its only evidence was an erased user'}
+  redis.call('HSET', KEYS[1], 'evolution_history', cjson.encode(log))
+  retracted = 1
+end
+return {1, retracted}
 "#
     ))
 });
