@@ -152,6 +152,9 @@ pub async fn serve(
     let address = start_metrics(&config, metrics, ready, shutdown.clone()).await?;
     let app = App::start(config).await?;
     let consumer = app.consumer().await?;
+    let services = crate::serve::start(&app, shutdown.clone())
+        .await
+        .map_err(|e| AppError::Other(e.to_string()))?;
     let _ = ready_tx.send(true);
     tracing::info!(
         metrics = ?address,
@@ -162,6 +165,7 @@ pub async fn serve(
         "persona-prefs serving"
     );
     let report = app.worker().run(consumer, shutdown).await?;
+    services.stop().await;
     tracing::info!(
         finished = report.finished_in_grace,
         returned = report.returned_for_redelivery,

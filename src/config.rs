@@ -57,6 +57,7 @@ pub struct StoreConfig {
     pub conflict_top_k: usize,
     pub conflict_threshold: f64,
     pub user_relevance_floor: f64,
+    pub min_semantic_relevance: f64,
     pub max_top_k: usize,
     pub max_injection_count: usize,
     pub max_injection_chars: usize,
@@ -212,6 +213,7 @@ impl Config {
         unit("store.default_strength", store.default_strength)?;
         unit("store.conflict_threshold", store.conflict_threshold)?;
         unit("store.user_relevance_floor", store.user_relevance_floor)?;
+        unit("store.min_semantic_relevance", store.min_semantic_relevance)?;
         if store.categories.is_empty() {
             return Err(invalid(
                 "store.categories",

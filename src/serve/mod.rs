@@ -1,8 +1,105 @@
-//! Serve stage: injection and administration over NATS request-reply.
+//! Serve stage: injection and administration over NATS request-reply, as a NATS "service"
+//! (discoverable with `$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`; replicas share a queue group).
+//!
+//! Endpoints under `serve.subject_prefix` (default `persona.prefs`): `inject`, `add`,
+//! `reinforce`, `evolve`, `retract`, `get`, `list`, `stats`, `search`, `purge_user`.
+//! Every request gets a reply: a JSON body, or an error as `Nats-Service-Error` /
+//! `Nats-Service-Error-Code` headers plus `{"error": {"code", "kind", "message"}}`.
 
+pub mod handlers;
+pub mod protocol;
+pub mod render;
+
+use std::sync::Arc;
+
+use async_nats::service::ServiceExt;
+use futures::StreamExt;
 use serde::Deserialize;
+use tokio::sync::{Semaphore, watch};
 
+use crate::app::App;
 use crate::config::ConfigError;
+use handlers::Handlers;
+
+/// The endpoints, in the order they are registered.
+pub const ENDPOINTS: [&str; 10] = [
+    "inject",
+    "add",
+    "reinforce",
+    "evolve",
+    "retract",
+    "get",
+    "list",
+    "stats",
+    "search",
+    "purge_user",
+];
+
+/// Requests handled at once per process; more wait in NATS (backpressure, bounded memory).
+const MAX_CONCURRENT_REQUESTS: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+#[error("starting the NATS service: {0}")]
+pub struct ServeError(String);
+
+/// The running service; [`Services::stop`] unregisters it and waits for its loops.
+pub struct Services {
+    service: async_nats::service::Service,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Services {
+    pub async fn stop(self) {
+        let _ = self.service.stop().await;
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Registers the service and its endpoints and starts answering until `shutdown`.
+pub async fn start(app: &App, shutdown: watch::Receiver<bool>) -> Result<Services, ServeError> {
+    let config = &app.config.serve;
+    let service = app
+        .nats
+        .service_builder()
+        .description("Durable memory of a persona's own opinions: injection and administration")
+        .queue_group(&config.queue_group)
+        .start(&config.service_name, env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|e| ServeError(e.to_string()))?;
+    let group = service.group(&config.subject_prefix);
+    let handlers = Arc::new(Handlers::new(app));
+    let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
+    let mut tasks = Vec::new();
+    for name in ENDPOINTS {
+        let mut endpoint = group
+            .endpoint(name)
+            .await
+            .map_err(|e| ServeError(format!("endpoint {name}: {e}")))?;
+        let handlers = handlers.clone();
+        let permits = permits.clone();
+        let mut shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let request = tokio::select! {
+                    request = endpoint.next() => request,
+                    _ = crate::ingest::worker::stopped(&mut shutdown) => break,
+                };
+                let Some(request) = request else { break };
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    break;
+                };
+                let handlers = handlers.clone();
+                tokio::spawn(async move {
+                    handlers.handle(name, request).await;
+                    drop(permit);
+                });
+            }
+        }));
+    }
+    Ok(Services { service, tasks })
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

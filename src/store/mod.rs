@@ -866,7 +866,7 @@ impl PreferenceStore {
         } else {
             Vec::new()
         };
-        let selected = rank_for_injection(query, semantic, by_user, config.user_relevance_floor);
+        let selected = rank_for_injection(query, semantic, by_user, config);
         let mut resident = Vec::new();
         if resident_count > 0 {
             let (_, strongest) = parse_search_reply(replies.next().unwrap_or(Value::Nil))?;
@@ -902,8 +902,9 @@ pub fn rank_for_injection(
     query: &InjectionQuery<'_>,
     semantic: Vec<ScoredPreference>,
     by_user: Vec<ScoredPreference>,
-    user_relevance_floor: f64,
+    config: &StoreConfig,
 ) -> Vec<InjectedPreference> {
+    let user_relevance_floor = config.user_relevance_floor;
     let mut merged: Vec<InjectedPreference> = Vec::new();
     let mut position: HashMap<String, usize> = HashMap::new();
     let passes = semantic
@@ -915,6 +916,9 @@ pub fn rank_for_injection(
             continue;
         }
         let mut relevance = hit.similarity().clamp(0.0, 1.0);
+        if !from_user_pass && relevance < config.min_semantic_relevance {
+            continue;
+        }
         let mut reasons = Vec::new();
         if from_user_pass {
             relevance = relevance.max(user_relevance_floor);

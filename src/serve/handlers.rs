@@ -1,0 +1,419 @@
+//! What each endpoint does. Handlers parse and validate the request, call the store (and the
+//! embedder for text), and always produce a reply: success JSON or a typed error.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use async_nats::service::{NATS_SERVICE_ERROR, NATS_SERVICE_ERROR_CODE, Request};
+use bytes::Bytes;
+use lru::LruCache;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::protocol::*;
+use super::render;
+use crate::app::App;
+use crate::embed::{EmbedError, Embedder};
+use crate::store::{
+    Evolution, InjectionQuery, ListOptions, NewPreference, PersonaLock, PreferenceStore,
+    Provenance, StoreError, WriteGuard, validate,
+};
+use crate::telemetry;
+
+/// Longest text query accepted for embedding.
+const MAX_QUERY_CHARS: usize = 4096;
+
+/// An error reply.
+#[derive(Debug, Clone)]
+pub struct ServiceError {
+    pub code: u16,
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl ServiceError {
+    fn new(code: u16, kind: &'static str, message: impl Into<String>) -> ServiceError {
+        ServiceError {
+            code,
+            kind,
+            message: message.into(),
+        }
+    }
+    fn bad(kind: &'static str, message: impl Into<String>) -> ServiceError {
+        ServiceError::new(400, kind, message)
+    }
+    fn not_found(what: &str) -> ServiceError {
+        ServiceError::new(404, "not_found", format!("{what} not found"))
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> ServiceError {
+        match &error {
+            StoreError::InvalidInput {
+                field: "embedding", ..
+            } => ServiceError::bad("wrong_dims", error.to_string()),
+            StoreError::InvalidInput { .. } => ServiceError::bad("invalid", error.to_string()),
+            e if e.is_retryable() => ServiceError::new(503, "unavailable", error.to_string()),
+            _ => ServiceError::new(500, "internal", error.to_string()),
+        }
+    }
+}
+
+impl From<EmbedError> for ServiceError {
+    fn from(error: EmbedError) -> ServiceError {
+        if error.is_retryable() {
+            ServiceError::new(503, "unavailable", error.to_string())
+        } else {
+            ServiceError::new(500, "internal", error.to_string())
+        }
+    }
+}
+
+type Reply = Result<Vec<u8>, ServiceError>;
+
+pub struct Handlers {
+    store: PreferenceStore,
+    embedder: Arc<dyn Embedder>,
+    locks: PersonaLock,
+    lock_patience: Duration,
+    cache: Mutex<LruCache<String, Arc<Vec<f32>>>>,
+    max_payload_bytes: usize,
+    resident_count: usize,
+}
+
+impl Handlers {
+    pub fn new(app: &App) -> Handlers {
+        let size = NonZeroUsize::new(app.config.serve.query_cache_size.max(1)).expect("non-zero");
+        Handlers {
+            store: app.store.clone(),
+            embedder: app.embedder.clone(),
+            locks: PersonaLock::new(
+                app.store.clone(),
+                Duration::from_millis(app.config.ingest.lock_ttl_ms),
+            ),
+            lock_patience: Duration::from_millis(app.config.ingest.lock_patience_ms),
+            cache: Mutex::new(LruCache::new(size)),
+            max_payload_bytes: app.config.nats.max_payload_bytes,
+            resident_count: app.config.serve.resident_count,
+        }
+    }
+
+    /// Answers one request; never returns without replying (unless the requester is gone).
+    pub async fn handle(&self, endpoint: &'static str, request: Request) {
+        let started = Instant::now();
+        let payload = request.message.payload.clone();
+        let reply = if payload.len() > self.max_payload_bytes {
+            Err(ServiceError::bad(
+                "oversize",
+                format!(
+                    "request is {} bytes, the limit is {}",
+                    payload.len(),
+                    self.max_payload_bytes
+                ),
+            ))
+        } else {
+            self.dispatch(endpoint, &payload).await
+        };
+        let status = reply.as_ref().map(|_| 200).unwrap_or_else(|e| e.code);
+        telemetry::request(endpoint, status, started.elapsed());
+        let sent = match reply {
+            Ok(body) => request.respond(Ok(Bytes::from(body))).await,
+            Err(error) => {
+                if error.code >= 500 {
+                    tracing::warn!(endpoint, code = error.code, message = %error.message, "request failed");
+                }
+                let mut headers = HeaderMap::new();
+                headers.insert(NATS_SERVICE_ERROR, single_line(&error.message).as_str());
+                headers.insert(NATS_SERVICE_ERROR_CODE, error.code.to_string().as_str());
+                let body = serde_json::to_vec(&ErrorReply {
+                    error: ErrorBody {
+                        code: error.code,
+                        kind: error.kind.to_string(),
+                        message: error.message,
+                    },
+                })
+                .unwrap_or_default();
+                request
+                    .respond_with_headers(Ok(Bytes::from(body)), headers)
+                    .await
+            }
+        };
+        if let Err(error) = sent {
+            tracing::debug!(endpoint, %error, "reply not delivered");
+        }
+    }
+
+    async fn dispatch(&self, endpoint: &str, payload: &[u8]) -> Reply {
+        match endpoint {
+            "inject" => self.inject(parse(payload)?).await.and_then(json),
+            "add" => self.add(parse(payload)?).await.and_then(json),
+            "reinforce" => {
+                let r: PreferenceRef = parse(payload)?;
+                let outcome = self
+                    .store
+                    .reinforce_preference(&r.persona_id, &r.preference_id, WriteGuard::default())
+                    .await?;
+                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
+            }
+            "evolve" => self.evolve(parse(payload)?).await.and_then(json),
+            "retract" => {
+                let r: RetractRequest = parse(payload)?;
+                let outcome = self
+                    .store
+                    .retract_preference(
+                        &r.persona_id,
+                        &r.preference_id,
+                        &r.reason,
+                        WriteGuard::default(),
+                    )
+                    .await?;
+                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
+            }
+            "get" => {
+                let r: PreferenceRef = parse(payload)?;
+                json(
+                    self.store
+                        .get_preference(&r.persona_id, &r.preference_id)
+                        .await?
+                        .ok_or_else(|| ServiceError::not_found("preference"))?,
+                )
+            }
+            "list" => {
+                let r: ListRequest = parse(payload)?;
+                if r.limit == 0 || r.limit > validate::MAX_LIST_LIMIT {
+                    return Err(ServiceError::bad(
+                        "invalid",
+                        format!("limit must be within 1..={}", validate::MAX_LIST_LIMIT),
+                    ));
+                }
+                let options = ListOptions {
+                    category: r.category,
+                    include_retracted: r.include_retracted,
+                    limit: r.limit,
+                };
+                json(self.store.list_preferences(&r.persona_id, &options).await?)
+            }
+            "stats" => {
+                let r: PersonaRequest = parse(payload)?;
+                json(self.store.stats(&r.persona_id).await?)
+            }
+            "search" => self.search(parse(payload)?).await.and_then(json),
+            "purge_user" => self.purge_user(parse(payload)?).await.and_then(json),
+            other => Err(ServiceError::bad(
+                "malformed",
+                format!("unknown endpoint {other}"),
+            )),
+        }
+    }
+
+    async fn inject(&self, request: InjectRequest) -> Result<InjectReply, ServiceError> {
+        let started = Instant::now();
+        validate::persona_id(&request.persona_id).map_err(StoreError::from)?;
+        let embedding = match (&request.query, &request.query_embedding) {
+            (Some(_), Some(_)) => {
+                return Err(ServiceError::bad(
+                    "malformed",
+                    "give either query or query_embedding, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ServiceError::bad(
+                    "malformed",
+                    "query or query_embedding is required",
+                ));
+            }
+            (None, Some(vector)) => Arc::new(vector.clone()),
+            (Some(text), None) => self.embed_query(text).await?,
+        };
+        let query = InjectionQuery {
+            persona_id: &request.persona_id,
+            query_embedding: &embedding,
+            max_count: request.max_count,
+            max_chars: request.max_chars,
+            active_user_ids: &request.active_user_ids,
+        };
+        let resident_count = if request.resident {
+            self.resident_count
+        } else {
+            0
+        };
+        let (chosen, resident) = self
+            .store
+            .get_preferences_for_injection_with_resident(&query, resident_count)
+            .await?;
+        let rendered = render::render(request.format, &chosen, &resident);
+        let preferences = chosen
+            .iter()
+            .chain(&resident)
+            .map(InjectedPreferenceView::from)
+            .collect();
+        Ok(InjectReply {
+            persona_id: request.persona_id,
+            preferences,
+            rendered,
+            took_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// Embeds a text query, from the cache when it was asked before.
+    async fn embed_query(&self, text: &str) -> Result<Arc<Vec<f32>>, ServiceError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(ServiceError::bad("invalid", "query is empty"));
+        }
+        if text.chars().count() > MAX_QUERY_CHARS {
+            return Err(ServiceError::bad(
+                "invalid",
+                format!("query is longer than {MAX_QUERY_CHARS} characters"),
+            ));
+        }
+        if let Some(hit) = self.cache.lock().expect("cache lock").get(text) {
+            return Ok(hit.clone());
+        }
+        let mut vectors = self.embedder.embed(&[text.to_string()]).await?;
+        let vector = Arc::new(
+            vectors
+                .pop()
+                .ok_or_else(|| ServiceError::new(500, "internal", "embedder returned nothing"))?,
+        );
+        self.cache
+            .lock()
+            .expect("cache lock")
+            .put(text.to_string(), vector.clone());
+        Ok(vector)
+    }
+
+    async fn add(&self, r: AddRequest) -> Result<crate::store::Preference, ServiceError> {
+        validate::persona_id(&r.persona_id).map_err(StoreError::from)?;
+        if r.name.trim().is_empty() {
+            return Err(ServiceError::bad("invalid", "name is empty"));
+        }
+        // Preferences are matched by topic, so the stored vector is the name's.
+        let embedding = self.embed_query(&r.name).await?;
+        let new = NewPreference {
+            persona_id: r.persona_id,
+            name: r.name,
+            opinion: r.opinion,
+            category: r.category,
+            stance: r.stance,
+            stance_at: None,
+            strength: r.strength,
+            provenance: Provenance {
+                triggering_user_id: r.triggering_user_id,
+                triggering_message_id: r.triggering_message_id,
+                persona_message_id: String::new(),
+                source_platform: r.source_platform,
+                source_channel_id: r.source_channel_id,
+            },
+            related_user_ids: r.related_user_ids,
+            related_kg_uuids: r.related_kg_uuids,
+            embedding: embedding.to_vec(),
+        };
+        Ok(self.store.add_preference(new).await?)
+    }
+
+    async fn evolve(&self, r: EvolveRequest) -> Result<crate::store::EvolveOutcome, ServiceError> {
+        let existing = self
+            .store
+            .get_preference(&r.persona_id, &r.preference_id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("preference"))?;
+        // The topic is unchanged by a change of mind; its vector is recomputed in case the
+        // stored one came from another embedder.
+        let embedding = self.embed_query(&existing.name).await?;
+        let reason = if r.reason.trim().is_empty() {
+            "changed by an operator"
+        } else {
+            r.reason.as_str()
+        };
+        let evolution = Evolution {
+            new_opinion: &r.new_opinion,
+            new_embedding: &embedding,
+            reason,
+            new_stance: r.new_stance,
+            expressed_at: None,
+            evidence_user_id: None,
+        };
+        self.store
+            .evolve_preference(
+                &r.persona_id,
+                &r.preference_id,
+                &evolution,
+                WriteGuard::default(),
+            )
+            .await?
+            .ok_or_else(|| ServiceError::not_found("preference"))
+    }
+
+    async fn search(&self, r: SearchRequest) -> Result<Vec<SearchHit>, ServiceError> {
+        validate::persona_id(&r.persona_id).map_err(StoreError::from)?;
+        let embedding = self.embed_query(&r.query).await?;
+        let hits = self
+            .store
+            .search_preferences(&r.persona_id, &embedding, r.top_k, r.include_retracted)
+            .await?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| SearchHit {
+                similarity: hit.similarity(),
+                score: hit.score,
+                preference: hit.preference,
+            })
+            .collect())
+    }
+
+    async fn purge_user(
+        &self,
+        r: PurgeUserRequest,
+    ) -> Result<crate::store::PurgeReport, ServiceError> {
+        validate::persona_id(&r.persona_id).map_err(StoreError::from)?;
+        let pseudonym = r.pseudonym.unwrap_or_else(|| {
+            format!(
+                "erased-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            )
+        });
+        // Under the persona's lock, so ingest cannot add evidence from this user mid-erasure.
+        let lock = self
+            .locks
+            .acquire(&r.persona_id, self.lock_patience)
+            .await?
+            .ok_or_else(|| ServiceError::new(503, "unavailable", "persona is busy; try again"))?;
+        let report = self
+            .store
+            .purge_user(
+                &r.persona_id,
+                &r.user_id,
+                &pseudonym,
+                WriteGuard {
+                    effect_id: None,
+                    lock: Some(&lock),
+                },
+            )
+            .await;
+        let _ = self.locks.release(lock).await;
+        Ok(report?)
+    }
+}
+
+fn parse<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {
+    let text = std::str::from_utf8(payload)
+        .map_err(|e| ServiceError::bad("malformed", format!("request is not UTF-8: {e}")))?;
+    serde_json::from_str(text)
+        .map_err(|e| ServiceError::bad("malformed", format!("request JSON: {e}")))
+}
+
+fn json(value: impl Serialize) -> Reply {
+    serde_json::to_vec(&value).map_err(|e| ServiceError::new(500, "internal", e.to_string()))
+}
+
+fn single_line(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    validate::truncate_chars(&line, 512)
+}

@@ -1,0 +1,719 @@
+//! The request-reply services through a real NATS server and Redis: injection, administration,
+//! errors, discovery and the Python client example.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Cleanup, test_config, unit_vector, vector_near};
+use persona_prefs::app::App;
+use persona_prefs::config::Config;
+use persona_prefs::serve::{self, Services};
+use persona_prefs::store::{NewPreference, Provenance, Stance};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+struct Service {
+    app: App,
+    services: Option<Services>,
+    _stop: watch::Sender<bool>,
+    _cleanup: Cleanup,
+}
+
+impl Service {
+    async fn start(config: Config) -> Service {
+        let cleanup = Cleanup(config.clone());
+        let app = App::start(config).await.unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let services = serve::start(&app, stopped).await.unwrap();
+        Service {
+            app,
+            services: Some(services),
+            _stop: stop,
+            _cleanup: cleanup,
+        }
+    }
+
+    fn subject(&self, endpoint: &str) -> String {
+        format!("{}.{endpoint}", self.app.config.serve.subject_prefix)
+    }
+
+    /// Sends a request; returns (error status if any, body).
+    async fn call(&self, endpoint: &str, body: Value) -> (Option<u16>, Value) {
+        self.call_raw(endpoint, serde_json::to_vec(&body).unwrap())
+            .await
+    }
+
+    async fn call_raw(&self, endpoint: &str, payload: Vec<u8>) -> (Option<u16>, Value) {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(10),
+            self.app
+                .nats
+                .request(self.subject(endpoint), payload.into()),
+        )
+        .await
+        .expect("a reply within 10 s")
+        .expect("request delivered");
+        let status = reply
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("Nats-Service-Error-Code"))
+            .map(|v| v.as_str().parse().unwrap());
+        (
+            status,
+            serde_json::from_slice(&reply.payload).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn ok(&self, endpoint: &str, body: Value) -> Value {
+        let (status, reply) = self.call(endpoint, body).await;
+        assert_eq!(status, None, "{endpoint} failed: {reply}");
+        reply
+    }
+
+    async fn seed(
+        &self,
+        persona: &str,
+        name: &str,
+        opinion: &str,
+        embedding: Vec<f32>,
+        strength: f64,
+        users: &[&str],
+    ) -> String {
+        let new = NewPreference {
+            persona_id: persona.into(),
+            name: name.into(),
+            opinion: opinion.into(),
+            category: "culinary".into(),
+            stance: Some(Stance::For),
+            stance_at: None,
+            strength: Some(strength),
+            provenance: Provenance {
+                triggering_user_id: users.first().map(|u| u.to_string()).unwrap_or_default(),
+                ..Default::default()
+            },
+            related_user_ids: users.iter().map(|u| u.to_string()).collect(),
+            related_kg_uuids: Vec::new(),
+            embedding,
+        };
+        self.app.store.add_preference(new).await.unwrap().id
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(services) = self.services.take() {
+            let _ = futures::executor::block_on(async {
+                tokio::time::timeout(Duration::from_secs(1), services.stop()).await
+            });
+        }
+    }
+}
+
+fn ids(reply: &Value) -> Vec<String> {
+    reply["preferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inject_with_a_precomputed_embedding_ranks_and_renders() {
+    let s = Service::start(test_config("inject")).await;
+    let query = unit_vector(1);
+    let strong = s
+        .seed(
+            "ada",
+            "tea",
+            "I love green tea & <jasmine>.",
+            vector_near(&query, 0.9, 2),
+            0.9,
+            &[],
+        )
+        .await;
+    let weak = s
+        .seed(
+            "ada",
+            "coffee",
+            "Coffee is fine.",
+            vector_near(&query, 0.9, 3),
+            0.2,
+            &[],
+        )
+        .await;
+    let about_carol = s
+        .seed(
+            "ada",
+            "carol",
+            "Carol's puns are the best.",
+            vector_near(&query, 0.0, 4),
+            0.8,
+            &["carol"],
+        )
+        .await;
+    s.seed("bob", "tea", "Bob's tea view.", query.clone(), 1.0, &[])
+        .await;
+
+    let reply = s
+        .ok("inject", json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["carol"], "format": "xml"}))
+        .await;
+    assert_eq!(reply["persona_id"], "ada");
+    assert_eq!(ids(&reply)[0], strong, "relevance x strength first");
+    assert!(ids(&reply).contains(&about_carol) && ids(&reply).contains(&weak));
+    assert!(
+        !reply.to_string().contains("Bob's"),
+        "one persona's data only"
+    );
+    let carol = reply["preferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == about_carol.as_str())
+        .unwrap();
+    assert_eq!(carol["matched_by"], json!(["user:carol"]));
+    let rendered = reply["rendered"].as_str().unwrap();
+    assert!(
+        rendered.starts_with("<persona_preferences>") && rendered.contains("&amp; &lt;jasmine&gt;"),
+        "{rendered}"
+    );
+    assert!(reply["took_ms"].as_f64().unwrap() >= 0.0);
+
+    let markdown = s.ok("inject", json!({"persona_id": "ada", "query_embedding": query, "format": "markdown", "max_count": 1})).await;
+    assert_eq!(ids(&markdown), vec![strong.clone()]);
+    assert!(markdown["rendered"].as_str().unwrap().contains("**tea**"));
+    let tight = s
+        .ok(
+            "inject",
+            json!({"persona_id": "ada", "query_embedding": query, "max_chars": 16}),
+        )
+        .await;
+    assert_eq!(
+        ids(&tight),
+        vec![weak],
+        "only the 15-char opinion fits 16 characters"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inject_by_text_and_with_resident_preferences() {
+    let s = Service::start(test_config("injecttext")).await;
+    let embed = |text: &str| {
+        let embedder = s.app.embedder.clone();
+        let text = text.to_string();
+        async move { embedder.embed(&[text]).await.unwrap().remove(0) }
+    };
+    let tea = s
+        .seed(
+            "ada",
+            "green tea",
+            "I love green tea.",
+            embed("green tea").await,
+            0.6,
+            &[],
+        )
+        .await;
+    let storms = s
+        .seed(
+            "ada",
+            "thunderstorms",
+            "I adore thunderstorms.",
+            embed("thunderstorms").await,
+            0.95,
+            &[],
+        )
+        .await;
+    let jazz = s
+        .seed(
+            "ada",
+            "jazz",
+            "Jazz is underrated.",
+            embed("jazz").await,
+            0.9,
+            &[],
+        )
+        .await;
+
+    let reply = s
+        .ok(
+            "inject",
+            json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 1}),
+        )
+        .await;
+    assert_eq!(
+        ids(&reply),
+        vec![tea.clone()],
+        "the text query found its topic"
+    );
+    let again = s
+        .ok(
+            "inject",
+            json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 1}),
+        )
+        .await;
+    assert_eq!(
+        ids(&again),
+        vec![tea.clone()],
+        "a cached query embeds the same"
+    );
+
+    let with_resident = s.ok("inject", json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 1, "resident": true})).await;
+    let got = ids(&with_resident);
+    assert_eq!(got[0], tea, "query results first");
+    assert_eq!(
+        &got[1..],
+        &[storms.clone(), jazz.clone()],
+        "then the strongest others, deduplicated"
+    );
+    let resident = &with_resident["preferences"][1];
+    assert_eq!(resident["matched_by"], json!(["resident"]));
+    assert!(
+        with_resident["rendered"]
+            .as_str()
+            .unwrap()
+            .contains("thunderstorms")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_bad_request_gets_a_typed_error_reply() {
+    let mut config = test_config("errors");
+    config.nats.max_payload_bytes = 64 * 1024;
+    let s = Service::start(config).await;
+    let good = unit_vector(1);
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        ("inject", b"{not json".to_vec(), 400, "malformed"),
+        ("inject", vec![0xff, 0xfe], 400, "malformed"),
+        (
+            "inject",
+            serde_json::to_vec(
+                &json!({"persona_id": "ada", "query_embedding": good, "colour": "red"}),
+            )
+            .unwrap(),
+            400,
+            "malformed",
+        ),
+        (
+            "inject",
+            serde_json::to_vec(&json!({"persona_id": "ada", "query_embedding": [0.1, 0.2]}))
+                .unwrap(),
+            400,
+            "wrong_dims",
+        ),
+        (
+            "inject",
+            serde_json::to_vec(
+                &json!({"persona_id": "ada", "query_embedding": good, "format": "yaml"}),
+            )
+            .unwrap(),
+            400,
+            "malformed",
+        ),
+        (
+            "inject",
+            serde_json::to_vec(&json!({"persona_id": "ada"})).unwrap(),
+            400,
+            "malformed",
+        ),
+        (
+            "inject",
+            serde_json::to_vec(&json!({"persona_id": "a.b", "query": "tea"})).unwrap(),
+            400,
+            "invalid",
+        ),
+        (
+            "inject",
+            serde_json::to_vec(&json!({"query": "tea"})).unwrap(),
+            400,
+            "malformed",
+        ),
+        (
+            "inject",
+            serde_json::to_vec(
+                &json!({"persona_id": "ada", "query_embedding": good, "max_count": 0}),
+            )
+            .unwrap(),
+            400,
+            "invalid",
+        ),
+        ("inject", vec![b' '; 70 * 1024], 400, "oversize"),
+        (
+            "get",
+            serde_json::to_vec(&json!({"persona_id": "ada", "preference_id": "nope"})).unwrap(),
+            404,
+            "not_found",
+        ),
+        (
+            "reinforce",
+            serde_json::to_vec(&json!({"persona_id": "ada", "preference_id": "nope"})).unwrap(),
+            404,
+            "not_found",
+        ),
+        (
+            "list",
+            serde_json::to_vec(&json!({"persona_id": "ada", "limit": 0})).unwrap(),
+            400,
+            "invalid",
+        ),
+        (
+            "search",
+            serde_json::to_vec(&json!({"persona_id": "ada", "query": ""})).unwrap(),
+            400,
+            "invalid",
+        ),
+    ];
+    for (endpoint, payload, status, kind) in cases {
+        let (got, body) = s.call_raw(endpoint, payload).await;
+        assert_eq!(got, Some(status), "{endpoint}: {body}");
+        assert_eq!(body["error"]["code"], status);
+        assert_eq!(body["error"]["kind"], kind, "{endpoint}: {body}");
+        assert!(!body["error"]["message"].as_str().unwrap().is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn administration_mirrors_the_original_tools() {
+    let s = Service::start(test_config("admin")).await;
+    let added = s
+        .ok("add", json!({"persona_id": "ada", "name": "green tea", "opinion": "I love green tea.", "category": "culinary",
+                          "stance": "for", "triggering_user_id": "u1", "related_user_ids": ["u1"]}))
+        .await;
+    let id = added["id"].as_str().unwrap().to_string();
+    let got = s
+        .ok("get", json!({"persona_id": "ada", "preference_id": id}))
+        .await;
+    assert_eq!(got["opinion"], "I love green tea.");
+    assert_eq!(
+        s.call("get", json!({"persona_id": "bob", "preference_id": id}))
+            .await
+            .0,
+        Some(404),
+        "another persona's id is not found"
+    );
+
+    let reinforced = s
+        .ok(
+            "reinforce",
+            json!({"persona_id": "ada", "preference_id": id}),
+        )
+        .await;
+    assert_eq!(reinforced["reinforcement_count"], 1);
+    let evolved = s
+        .ok("evolve", json!({"persona_id": "ada", "preference_id": id, "new_opinion": "Green tea is too grassy now.", "reason": "tasted better", "new_stance": "against"}))
+        .await;
+    assert_eq!(evolved["evolutions"], 1);
+    let found = s
+        .ok("search", json!({"persona_id": "ada", "query": "green tea"}))
+        .await;
+    assert_eq!(found[0]["id"], id.as_str());
+    assert!(found[0]["similarity"].as_f64().unwrap() > 0.9);
+    let stats = s.ok("stats", json!({"persona_id": "ada"})).await;
+    assert_eq!(
+        (stats["total"].as_u64(), stats["active"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    s.ok(
+        "retract",
+        json!({"persona_id": "ada", "preference_id": id, "reason": "no longer sure"}),
+    )
+    .await;
+    assert_eq!(s.ok("list", json!({"persona_id": "ada"})).await, json!([]));
+    let all = s
+        .ok(
+            "list",
+            json!({"persona_id": "ada", "include_retracted": true}),
+        )
+        .await;
+    assert_eq!(all[0]["active"], false);
+    assert_eq!(all[0]["evolution_history"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
+    let s = Service::start(test_config("purge")).await;
+    let only_u1 = s
+        .seed(
+            "ada",
+            "u1's jokes",
+            "u1 tells the best jokes.",
+            unit_vector(1),
+            0.7,
+            &["u1"],
+        )
+        .await;
+    let shared = s
+        .seed(
+            "ada",
+            "chess",
+            "Chess is fascinating.",
+            unit_vector(2),
+            0.7,
+            &["u2"],
+        )
+        .await;
+    // u1 also reinforced the chess opinion, but u2 started it: u1 is not its only evidence.
+    s.app
+        .store
+        .reinforce_preference_from("ada", &shared, "u1", Default::default())
+        .await
+        .unwrap();
+    let untouched = s
+        .seed(
+            "ada",
+            "rain",
+            "Rain is calming.",
+            unit_vector(3),
+            0.7,
+            &["u3"],
+        )
+        .await;
+
+    let report = s
+        .ok(
+            "purge_user",
+            json!({"persona_id": "ada", "user_id": "u1", "pseudonym": "erased-1"}),
+        )
+        .await;
+    assert_eq!(report["retracted"], json!([only_u1]));
+    let mut rewritten: Vec<String> = serde_json::from_value(report["rewritten"].clone()).unwrap();
+    rewritten.sort();
+    let mut expected = vec![only_u1.clone(), shared.clone()];
+    expected.sort();
+    assert_eq!(rewritten, expected);
+
+    let all = s
+        .ok(
+            "list",
+            json!({"persona_id": "ada", "include_retracted": true}),
+        )
+        .await;
+    assert!(
+        !all.to_string().contains("\"u1\""),
+        "the user id is gone everywhere: {all}"
+    );
+    let chess = s
+        .ok("get", json!({"persona_id": "ada", "preference_id": shared}))
+        .await;
+    assert_eq!(chess["active"], true);
+    assert_eq!(chess["evidence_user_ids"], json!(["u2", "erased-1"]));
+    let jokes = s
+        .ok(
+            "get",
+            json!({"persona_id": "ada", "preference_id": only_u1}),
+        )
+        .await;
+    assert_eq!(jokes["active"], false);
+    assert_eq!(jokes["related_user_ids"], json!(["erased-1"]));
+    assert_eq!(jokes["triggering_user_id"], "erased-1");
+    let rain = s
+        .ok(
+            "get",
+            json!({"persona_id": "ada", "preference_id": untouched}),
+        )
+        .await;
+    assert_eq!(rain["related_user_ids"], json!(["u3"]));
+    // The user-pass of injection no longer finds them under the old id.
+    let reply = s.ok("inject", json!({"persona_id": "ada", "query_embedding": unit_vector(9), "active_user_ids": ["u1"], "max_count": 8})).await;
+    assert!(
+        reply["preferences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["matched_by"] != json!(["user:u1"]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
+    let s = Service::start(test_config("discover")).await;
+    let (stop, stopped) = watch::channel(false);
+    let replica = serve::start(&s.app, stopped).await.unwrap();
+    let name = s.app.config.serve.service_name.clone();
+    let info = s
+        .app
+        .nats
+        .request(format!("$SRV.INFO.{name}"), "".into())
+        .await
+        .unwrap();
+    let info: Value = serde_json::from_slice(&info.payload).unwrap();
+    let subjects: Vec<&str> = info["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["subject"].as_str().unwrap())
+        .collect();
+    assert!(
+        subjects.contains(&s.subject("inject").as_str())
+            && subjects.contains(&s.subject("purge_user").as_str()),
+        "{subjects:?}"
+    );
+    assert_eq!(
+        info["endpoints"][0]["queue_group"],
+        s.app.config.serve.queue_group.as_str()
+    );
+
+    for _ in 0..40 {
+        s.ok("stats", json!({"persona_id": "ada"})).await;
+    }
+    // Each replica answers $SRV.STATS; both must have served some of the 40 requests.
+    let inbox = s.app.nats.new_inbox();
+    let mut replies = s.app.nats.subscribe(inbox.clone()).await.unwrap();
+    s.app
+        .nats
+        .publish_with_reply(format!("$SRV.STATS.{name}"), inbox, "".into())
+        .await
+        .unwrap();
+    let mut served = Vec::new();
+    for _ in 0..2 {
+        let message = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures::StreamExt::next(&mut replies),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let stats: Value = serde_json::from_slice(&message.payload).unwrap();
+        let stats_endpoint = stats["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["subject"].as_str().unwrap().ends_with(".stats"))
+            .unwrap()
+            .clone();
+        served.push(stats_endpoint["num_requests"].as_u64().unwrap());
+    }
+    assert_eq!(served.iter().sum::<u64>(), 40);
+    assert!(
+        served.iter().all(|n| *n > 0),
+        "both replicas served requests: {served:?}"
+    );
+    let _ = stop.send(true);
+    replica.stop().await;
+}
+
+/// A Redis of the test's own, killed mid-test: requests get 503, not silence.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_redis_is_a_503() {
+    let (Ok(server), Ok(module)) = (
+        std::env::var("PERSONA_PREFS_REDIS_SERVER"),
+        std::env::var("PERSONA_PREFS_REDISEARCH_MODULE"),
+    ) else {
+        panic!(
+            "PERSONA_PREFS_REDIS_SERVER / PERSONA_PREFS_REDISEARCH_MODULE unset: run through scripts/test"
+        );
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut redis = std::process::Command::new(server)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--loadmodule",
+            &module,
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut config = test_config("down503");
+    config.redis.url = format!("redis://127.0.0.1:{port}");
+    config.redis.response_timeout_ms = 500;
+    let mut started = None;
+    for _ in 0..50 {
+        if let Ok(app) = App::start(config.clone()).await {
+            started = Some(app);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let app = started.expect("own redis started");
+    let (_stop, stopped) = watch::channel(false);
+    let services = serve::start(&app, stopped).await.unwrap();
+    redis.kill().unwrap();
+    redis.wait().unwrap();
+    let subject = format!("{}.stats", config.serve.subject_prefix);
+    let reply = tokio::time::timeout(
+        Duration::from_secs(20),
+        app.nats.request(
+            subject,
+            serde_json::to_vec(&json!({"persona_id": "ada"}))
+                .unwrap()
+                .into(),
+        ),
+    )
+    .await
+    .expect("a reply, not silence")
+    .unwrap();
+    let status = reply
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("Nats-Service-Error-Code"))
+        .map(|v| v.as_str().to_string());
+    assert_eq!(status.as_deref(), Some("503"));
+    let body: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(body["error"]["kind"], "unavailable");
+    services.stop().await;
+    common::cleanup_nats(&config);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_example_client_gets_a_rendered_block() {
+    let s = Service::start(test_config("python")).await;
+    let embedding = s
+        .app
+        .embedder
+        .embed(&["green tea".to_string()])
+        .await
+        .unwrap()
+        .remove(0);
+    s.seed("ada", "green tea", "I love green tea.", embedding, 0.8, &[])
+        .await;
+    let pythonpath = std::env::var("PERSONA_PREFS_PYTHONPATH")
+        .expect("run through scripts/test (installs nats-py)");
+    let run = |persona: &'static str| {
+        let subject = s.subject("inject");
+        let nats_url = s.app.config.nats.url.clone();
+        let pythonpath = pythonpath.clone();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new("python3")
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/examples/inject_client.py"
+                ))
+                .args([persona, "what do you like to drink?"])
+                .env("PYTHONPATH", pythonpath)
+                .env("NATS_URL", nats_url)
+                .env("PERSONA_PREFS_INJECT_SUBJECT", subject)
+                .output()
+                .unwrap()
+        })
+    };
+    let output = run("ada").await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reply: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        reply["rendered"]
+            .as_str()
+            .unwrap()
+            .contains("I love green tea."),
+        "{reply}"
+    );
+    let bad = run("not.valid").await.unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let error: Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(error["error"]["code"], 400);
+}
