@@ -25,6 +25,151 @@ pub enum ClientCommand {
     /// Inspect or create the RediSearch index.
     #[command(subcommand)]
     Index(IndexCommand),
+    /// Ask the service which preferences to put into a system prompt.
+    #[command(
+        after_help = "Examples:\n  persona-prefs inject --persona stargazer --query \"what should we drink?\" --users 42,43 --format xml\n  persona-prefs inject --persona stargazer --query tea --resident --json"
+    )]
+    Inject {
+        #[arg(long)]
+        persona: String,
+        /// The conversational context, as text.
+        #[arg(long)]
+        query: String,
+        /// Users in the conversation (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        users: Vec<String>,
+        #[arg(long, default_value_t = 8)]
+        max_count: usize,
+        #[arg(long, default_value_t = 2000)]
+        max_chars: usize,
+        /// json, xml or markdown: the shape of the rendered block.
+        #[arg(long, default_value = "markdown")]
+        format: String,
+        /// Also include the persona's strongest preferences.
+        #[arg(long)]
+        resident: bool,
+        /// Print the whole reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect and correct a persona's preferences (through the running service).
+    #[command(subcommand)]
+    Prefs(PrefsCommand),
+}
+
+#[derive(Subcommand)]
+pub enum PrefsCommand {
+    /// Strongest first.
+    #[command(
+        after_help = "Example:\n  persona-prefs prefs list --persona stargazer --category culinary --all"
+    )]
+    List {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        category: Option<String>,
+        /// Include retracted preferences.
+        #[arg(long)]
+        all: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One preference with its provenance and history.
+    Get {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Totals and categories.
+    Stats {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a preference by hand.
+    #[command(
+        after_help = "Example:\n  persona-prefs prefs add --persona stargazer --name \"green tea\" --opinion \"I love green tea.\" --category culinary --stance for"
+    )]
+    Add {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        opinion: String,
+        #[arg(long, default_value = "")]
+        category: String,
+        /// for or against.
+        #[arg(long)]
+        stance: Option<String>,
+        #[arg(long)]
+        strength: Option<f64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reinforce a preference once.
+    Reinforce {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record a change of mind.
+    Evolve {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long)]
+        opinion: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// for or against.
+        #[arg(long)]
+        stance: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Soft-delete a preference (kept for provenance).
+    Retract {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Semantic search by text.
+    Search {
+        #[arg(long)]
+        persona: String,
+        query: String,
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Erase a user from a persona's memory (pseudonymise; retract what only they evidenced).
+    #[command(
+        name = "purge-user",
+        after_help = "Example:\n  persona-prefs prefs purge-user --persona stargazer --user 42"
+    )]
+    PurgeUser {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        user: String,
+        #[arg(long)]
+        pseudonym: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -40,6 +185,35 @@ pub enum IndexCommand {
 
 pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitCode> {
     match command {
+        ClientCommand::Inject {
+            persona,
+            query,
+            users,
+            max_count,
+            max_chars,
+            format,
+            resident,
+            json,
+        } => {
+            let request = serde_json::json!({"persona_id": persona, "query": query, "active_user_ids": users,
+                "max_count": max_count, "max_chars": max_chars, "format": format, "resident": resident});
+            let reply = match call(&config, "inject", request).await? {
+                Ok(reply) => reply,
+                Err(code) => return Ok(code),
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reply)?);
+            } else {
+                println!("{}", reply["rendered"].as_str().unwrap_or_default());
+                let chosen = reply["preferences"].as_array().map(Vec::len).unwrap_or(0);
+                eprintln!(
+                    "{chosen} preferences in {:.1} ms",
+                    reply["took_ms"].as_f64().unwrap_or(0.0)
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ClientCommand::Prefs(command) => prefs(command, &config).await,
         ClientCommand::Publish { file } => publish(file, &config).await,
         ClientCommand::Index(IndexCommand::Info { json }) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
@@ -85,6 +259,261 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Exit codes of client commands: 0 success, 1 the service answered with an error, 3 no
+/// service answered (not running, or NATS unreachable). 2 is clap's, for usage errors.
+const EXIT_ERROR_REPLY: u8 = 1;
+const EXIT_UNAVAILABLE: u8 = 3;
+
+/// One request to the service; `Err(exit code)` after printing the error.
+async fn call(
+    config: &Config,
+    endpoint: &str,
+    body: serde_json::Value,
+) -> anyhow::Result<Result<serde_json::Value, ExitCode>> {
+    let client = match app::connect_nats(config).await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("persona-prefs: {error}");
+            return Ok(Err(ExitCode::from(EXIT_UNAVAILABLE)));
+        }
+    };
+    let subject = format!("{}.{endpoint}", config.serve.subject_prefix);
+    let request = client.request(subject.clone(), serde_json::to_vec(&body)?.into());
+    let reply = match tokio::time::timeout(std::time::Duration::from_secs(30), request).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(error)) => {
+            eprintln!(
+                "persona-prefs: no service answered on {subject} ({error}); is `persona-prefs serve` running?"
+            );
+            return Ok(Err(ExitCode::from(EXIT_UNAVAILABLE)));
+        }
+        Err(_) => {
+            eprintln!("persona-prefs: no reply on {subject} within 30 s");
+            return Ok(Err(ExitCode::from(EXIT_UNAVAILABLE)));
+        }
+    };
+    let body: serde_json::Value =
+        serde_json::from_slice(&reply.payload).unwrap_or(serde_json::Value::Null);
+    if let Some(code) = reply
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(async_nats::service::NATS_SERVICE_ERROR_CODE))
+    {
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        eprintln!(
+            "persona-prefs: {endpoint} failed ({code} {}): {message}",
+            body["error"]["kind"].as_str().unwrap_or("error")
+        );
+        return Ok(Err(ExitCode::from(EXIT_ERROR_REPLY)));
+    }
+    Ok(Ok(body))
+}
+
+async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCode> {
+    use serde_json::json as j;
+    let (endpoint, body, as_json) = match &command {
+        PrefsCommand::List {
+            persona,
+            category,
+            all,
+            limit,
+            json,
+        } => (
+            "list",
+            j!({"persona_id": persona, "category": category, "include_retracted": all, "limit": limit}),
+            *json,
+        ),
+        PrefsCommand::Get { persona, id, json } => (
+            "get",
+            j!({"persona_id": persona, "preference_id": id}),
+            *json,
+        ),
+        PrefsCommand::Stats { persona, json } => ("stats", j!({"persona_id": persona}), *json),
+        PrefsCommand::Add {
+            persona,
+            name,
+            opinion,
+            category,
+            stance,
+            strength,
+            json,
+        } => (
+            "add",
+            j!({"persona_id": persona, "name": name, "opinion": opinion, "category": category, "stance": stance, "strength": strength}),
+            *json,
+        ),
+        PrefsCommand::Reinforce { persona, id, json } => (
+            "reinforce",
+            j!({"persona_id": persona, "preference_id": id}),
+            *json,
+        ),
+        PrefsCommand::Evolve {
+            persona,
+            id,
+            opinion,
+            reason,
+            stance,
+            json,
+        } => (
+            "evolve",
+            j!({"persona_id": persona, "preference_id": id, "new_opinion": opinion, "reason": reason, "new_stance": stance}),
+            *json,
+        ),
+        PrefsCommand::Retract {
+            persona,
+            id,
+            reason,
+            json,
+        } => (
+            "retract",
+            j!({"persona_id": persona, "preference_id": id, "reason": reason}),
+            *json,
+        ),
+        PrefsCommand::Search {
+            persona,
+            query,
+            top_k,
+            json,
+        } => (
+            "search",
+            j!({"persona_id": persona, "query": query, "top_k": top_k}),
+            *json,
+        ),
+        PrefsCommand::PurgeUser {
+            persona,
+            user,
+            pseudonym,
+            json,
+        } => (
+            "purge_user",
+            j!({"persona_id": persona, "user_id": user, "pseudonym": pseudonym}),
+            *json,
+        ),
+    };
+    // Optional fields the user did not give are left out rather than sent as null.
+    let body = match body {
+        serde_json::Value::Object(map) => {
+            serde_json::Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect())
+        }
+        other => other,
+    };
+    let reply = match call(config, endpoint, body).await? {
+        Ok(reply) => reply,
+        Err(code) => return Ok(code),
+    };
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = std::io::stdout().lock();
+    match command {
+        PrefsCommand::List { .. } => {
+            let list: Vec<Preference> = serde_json::from_value(reply)?;
+            print_preferences(&mut out, &list);
+        }
+        PrefsCommand::Search { .. } => {
+            let hits = reply.as_array().cloned().unwrap_or_default();
+            writeln!(out, "  {:>10}  {:<24} {}", "similarity", "topic", "opinion")?;
+            for hit in hits {
+                writeln!(
+                    out,
+                    "  {:>10.3}  {:<24} {}",
+                    hit["similarity"].as_f64().unwrap_or(0.0),
+                    truncate(hit["name"].as_str().unwrap_or_default(), 24),
+                    hit["opinion"].as_str().unwrap_or_default()
+                )?;
+            }
+        }
+        PrefsCommand::Stats { .. } => {
+            writeln!(
+                out,
+                "persona    {}",
+                reply["persona_id"].as_str().unwrap_or_default()
+            )?;
+            writeln!(out, "total      {}", reply["total"])?;
+            writeln!(out, "active     {}", reply["active"])?;
+            writeln!(out, "retracted  {}", reply["retracted"])?;
+            for (category, count) in reply["by_category"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+            {
+                writeln!(out, "  {category:<16} {count}")?;
+            }
+        }
+        PrefsCommand::Get { .. } | PrefsCommand::Add { .. } => {
+            let preference: Preference = serde_json::from_value(reply)?;
+            writeln!(out, "id            {}", preference.id)?;
+            writeln!(out, "topic         {}", preference.name)?;
+            writeln!(out, "opinion       {}", preference.opinion)?;
+            writeln!(
+                out,
+                "stance        {}",
+                preference.stance.map(|s| s.as_str()).unwrap_or("-")
+            )?;
+            writeln!(
+                out,
+                "strength      {:.3} ({} reinforcements)",
+                preference.strength, preference.reinforcement_count
+            )?;
+            writeln!(out, "category      {}", preference.category)?;
+            writeln!(out, "active        {}", preference.active)?;
+            writeln!(
+                out,
+                "from          user {} message {} on {} {}",
+                preference.provenance.triggering_user_id,
+                preference.provenance.triggering_message_id,
+                preference.provenance.source_platform,
+                preference.provenance.source_channel_id
+            )?;
+            writeln!(out, "created       {}", preference.created_at)?;
+            for entry in &preference.evolution_history {
+                writeln!(
+                    out,
+                    "history       {} {}: {:?} -> {:?} ({})",
+                    entry.timestamp,
+                    entry.action.as_deref().unwrap_or("evolution"),
+                    entry.old_opinion.as_deref().unwrap_or(""),
+                    entry.new_opinion.as_deref().unwrap_or(""),
+                    entry.reason
+                )?;
+            }
+        }
+        PrefsCommand::PurgeUser { .. } => {
+            writeln!(
+                out,
+                "replaced with  {}",
+                reply["pseudonym"].as_str().unwrap_or_default()
+            )?;
+            writeln!(
+                out,
+                "rewritten      {}",
+                reply["rewritten"].as_array().map(Vec::len).unwrap_or(0)
+            )?;
+            writeln!(
+                out,
+                "retracted      {}",
+                reply["retracted"].as_array().map(Vec::len).unwrap_or(0)
+            )?;
+        }
+        PrefsCommand::Reinforce { .. }
+        | PrefsCommand::Evolve { .. }
+        | PrefsCommand::Retract { .. } => {
+            for (key, value) in reply.as_object().cloned().unwrap_or_default() {
+                writeln!(
+                    out,
+                    "{key:<20} {}",
+                    value
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| value.to_string())
+                )?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,243 @@
+//! The `persona-prefs` command line driving the real service over NATS.
+
+mod common;
+
+use std::process::Output;
+
+use common::{Cleanup, test_config};
+use persona_prefs::app::App;
+use persona_prefs::config::Config;
+use serde_json::Value;
+use tokio::sync::watch;
+
+async fn cli(config: &Config, args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let envs = [
+        ("REDIS_URL", config.redis.url.clone()),
+        ("NATS_URL", config.nats.url.clone()),
+        (
+            "PERSONA_PREFS__REDIS__KEY_PREFIX",
+            config.redis.key_prefix.clone(),
+        ),
+        (
+            "PERSONA_PREFS__REDIS__INDEX_NAME",
+            config.redis.index_name.clone(),
+        ),
+        (
+            "PERSONA_PREFS__SERVE__SUBJECT_PREFIX",
+            config.serve.subject_prefix.clone(),
+        ),
+        (
+            "PERSONA_PREFS__INGEST__SUBJECT_PREFIX",
+            config.ingest.subject_prefix.clone(),
+        ),
+        (
+            "PERSONA_PREFS__INGEST__STREAM",
+            config.ingest.stream.clone(),
+        ),
+    ];
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_persona-prefs"))
+            .args(&args)
+            .envs(envs)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_drives_every_administration_endpoint() {
+    let config = test_config("cli");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let services = persona_prefs::serve::start(&app, stopped).await.unwrap();
+
+    let added = cli(
+        &config,
+        &[
+            "prefs",
+            "add",
+            "--persona",
+            "ada",
+            "--name",
+            "green tea",
+            "--opinion",
+            "I love green tea.",
+            "--category",
+            "culinary",
+            "--stance",
+            "for",
+            "--json",
+        ],
+    )
+    .await;
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let id = serde_json::from_slice::<Value>(&added.stdout).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let listed = cli(&config, &["prefs", "list", "--persona", "ada"]).await;
+    assert!(
+        stdout(&listed).contains("green tea") && stdout(&listed).contains("I love green tea."),
+        "{}",
+        stdout(&listed)
+    );
+    let got = cli(&config, &["prefs", "get", "--persona", "ada", &id]).await;
+    assert!(
+        stdout(&got).contains("stance        for"),
+        "{}",
+        stdout(&got)
+    );
+    assert!(
+        cli(&config, &["prefs", "reinforce", "--persona", "ada", &id])
+            .await
+            .status
+            .success()
+    );
+    let stats = cli(&config, &["prefs", "stats", "--persona", "ada", "--json"]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&stats.stdout).unwrap()["active"],
+        1
+    );
+    let searched = cli(&config, &["prefs", "search", "--persona", "ada", "tea"]).await;
+    assert!(stdout(&searched).contains("green tea"));
+    let injected = cli(
+        &config,
+        &[
+            "inject",
+            "--persona",
+            "ada",
+            "--query",
+            "some green tea?",
+            "--format",
+            "xml",
+        ],
+    )
+    .await;
+    assert!(
+        stdout(&injected).contains("<persona_preferences>"),
+        "{}",
+        stdout(&injected)
+    );
+    let evolved = cli(
+        &config,
+        &[
+            "prefs",
+            "evolve",
+            "--persona",
+            "ada",
+            &id,
+            "--opinion",
+            "Green tea bores me now.",
+            "--stance",
+            "against",
+        ],
+    )
+    .await;
+    assert!(
+        evolved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&evolved.stderr)
+    );
+    assert!(
+        cli(
+            &config,
+            &[
+                "prefs",
+                "retract",
+                "--persona",
+                "ada",
+                &id,
+                "--reason",
+                "test"
+            ]
+        )
+        .await
+        .status
+        .success()
+    );
+    let all = cli(
+        &config,
+        &["prefs", "list", "--persona", "ada", "--all", "--json"],
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&all.stdout).unwrap()[0]["active"],
+        false
+    );
+    let purged = cli(
+        &config,
+        &["prefs", "purge-user", "--persona", "ada", "--user", "u1"],
+    )
+    .await;
+    assert!(stdout(&purged).contains("rewritten      0"));
+    let index = cli(&config, &["index", "info", "--json"]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&index.stdout).unwrap()["vector_dims"],
+        384
+    );
+
+    // Exit codes: 1 for an error reply, 2 for usage, 3 when no service answers.
+    let missing = cli(&config, &["prefs", "get", "--persona", "ada", "nope"]).await;
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("404"));
+    assert_eq!(cli(&config, &["prefs", "get"]).await.status.code(), Some(2));
+    services.stop().await;
+    let nobody = cli(&config, &["prefs", "stats", "--persona", "ada"]).await;
+    assert_eq!(
+        nobody.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&nobody.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn publish_reads_jsonl_and_help_shows_examples() {
+    let config = test_config("clipublish");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    app.consumer().await.unwrap();
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/sample_conversation.jsonl"
+    );
+    // The sample's events are for persona demo_stargazer; publish them to this test's stream.
+    let published = cli(&config, &["publish", "--file", sample]).await;
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    assert!(stdout(&published).contains("published 12 events"));
+    let again = cli(&config, &["publish", "--file", sample]).await;
+    assert!(
+        stdout(&again).contains("published 0 events"),
+        "re-publishing is deduplicated by event id"
+    );
+    let help = cli(&config, &["inject", "--help"]).await;
+    assert!(stdout(&help).contains("Examples:"));
+    let bad_config = tokio::task::spawn_blocking(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_persona-prefs"))
+            .args(["index", "info"])
+            .env("PERSONA_PREFS__STORE__REINFORCE_RATE", "7")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(bad_config.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_config.stderr).contains("store.reinforce_rate"));
+}
