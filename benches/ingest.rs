@@ -1,0 +1,203 @@
+//! Ingest throughput (events/s) through JetStream, the pipeline and Redis, beside its floor.
+//!
+//! 1. The embedder's raw batched throughput: texts/s when the local model embeds batches of
+//!    `embed.max_batch` topic texts back to back. Each bench event carries one persona
+//!    message with one opinion, so this is also the embedder-bound limit in events/s.
+//! 2. The pipeline with the rules extractor and the local embedder: N events published, then
+//!    the time until the worker has acked them all. Target ≥ 0.9 × the embedder-bound limit.
+//! 3. The pipeline with the `llm` extractor against a local OpenAI-format server answering
+//!    after a fixed 50 ms. Target ≥ 300 events/s (in-flight concurrency must hide latency).
+//!
+//! `scripts/bench ingest`, or `cargo bench --bench ingest` with REDIS_URL, NATS_URL and
+//! PERSONA_PREFS_MODEL_DIR set.
+
+#[path = "../tests/common/fake_openai.rs"]
+mod fake_openai;
+
+use std::time::{Duration, Instant};
+
+use fake_openai::{FakeOpenAi, Reply, persona_message};
+use persona_prefs::app::{App, wait_until_drained};
+use persona_prefs::config::Config;
+use persona_prefs::embed::Embedder;
+use persona_prefs::embed::local::LocalEmbedder;
+use persona_prefs::extract::ExtractorKind;
+use serde_json::json;
+
+const TOPICS: [&str; 24] = [
+    "green tea",
+    "jazz",
+    "rainy days",
+    "autumn",
+    "cilantro",
+    "science fiction",
+    "chess",
+    "owls",
+    "opera",
+    "small talk",
+    "spicy food",
+    "board games",
+    "poetry",
+    "the ocean",
+    "thunderstorms",
+    "handwritten letters",
+    "baking bread",
+    "mathematics",
+    "minimalism",
+    "reality tv",
+    "crowded parties",
+    "old maps",
+    "birdwatching",
+    "vinyl records",
+];
+
+#[tokio::main]
+async fn main() {
+    let events: usize = std::env::var("BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let base = Config::load(None).expect("config");
+
+    // 1. Raw embedder throughput, batched the way the batcher batches.
+    let embedder = LocalEmbedder::load(
+        std::path::Path::new(&base.embed.model_dir),
+        base.embed.max_input_chars,
+    )
+    .expect("model");
+    let batch = base.embed.max_batch;
+    let texts: Vec<String> = (0..batch)
+        .map(|i| format!("{} {}", TOPICS[i % TOPICS.len()], i / TOPICS.len()))
+        .collect();
+    for _ in 0..5 {
+        embedder.embed(&texts).await.unwrap();
+    }
+    let rounds = (events / batch).max(20);
+    let started = Instant::now();
+    for _ in 0..rounds {
+        embedder.embed(&texts).await.unwrap();
+    }
+    let embedder_rate = (rounds * batch) as f64 / started.elapsed().as_secs_f64();
+    drop(embedder);
+
+    // 2. Rules extractor + local embedder.
+    let rules_rate = run_pipeline(&base, "rules", events, |_| {}).await;
+
+    // 3. LLM extractor at 50 ms per request.
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, body| {
+        let message = persona_message(body);
+        let topic = message
+            .trim_start_matches("I love ")
+            .trim_end_matches('.')
+            .to_string();
+        Reply::Delay(
+            Duration::from_millis(50),
+            Box::new(Reply::opinions(
+                json!([{"name": topic, "opinion": message, "category": "personal", "stance": "for",
+                "strength": 0.6, "related_user_ids": [], "evidence": message}]),
+            )),
+        )
+    });
+    let llm_events = events.min(2000);
+    let base_url = fake.base_url.clone();
+    let llm_rate = run_pipeline(&base, "llm", llm_events, move |config| {
+        config.extract.kind = ExtractorKind::Llm;
+        config.extract.llm.base_url = base_url.clone();
+    })
+    .await;
+
+    let limit = embedder_rate;
+    println!();
+    println!("{:<52} {:>12}", "", "events/s");
+    println!(
+        "{:<52} {:>12.0}",
+        format!("floor: local embedder, raw batches of {batch} (texts/s)"),
+        embedder_rate
+    );
+    println!(
+        "{:<52} {:>12.0}",
+        "pipeline, rules extractor + local embedder", rules_rate
+    );
+    println!(
+        "{:<52} {:>12.0}",
+        "pipeline, LLM extractor at 50 ms + local embedder", llm_rate
+    );
+    println!();
+    let rules_ratio = rules_rate / limit;
+    println!("rules pipeline / embedder-bound limit = {rules_ratio:.2} (target >= 0.9)");
+    println!("LLM pipeline = {llm_rate:.0} events/s (target >= 300)");
+    let ok = rules_ratio >= 0.9 && llm_rate >= 300.0;
+    println!(
+        "result: {}",
+        if ok { "within target" } else { "BELOW TARGET" }
+    );
+}
+
+/// Publishes `events` events over 16 personas and returns events/s until all are acked.
+async fn run_pipeline(
+    base: &Config,
+    label: &str,
+    events: usize,
+    adjust: impl Fn(&mut Config),
+) -> f64 {
+    let mut config = base.clone();
+    let name = format!("benchingest{label}{}", std::process::id());
+    config.redis.key_prefix = name.clone();
+    config.redis.index_name = format!("idx:{name}");
+    config.ingest.stream = format!("{name}_events");
+    config.ingest.consumer = format!("{name}_worker");
+    config.ingest.subject_prefix = format!("{name}.messages");
+    config.ingest.dlq_stream = format!("{name}_dlq");
+    config.ingest.dlq_subject_prefix = format!("{name}.dlq");
+    config.metrics.listen = String::new();
+    config.ingest.max_in_flight = 128;
+    adjust(&mut config);
+    let app = App::start(config.clone())
+        .await
+        .expect("services (run scripts/bench ingest)");
+    let consumer = app.consumer().await.unwrap();
+
+    // Publish first, then start the worker: the clock measures processing, not publishing.
+    let mut acks = Vec::with_capacity(events);
+    for n in 0..events {
+        let persona = format!("p{}", n % 16);
+        let topic = TOPICS[(n / 16) % TOPICS.len()];
+        let event = json!({
+            "event_id": format!("{name}-{n}"), "persona_id": persona, "platform": "bench", "channel_id": "c",
+            "messages": [{"message_id": format!("{name}-{n}-p"), "role": "persona", "content": format!("I love {topic}."),
+                          "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
+        });
+        let subject = format!("{}.{persona}", config.ingest.subject_prefix);
+        acks.push(
+            app.js
+                .publish(subject, serde_json::to_vec(&event).unwrap().into())
+                .await
+                .unwrap(),
+        );
+    }
+    for ack in acks {
+        ack.await.unwrap();
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    wait_until_drained(consumer, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let rate = events as f64 / started.elapsed().as_secs_f64();
+    let _ = stop.send(true);
+    let _ = worker.await;
+    println!("{label}: {events} events in {:.2}s", events as f64 / rate);
+
+    let mut connection = app.store.connection();
+    let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
+        .arg(&config.redis.index_name)
+        .arg("DD")
+        .query_async(&mut connection)
+        .await;
+    for stream in [&config.ingest.stream, &config.ingest.dlq_stream] {
+        let _ = app.js.delete_stream(stream).await;
+    }
+    rate
+}

@@ -1,0 +1,254 @@
+//! Injection latency over NATS against its floor, in the same run.
+//!
+//! Data: one persona with `BENCH_PREFS` (10 000) preferences among 100 personas (99 × 100
+//! more), 384-dim random unit vectors, some related to users. The service runs in-process
+//! (the same code `persona-prefs serve` runs), the client is a separate NATS connection.
+//!
+//! Measured (p50/p99): `persona.prefs.inject` with a precomputed embedding, with text (cache
+//! hit), and with new text every time (local embedder on the request path).
+//! Floor: the raw FT.SEARCH queries of the same request (pipelined, same Redis) plus a bare
+//! NATS request-reply echo of the same payload size. Targets: precomputed p50 ≤ 1.3 × floor,
+//! p99 ≤ 5 ms.
+//!
+//! `scripts/bench inject` (starts the services), or `cargo bench --bench inject` with REDIS_URL,
+//! NATS_URL and PERSONA_PREFS_MODEL_DIR set.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use persona_prefs::app::App;
+use persona_prefs::config::Config;
+use persona_prefs::store::query::{
+    knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes,
+};
+use persona_prefs::store::{NewPreference, Provenance, Stance};
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+const DIMS: usize = 384;
+const TARGET_RATIO: f64 = 1.3;
+const TARGET_P99_MS: f64 = 5.0;
+
+#[tokio::main]
+async fn main() {
+    let prefs: usize = env_or("BENCH_PREFS", 10_000);
+    let other: usize = env_or("BENCH_OTHER_PREFS", 100);
+    let iterations: usize = env_or("BENCH_ITERATIONS", 2_000);
+    let mut config = Config::load(None).expect("config");
+    let name = format!("benchinject{}", std::process::id());
+    config.redis.key_prefix = name.clone();
+    config.redis.index_name = format!("idx:{name}");
+    config.serve.subject_prefix = format!("{name}.prefs");
+    config.serve.service_name = name.clone();
+    config.serve.queue_group = name.clone();
+    config.metrics.listen = String::new();
+    let app = App::start(config.clone())
+        .await
+        .expect("services (run scripts/bench inject)");
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let services = persona_prefs::serve::start(&app, stopped).await.unwrap();
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let loading = Instant::now();
+    let mut jobs = Vec::new();
+    for persona in 0..100 {
+        for i in 0..(if persona == 0 { prefs } else { other }) {
+            jobs.push(NewPreference {
+                persona_id: format!("p{persona}"),
+                name: "bench topic".into(),
+                opinion: "I hold a benchmark opinion about something or other.".into(),
+                category: "intellectual".into(),
+                stance: Some(Stance::For),
+                stance_at: None,
+                strength: Some(rng.random_range(0.1..1.0)),
+                provenance: Provenance::default(),
+                related_user_ids: if i % 10 == 0 {
+                    vec![format!("user{}", i % 50)]
+                } else {
+                    Vec::new()
+                },
+                related_kg_uuids: Vec::new(),
+                embedding: random_unit(&mut rng),
+            });
+        }
+    }
+    let total = jobs.len();
+    let mut adds = futures::stream::iter(jobs.into_iter().map(|new| {
+        let store = app.store.clone();
+        async move { store.add_preference(new).await.unwrap() }
+    }))
+    .buffer_unordered(64);
+    while adds.next().await.is_some() {}
+    println!(
+        "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s",
+        loading.elapsed().as_secs_f64()
+    );
+
+    let client = async_nats::connect(config.nats.url.as_str()).await.unwrap();
+    let subject = format!("{}.inject", config.serve.subject_prefix);
+    let users = vec!["user1".to_string(), "user2".to_string()];
+    let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
+    let payloads: Vec<Vec<u8>> = queries
+        .iter()
+        .map(|q| {
+            serde_json::to_vec(
+                &json!({"persona_id": "p0", "query_embedding": q, "active_user_ids": users}),
+            )
+            .unwrap()
+        })
+        .collect();
+
+    let precomputed = measure(iterations, |i| {
+        let client = client.clone();
+        let subject = subject.clone();
+        let payload = payloads[i % payloads.len()].clone();
+        async move {
+            let reply = client.request(subject, payload.into()).await.unwrap();
+            assert!(reply.headers.is_none(), "error reply");
+        }
+    })
+    .await;
+    let cached_text = measure(iterations, |_| {
+        let client = client.clone();
+        let subject = subject.clone();
+        async move {
+            let body = json!({"persona_id": "p0", "query": "what do you think about tea?", "active_user_ids": ["user1", "user2"]});
+            client.request(subject, serde_json::to_vec(&body).unwrap().into()).await.unwrap();
+        }
+    })
+    .await;
+    let new_text = measure(iterations / 4, |i| {
+        let client = client.clone();
+        let subject = subject.clone();
+        async move {
+            let body = json!({"persona_id": "p0", "query": format!("what do you think about topic number {i}?"), "active_user_ids": ["user1"]});
+            client.request(subject, serde_json::to_vec(&body).unwrap().into()).await.unwrap();
+        }
+    })
+    .await;
+
+    // Floors: the same two KNN queries raw, and a bare echo of the same payload over NATS.
+    let connection = app.store.connection();
+    let index = config.redis.index_name.clone();
+    let search_floor = measure(iterations, |i| {
+        let q = vector_to_bytes(&queries[i % queries.len()]);
+        let filter = persona_filter("p0", false);
+        let user_filter = format!("{filter} {}", tag_clause("related_user_ids_index", &users));
+        let mut pipe = redis::pipe();
+        pipe.add_command(knn_command(&index, &knn_query(&filter, 16), &q, 16));
+        pipe.add_command(knn_command(&index, &knn_query(&user_filter, 16), &q, 16));
+        let mut connection = connection.clone();
+        async move {
+            let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();
+        }
+    })
+    .await;
+    let echo_subject = format!("{name}.echo");
+    let mut echo = client.subscribe(echo_subject.clone()).await.unwrap();
+    let responder = async_nats::connect(config.nats.url.as_str()).await.unwrap();
+    let echo_task = tokio::spawn(async move {
+        while let Some(message) = echo.next().await {
+            if let Some(reply) = message.reply {
+                let _ = responder.publish(reply, message.payload).await;
+            }
+        }
+    });
+    let echo_floor = measure(iterations, |i| {
+        let client = client.clone();
+        let subject = echo_subject.clone();
+        let payload = payloads[i % payloads.len()].clone();
+        async move {
+            client.request(subject, payload.into()).await.unwrap();
+        }
+    })
+    .await;
+    echo_task.abort();
+
+    let floor_p50 = search_floor.p50 + echo_floor.p50;
+    println!();
+    println!("{:<40} {:>9} {:>9}", "measured (ms)", "p50", "p99");
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "inject, precomputed embedding", precomputed.p50, precomputed.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "inject, text (cached embedding)", cached_text.p50, cached_text.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "inject, new text (embedded per request)", new_text.p50, new_text.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "floor: raw FT.SEARCH x2, pipelined", search_floor.p50, search_floor.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "floor: NATS request-reply echo", echo_floor.p50, echo_floor.p99
+    );
+    println!("{:<40} {:>9.3}", "floor: search + echo", floor_p50);
+    let ratio = precomputed.p50 / floor_p50;
+    println!();
+    println!("precomputed p50 / floor = {ratio:.2} (target <= {TARGET_RATIO})");
+    println!(
+        "precomputed p99 = {:.3} ms (target <= {TARGET_P99_MS} ms)",
+        precomputed.p99
+    );
+    let ok = ratio <= TARGET_RATIO && precomputed.p99 <= TARGET_P99_MS;
+    println!(
+        "result: {}",
+        if ok { "within target" } else { "OVER TARGET" }
+    );
+
+    services.stop().await;
+    let mut connection = app.store.connection();
+    let _: redis::Value = redis::cmd("FT.DROPINDEX")
+        .arg(&index)
+        .arg("DD")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+}
+
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+async fn measure<F, Fut>(iterations: usize, make: F) -> Percentiles
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for i in 0..(iterations / 10).max(1) {
+        make(i).await;
+    }
+    let mut samples: Vec<Duration> = Vec::with_capacity(iterations);
+    for i in 0..iterations.max(1) {
+        let started = Instant::now();
+        make(i).await;
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    let at = |q: f64| {
+        samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0
+    };
+    Percentiles {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
