@@ -1,0 +1,91 @@
+//! The metrics, health and readiness listener, fed by a real event through the worker.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Cleanup, test_config};
+use persona_prefs::app::{App, start_metrics, wait_until_drained};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+async fn get(address: std::net::SocketAddr, path: &str) -> (String, String) {
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    socket
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_health_and_readiness_report_the_pipeline() {
+    // This test process owns the global recorder (nextest runs each test in its own process).
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .unwrap();
+    persona_prefs::telemetry::describe();
+    let mut config = test_config("metrics");
+    config.metrics.listen = "127.0.0.1:0".into();
+    let _cleanup = Cleanup(config.clone());
+    let (ready_tx, ready) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
+    let address = start_metrics(&config, Some(handle), ready, stopped.clone())
+        .await
+        .unwrap()
+        .unwrap();
+
+    assert_eq!(get(address, "/healthz").await.0, "HTTP/1.1 200 OK");
+    assert_eq!(
+        get(address, "/readyz").await.0,
+        "HTTP/1.1 503 Service Unavailable",
+        "not ready before start-up finished"
+    );
+    let app = App::start(config.clone()).await.unwrap();
+    let consumer = app.consumer().await.unwrap();
+    ready_tx.send(true).unwrap();
+    assert_eq!(get(address, "/readyz").await.0, "HTTP/1.1 200 OK");
+    assert_eq!(get(address, "/nope").await.0, "HTTP/1.1 404 Not Found");
+
+    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    let event = json!({"event_id": "e1", "persona_id": "ada", "platform": "p", "channel_id": "c",
+        "messages": [{"message_id": "m1", "role": "persona", "content": "I love owls. I hate noise.", "timestamp": "2026-11-20T08:00:00Z"}]});
+    let subject = format!("{}.ada", config.ingest.subject_prefix);
+    app.js
+        .publish(subject.clone(), serde_json::to_vec(&event).unwrap().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    app.js
+        .publish(subject, b"not json".to_vec().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    wait_until_drained(consumer, Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    let (status, body) = get(address, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for expected in [
+        "persona_prefs_events_consumed_total 2",
+        "persona_prefs_events_processed_total 1",
+        "persona_prefs_opinions_extracted_total 2",
+        "persona_prefs_decisions_total{action=\"add\"} 2",
+        "persona_prefs_events_dead_lettered_total{reason=\"invalid_json\"} 1",
+        "persona_prefs_embed_batch_size",
+        "persona_prefs_store_op_seconds",
+        "persona_prefs_best_match_similarity",
+    ] {
+        assert!(body.contains(expected), "missing {expected:?} in\n{body}");
+    }
+    assert!(!body.contains("ada"), "no persona ids as labels");
+    let _ = stop.send(true);
+    worker.await.unwrap().unwrap();
+}
