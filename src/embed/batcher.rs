@@ -104,11 +104,7 @@ impl Embedder for BatchingEmbedder {
                 let vector = receive
                     .await
                     .map_err(|_| EmbedError::Model("embedding batcher dropped a request".into()))?;
-                vectors.push(vector.map_err(|error| match error.as_ref() {
-                    EmbedError::Model(m) => EmbedError::Model(m.clone()),
-                    EmbedError::Unavailable(m) => EmbedError::Unavailable(m.clone()),
-                    EmbedError::Rejected(m) => EmbedError::Rejected(m.clone()),
-                })?);
+                vectors.push(vector.map_err(|error| error.as_ref().clone())?);
             }
             Ok(vectors)
         })

@@ -23,7 +23,7 @@ pub trait Embedder: Send + Sync {
     -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedError {
     /// The model files are missing or unreadable, or the model failed; not worth retrying.
     #[error("embedding model: {0}")]

@@ -245,11 +245,7 @@ impl Handlers {
             .get_preferences_for_injection_with_resident(&query, resident_count)
             .await?;
         let rendered = render::render(request.format, &chosen, &resident);
-        let preferences = chosen
-            .iter()
-            .chain(&resident)
-            .map(InjectedPreferenceView::from)
-            .collect();
+        let preferences = chosen.into_iter().chain(resident).collect();
         Ok(InjectReply {
             persona_id: request.persona_id,
             preferences,

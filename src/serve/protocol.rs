@@ -42,41 +42,13 @@ pub struct InjectRequest {
     pub resident: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct InjectReply {
     pub persona_id: String,
     /// Query results first (ranked), then resident ones (`matched_by: ["resident"]`).
-    pub preferences: Vec<InjectedPreferenceView>,
+    pub preferences: Vec<InjectedPreference>,
     pub rendered: String,
     pub took_ms: f64,
-}
-
-/// [`InjectedPreference`] as it travels (matched_by as strings).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InjectedPreferenceView {
-    pub id: String,
-    pub name: String,
-    pub opinion: String,
-    pub category: String,
-    pub strength: f64,
-    pub relevance: f64,
-    pub score: f64,
-    pub matched_by: Vec<String>,
-}
-
-impl From<&InjectedPreference> for InjectedPreferenceView {
-    fn from(p: &InjectedPreference) -> Self {
-        InjectedPreferenceView {
-            id: p.id.clone(),
-            name: p.name.clone(),
-            opinion: p.opinion.clone(),
-            category: p.category.clone(),
-            strength: p.strength,
-            relevance: p.relevance,
-            score: p.score,
-            matched_by: p.matched_by.iter().map(|m| m.to_string()).collect(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
