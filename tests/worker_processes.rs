@@ -149,7 +149,9 @@ fn setup(label: &str) -> (Config, Cleanup, tempdir::Dir) {
 
 #[tokio::test]
 async fn two_worker_processes_on_one_persona_make_no_twins_and_lose_no_reinforcement() {
-    let (config, _cleanup, dir) = setup("twoworkers");
+    let (mut config, _cleanup, dir) = setup("twoworkers");
+    // Small pull batches, so one worker cannot take every event in a single pull.
+    config.ingest.max_in_flight = 4;
     let app = App::start(config.clone()).await.unwrap();
     app.consumer().await.unwrap();
     let logs = [dir.path("a.log"), dir.path("b.log")];
