@@ -66,8 +66,9 @@ async fn main() {
     )
     .expect("model");
     let batch = base.embed.max_batch;
+    // Exactly the texts the pipeline embeds: the topic of each event's one opinion.
     let texts: Vec<String> = (0..batch)
-        .map(|i| format!("{} {}", TOPICS[i % TOPICS.len()], i / TOPICS.len()))
+        .map(|i| TOPICS[i % TOPICS.len()].to_string())
         .collect();
     for _ in 0..5 {
         embedder.embed(&texts).await.unwrap();

@@ -13,7 +13,9 @@
 //! `scripts/bench inject` (starts the services), or `cargo bench --bench inject` with REDIS_URL,
 //! NATS_URL and PERSONA_PREFS_MODEL_DIR set.
 
-use std::time::{Duration, Instant};
+mod support;
+
+use std::time::Instant;
 
 use futures::StreamExt;
 use persona_prefs::app::App;
@@ -24,8 +26,8 @@ use persona_prefs::store::query::{
 use persona_prefs::store::{NewPreference, Provenance, Stance};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use support::{env_or, measure, random_unit};
 
-const DIMS: usize = 384;
 const TARGET_RATIO: f64 = 1.3;
 const TARGET_P99_MS: f64 = 5.0;
 
@@ -209,46 +211,4 @@ async fn main() {
         .query_async(&mut connection)
         .await
         .unwrap();
-}
-
-struct Percentiles {
-    p50: f64,
-    p99: f64,
-}
-
-async fn measure<F, Fut>(iterations: usize, make: F) -> Percentiles
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    for i in 0..(iterations / 10).max(1) {
-        make(i).await;
-    }
-    let mut samples: Vec<Duration> = Vec::with_capacity(iterations);
-    for i in 0..iterations.max(1) {
-        let started = Instant::now();
-        make(i).await;
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let at = |q: f64| {
-        samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0
-    };
-    Percentiles {
-        p50: at(0.50),
-        p99: at(0.99),
-    }
-}
-
-fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
-    let v: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / norm).collect()
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

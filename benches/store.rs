@@ -9,6 +9,8 @@
 //! Run with `scripts/bench store` (starts the services) or `cargo bench --bench store` with
 //! REDIS_URL set.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -18,9 +20,9 @@ use persona_prefs::store::query::{
     knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes,
 };
 use persona_prefs::store::{InjectionQuery, NewPreference, PreferenceStore, Provenance, Stance};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
+use support::{env_or, measure, random_unit};
 
-const DIMS: usize = 384;
 const TARGET_RATIO: f64 = 1.3;
 
 #[tokio::main]
@@ -160,36 +162,6 @@ async fn main() {
         .unwrap();
 }
 
-struct Percentiles {
-    p50: f64,
-    p99: f64,
-}
-
-/// Runs `make(i)` sequentially `iterations` times after a warm-up, returning ms percentiles.
-async fn measure<F, Fut>(iterations: usize, make: F) -> Percentiles
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    for i in 0..iterations / 10 {
-        make(i).await;
-    }
-    let mut samples: Vec<Duration> = Vec::with_capacity(iterations);
-    for i in 0..iterations {
-        let started = Instant::now();
-        make(i).await;
-        samples.push(started.elapsed());
-    }
-    samples.sort();
-    let at = |q: f64| {
-        samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0
-    };
-    Percentiles {
-        p50: at(0.50),
-        p99: at(0.99),
-    }
-}
-
 async fn wait_for_indexing(store: &PreferenceStore, expected: usize) {
     for _ in 0..600 {
         let info = store.index_info().await.unwrap().unwrap();
@@ -214,17 +186,4 @@ fn preference(persona: &str, embedding: Vec<f32>) -> NewPreference {
         related_kg_uuids: Vec::new(),
         embedding,
     }
-}
-
-fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
-    let v: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / norm).collect()
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
