@@ -593,54 +593,81 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
     replica.stop().await;
 }
 
+/// A Redis + RediSearch server of the test's own (from the binaries scripts/services unpacked),
+/// for tests that kill it or read its global command statistics. Killed on drop.
+struct PrivateRedis {
+    process: std::process::Child,
+    url: String,
+}
+
+impl PrivateRedis {
+    fn start() -> PrivateRedis {
+        let (Ok(server), Ok(module)) = (
+            std::env::var("PERSONA_PREFS_REDIS_SERVER"),
+            std::env::var("PERSONA_PREFS_REDISEARCH_MODULE"),
+        ) else {
+            panic!(
+                "PERSONA_PREFS_REDIS_SERVER / PERSONA_PREFS_REDISEARCH_MODULE unset: run through scripts/test"
+            );
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let process = std::process::Command::new(server)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--loadmodule",
+                &module,
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        PrivateRedis {
+            process,
+            url: format!("redis://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Starts the app against this Redis once it answers.
+    async fn app(&self, config: &mut Config) -> App {
+        config.redis.url = self.url.clone();
+        for _ in 0..100 {
+            if let Ok(app) = App::start(config.clone()).await {
+                return app;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("private redis did not start");
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
 /// A Redis of the test's own, killed mid-test: requests get 503, not silence.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unreachable_redis_is_a_503() {
-    let (Ok(server), Ok(module)) = (
-        std::env::var("PERSONA_PREFS_REDIS_SERVER"),
-        std::env::var("PERSONA_PREFS_REDISEARCH_MODULE"),
-    ) else {
-        panic!(
-            "PERSONA_PREFS_REDIS_SERVER / PERSONA_PREFS_REDISEARCH_MODULE unset: run through scripts/test"
-        );
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut redis = std::process::Command::new(server)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--loadmodule",
-            &module,
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut redis = PrivateRedis::start();
     let mut config = test_config("down503");
-    config.redis.url = format!("redis://127.0.0.1:{port}");
     config.redis.response_timeout_ms = 500;
-    let mut started = None;
-    for _ in 0..50 {
-        if let Ok(app) = App::start(config.clone()).await {
-            started = Some(app);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let app = started.expect("own redis started");
+    let app = redis.app(&mut config).await;
     let (_stop, stopped) = watch::channel(false);
     let services = serve::start(&app, stopped).await.unwrap();
-    redis.kill().unwrap();
-    redis.wait().unwrap();
+    redis.process.kill().unwrap();
+    redis.process.wait().unwrap();
     let subject = format!("{}.stats", config.serve.subject_prefix);
     let reply = tokio::time::timeout(
         Duration::from_secs(20),
@@ -662,6 +689,79 @@ async fn an_unreachable_redis_is_a_503() {
     assert_eq!(status.as_deref(), Some("503"));
     let body: Value = serde_json::from_slice(&reply.payload).unwrap();
     assert_eq!(body["error"]["kind"], "unavailable");
+    services.stop().await;
+    common::cleanup_nats(&config);
+}
+
+/// The fast read path: a precomputed embedding costs at most two index queries (semantic and
+/// user pass), counted by the server itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn injection_with_an_embedding_costs_at_most_two_index_queries() {
+    let redis = PrivateRedis::start();
+    let mut config = test_config("twoqueries");
+    let app = redis.app(&mut config).await;
+    let (_stop, stopped) = watch::channel(false);
+    let services = serve::start(&app, stopped).await.unwrap();
+    let query = unit_vector(1);
+    let mut seeded = NewPreference {
+        persona_id: "ada".into(),
+        name: "tea".into(),
+        opinion: "I love tea.".into(),
+        category: "culinary".into(),
+        stance: Some(Stance::For),
+        stance_at: None,
+        strength: Some(0.8),
+        provenance: Provenance::default(),
+        related_user_ids: vec!["u1".into()],
+        related_kg_uuids: Vec::new(),
+        embedding: vector_near(&query, 0.9, 2),
+    };
+    app.store.add_preference(seeded.clone()).await.unwrap();
+    seeded.related_user_ids.clear();
+    app.store.add_preference(seeded).await.unwrap();
+
+    let mut connection = app.store.connection();
+    let searches = |connection: &mut redis::aio::ConnectionManager| {
+        let mut connection = connection.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            info.lines()
+                .find(|line| line.starts_with("cmdstat_FT.SEARCH:"))
+                .and_then(|line| line.split("calls=").nth(1))
+                .and_then(|rest| rest.split(',').next())
+                .map(|n| n.parse::<u64>().unwrap())
+                .unwrap_or(0)
+        }
+    };
+    let subject = format!("{}.inject", config.serve.subject_prefix);
+    for (body, expected) in [
+        (json!({"persona_id": "ada", "query_embedding": query}), 1),
+        (
+            json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1", "u2"]}),
+            2,
+        ),
+        (
+            json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1"], "resident": true}),
+            3,
+        ),
+    ] {
+        let before = searches(&mut connection).await;
+        let reply = app
+            .nats
+            .request(subject.clone(), serde_json::to_vec(&body).unwrap().into())
+            .await
+            .unwrap();
+        assert!(
+            reply.headers.is_none(),
+            "{}",
+            String::from_utf8_lossy(&reply.payload)
+        );
+        assert_eq!(searches(&mut connection).await - before, expected, "{body}");
+    }
     services.stop().await;
     common::cleanup_nats(&config);
 }
