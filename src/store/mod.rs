@@ -997,33 +997,17 @@ impl PreferenceStore {
                 "must differ from the user id",
             ));
         }
-        let all = self
-            .list_preferences(
-                persona_id,
-                &ListOptions {
-                    include_retracted: true,
-                    limit: validate::MAX_LIST_LIMIT,
-                    category: None,
-                },
-            )
-            .await?;
         let mut report = PurgeReport {
             persona_id: persona_id.into(),
             pseudonym: pseudonym.into(),
             ..Default::default()
         };
         let now = now_iso();
-        for preference in all {
-            let named = preference
-                .related_user_ids
-                .iter()
-                .chain(&preference.evidence_user_ids)
-                .any(|u| u == user_id)
-                || preference.provenance.triggering_user_id == user_id;
-            if !named {
-                continue;
-            }
-            let key = self.preference_key(persona_id, &preference.id);
+        // Every key of the persona, without a cap: an erasure must not stop at a page size.
+        // The script itself leaves preferences that do not name the user untouched.
+        let key_prefix = self.preference_key(persona_id, "");
+        for key in self.scan_keys(&format!("{key_prefix}*")).await? {
+            let preference_id = key[key_prefix.len()..].to_string();
             let mut invocation = self.invocation(
                 &scripts::PURGE_USER,
                 &key,
@@ -1041,10 +1025,10 @@ impl PreferenceStore {
                 .map_err(fenced(persona_id))?;
             if let Some(items) = script_reply(reply, 2)? {
                 if items[0] == "1" {
-                    report.rewritten.push(preference.id.clone());
+                    report.rewritten.push(preference_id.clone());
                 }
                 if items[1] == "1" {
-                    report.retracted.push(preference.id);
+                    report.retracted.push(preference_id);
                 }
             }
         }
@@ -1065,30 +1049,38 @@ impl PreferenceStore {
         let mut connection = self.connection.clone();
         let mut deleted = 0u64;
         for pattern in patterns {
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
+            let keys = self.scan_keys(&pattern).await?;
+            for chunk in keys.chunks(1000) {
+                let removed: u64 = redis::cmd("UNLINK")
+                    .arg(chunk)
                     .query_async(&mut connection)
                     .await?;
-                if !keys.is_empty() {
-                    let removed: u64 = redis::cmd("UNLINK")
-                        .arg(&keys)
-                        .query_async(&mut connection)
-                        .await?;
-                    deleted += removed;
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
+                deleted += removed;
             }
         }
         Ok(deleted)
+    }
+
+    /// Every key matching `pattern`, by SCAN so Redis is never blocked (never `KEYS`).
+    async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut found = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await?;
+            found.extend(keys);
+            if next == 0 {
+                return Ok(found);
+            }
+            cursor = next;
+        }
     }
 
     fn coerce_category(&self, category: &str) -> String {
