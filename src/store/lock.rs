@@ -38,6 +38,16 @@ pub struct PersonaLock {
     retry_every: Duration,
 }
 
+/// Mints the next fencing token and takes the lock with it if free; nil when held.
+static ACQUIRE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        "if redis.call('EXISTS', KEYS[1]) == 1 then return nil end \
+         local token = tostring(redis.call('INCR', KEYS[2])) \
+         redis.call('SET', KEYS[1], token, 'PX', ARGV[1]) \
+         return token",
+    )
+});
+
 static RELEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
     Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
@@ -64,21 +74,14 @@ impl PersonaLock {
         validate::persona_id(persona_id)?;
         let key = self.store.lock_key(persona_id);
         let mut connection = self.store.connection();
-        let counter = format!("{key}:fence");
-        let token: u64 = redis::cmd("INCR")
-            .arg(&counter)
-            .query_async(&mut connection)
-            .await?;
-        let token = token.to_string();
-        let set: Option<String> = redis::cmd("SET")
-            .arg(&key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
+        // One round trip: every event takes this lock, so the attempt is a single script.
+        let set: Option<String> = ACQUIRE
+            .key(&key)
+            .key(format!("{key}:fence"))
             .arg(self.ttl.as_millis() as u64)
-            .query_async(&mut connection)
+            .invoke_async(&mut connection)
             .await?;
-        Ok(set.map(|_| LockToken {
+        Ok(set.map(|token| LockToken {
             persona_id: persona_id.to_string(),
             key,
             token,
