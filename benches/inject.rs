@@ -20,9 +20,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use persona_prefs::app::App;
 use persona_prefs::config::Config;
-use persona_prefs::store::query::{
-    knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes,
-};
+use persona_prefs::store::query::{injection_pipeline, vector_to_bytes};
 use persona_prefs::store::{NewPreference, Provenance, Stance};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -133,12 +131,13 @@ async fn main() {
     let connection = app.store.connection();
     let index = config.redis.index_name.clone();
     let search_floor = measure(iterations, |i| {
-        let q = vector_to_bytes(&queries[i % queries.len()]);
-        let filter = persona_filter("p0", false);
-        let user_filter = format!("{filter} {}", tag_clause("related_user_ids_index", &users));
-        let mut pipe = redis::pipe();
-        pipe.add_command(knn_command(&index, &knn_query(&filter, 16), &q, 16));
-        pipe.add_command(knn_command(&index, &knn_query(&user_filter, 16), &q, 16));
+        let pipe = injection_pipeline(
+            &index,
+            "p0",
+            &vector_to_bytes(&queries[i % queries.len()]),
+            16,
+            &users,
+        );
         let mut connection = connection.clone();
         async move {
             let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();

@@ -17,7 +17,7 @@ use futures::StreamExt;
 
 use persona_prefs::config::Config;
 use persona_prefs::store::query::{
-    knn_command, knn_query, persona_filter, tag_clause, vector_to_bytes,
+    injection_pipeline, knn_command, knn_query, persona_filter, vector_to_bytes,
 };
 use persona_prefs::store::{InjectionQuery, NewPreference, PreferenceStore, Provenance, Stance};
 use rand::SeedableRng;
@@ -110,12 +110,13 @@ async fn main() {
     })
     .await;
     let injection_floor = measure(iterations, |i| {
-        let q = vector_to_bytes(&queries[i % queries.len()]);
-        let filter = persona_filter("p0", false);
-        let user_filter = format!("{filter} {}", tag_clause("related_user_ids_index", &users));
-        let mut pipe = redis::pipe();
-        pipe.add_command(knn_command(&index, &knn_query(&filter, 16), &q, 16));
-        pipe.add_command(knn_command(&index, &knn_query(&user_filter, 16), &q, 16));
+        let pipe = injection_pipeline(
+            &index,
+            "p0",
+            &vector_to_bytes(&queries[i % queries.len()]),
+            16,
+            &users,
+        );
         let mut connection = connection.clone();
         async move {
             let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();

@@ -810,28 +810,15 @@ impl PreferenceStore {
             validate::user_id,
         )?;
         let top_k = (query.max_count * 2).min(config.max_top_k);
-        let vector = vector_to_bytes(query.query_embedding);
         let filter = persona_filter(query.persona_id, false);
-        let mut pipe = redis::pipe();
-        pipe.add_command(knn_command(
+        let mut pipe = query::injection_pipeline(
             &self.settings.index_name,
-            &knn_query(&filter, top_k),
-            &vector,
+            query.persona_id,
+            &vector_to_bytes(query.query_embedding),
             top_k,
-        ));
+            query.active_user_ids,
+        );
         let user_pass = !query.active_user_ids.is_empty();
-        if user_pass {
-            let user_filter = format!(
-                "{filter} {}",
-                query::tag_clause(field::RELATED_USER_IDS_INDEX, query.active_user_ids)
-            );
-            pipe.add_command(knn_command(
-                &self.settings.index_name,
-                &knn_query(&user_filter, top_k),
-                &vector,
-                top_k,
-            ));
-        }
         if resident_count > config.max_injection_count {
             return Err(StoreError::invalid(
                 "resident_count",

@@ -86,6 +86,39 @@ pub fn knn_command(index: &str, query: &str, vector_bytes: &[u8], top_k: usize) 
     cmd
 }
 
+/// The injection's queries, pipelined for one round trip: the semantic pass (KNN over the
+/// persona's active preferences) and, when users are present, the user pass (the same KNN
+/// restricted to preferences about them). Public so benches measure exactly these commands.
+pub fn injection_pipeline(
+    index: &str,
+    persona_id: &str,
+    vector_bytes: &[u8],
+    top_k: usize,
+    active_user_ids: &[String],
+) -> redis::Pipeline {
+    let filter = persona_filter(persona_id, false);
+    let mut pipe = redis::pipe();
+    pipe.add_command(knn_command(
+        index,
+        &knn_query(&filter, top_k),
+        vector_bytes,
+        top_k,
+    ));
+    if !active_user_ids.is_empty() {
+        let user_filter = format!(
+            "{filter} {}",
+            tag_clause(field::RELATED_USER_IDS_INDEX, active_user_ids)
+        );
+        pipe.add_command(knn_command(
+            index,
+            &knn_query(&user_filter, top_k),
+            vector_bytes,
+            top_k,
+        ));
+    }
+    pipe
+}
+
 /// Reads a RESP2 FT.SEARCH reply (`[total, key, [field, value, …], …]`) into decoded
 /// preferences, each paired with its `score` field when present.
 pub fn parse_search_reply(
