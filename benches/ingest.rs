@@ -191,6 +191,10 @@ async fn run_pipeline(
     let _ = worker.await;
     println!("{label}: {events} events in {:.2}s", events as f64 / rate);
 
+    // Preferences, idempotency records and locks of every bench persona, then the index.
+    for persona in 0..16 {
+        let _ = app.store.delete_persona(&format!("p{persona}")).await;
+    }
     let mut connection = app.store.connection();
     let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
         .arg(&config.redis.index_name)
