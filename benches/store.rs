@@ -19,6 +19,7 @@ use persona_prefs::config::Config;
 use persona_prefs::store::query::{
     injection_pipeline, knn_command, knn_query, persona_filter, vector_to_bytes,
 };
+use persona_prefs::store::record::field;
 use persona_prefs::store::{InjectionQuery, NewPreference, PreferenceStore, Provenance, Stance};
 use rand::SeedableRng;
 use support::{env_or, measure, random_unit};
@@ -84,7 +85,13 @@ async fn main() {
     .await;
     let conflicts_floor = measure(iterations, |i| {
         let q = vector_to_bytes(&queries[i % queries.len()]);
-        let cmd = knn_command(&index, &knn_query(&persona_filter("p0", false), 5), &q, 5);
+        let cmd = knn_command(
+            &index,
+            &knn_query(&persona_filter("p0", false), 5),
+            &q,
+            5,
+            &field::ALL_BUT_EMBEDDING,
+        );
         let mut connection = connection.clone();
         async move {
             let _: redis::Value = cmd.query_async(&mut connection).await.unwrap();

@@ -730,6 +730,7 @@ impl PreferenceStore {
             &query,
             &vector_to_bytes(query_embedding),
             top_k,
+            &field::ALL_BUT_EMBEDDING,
         )
         .query_async(&mut connection)
         .await?;
@@ -838,8 +839,8 @@ impl PreferenceStore {
                 .arg(0)
                 .arg(resident_count + query.max_count)
                 .arg("RETURN")
-                .arg(field::ALL_BUT_EMBEDDING.len())
-                .arg(&field::ALL_BUT_EMBEDDING[..])
+                .arg(field::INJECTION.len())
+                .arg(&field::INJECTION[..])
                 .arg("DIALECT")
                 .arg(2);
             pipe.add_command(strongest);

@@ -63,8 +63,15 @@ pub fn knn_query(filter: &str, top_k: usize) -> String {
     )
 }
 
-/// Builds `FT.SEARCH index query PARAMS 2 vec <blob> SORTBY score LIMIT 0 k RETURN … DIALECT 2`.
-pub fn knn_command(index: &str, query: &str, vector_bytes: &[u8], top_k: usize) -> redis::Cmd {
+/// Builds `FT.SEARCH index query PARAMS 2 vec <blob> SORTBY score LIMIT 0 k RETURN … DIALECT 2`,
+/// returning `returned` and the score.
+pub fn knn_command(
+    index: &str,
+    query: &str,
+    vector_bytes: &[u8],
+    top_k: usize,
+    returned: &[&str],
+) -> redis::Cmd {
     let mut cmd = redis::cmd("FT.SEARCH");
     cmd.arg(index)
         .arg(query)
@@ -78,8 +85,8 @@ pub fn knn_command(index: &str, query: &str, vector_bytes: &[u8], top_k: usize) 
         .arg(0)
         .arg(top_k)
         .arg("RETURN")
-        .arg(field::ALL_BUT_EMBEDDING.len() + 1)
-        .arg(&field::ALL_BUT_EMBEDDING[..])
+        .arg(returned.len() + 1)
+        .arg(returned)
         .arg("score")
         .arg("DIALECT")
         .arg(2);
@@ -103,6 +110,7 @@ pub fn injection_pipeline(
         &knn_query(&filter, top_k),
         vector_bytes,
         top_k,
+        &field::INJECTION,
     ));
     if !active_user_ids.is_empty() {
         let user_filter = format!(
@@ -114,6 +122,7 @@ pub fn injection_pipeline(
             &knn_query(&user_filter, top_k),
             vector_bytes,
             top_k,
+            &field::INJECTION,
         ));
     }
     pipe
