@@ -8,6 +8,9 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use persona_prefs::app::{self, DemoReport};
 use persona_prefs::config::Config;
+use persona_prefs::ingest::dead_letters::{
+    DeadLetterError, DeadLetters, MAX_LIST_LIMIT, Selection,
+};
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::store::{Preference, PreferenceStore};
 
@@ -55,6 +58,69 @@ pub enum ClientCommand {
     /// Inspect and correct a persona's preferences (through the running service).
     #[command(subcommand)]
     Prefs(PrefsCommand),
+    /// Dead-lettered events: why they were given up on; replay them once fixed, or discard them.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+}
+
+#[derive(Subcommand)]
+pub enum DlqCommand {
+    /// Dead letters, oldest first, with their reasons.
+    #[command(
+        after_help = "Examples:\n  persona-prefs dlq list\n  persona-prefs dlq list --persona stargazer --code max_deliver --json"
+    )]
+    List {
+        #[command(flatten)]
+        filter: DlqFilter,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One dead letter whole: where it came from, why, and its payload.
+    Show {
+        /// Its sequence in the dead-letter stream (the first column of `dlq list`).
+        sequence: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish dead letters back to the events stream, then delete them. For letters whose
+    /// cause is fixed (the LLM or Redis is back, the worker was upgraded); replaying an event
+    /// twice changes nothing, since every effect is keyed by its persona message.
+    #[command(
+        after_help = "Examples:\n  persona-prefs dlq replay 17 18\n  persona-prefs dlq replay --all --code max_deliver"
+    )]
+    Replay {
+        /// Sequences in the dead-letter stream.
+        sequences: Vec<u64>,
+        /// Every letter matching --persona/--code instead of listed sequences.
+        #[arg(long, conflicts_with = "sequences")]
+        all: bool,
+        #[command(flatten)]
+        filter: DlqFilter,
+    },
+    /// Delete dead letters for good.
+    #[command(
+        after_help = "Examples:\n  persona-prefs dlq discard 17\n  persona-prefs dlq discard --all --persona stargazer --code schema"
+    )]
+    Discard {
+        sequences: Vec<u64>,
+        #[arg(long, conflicts_with = "sequences")]
+        all: bool,
+        #[command(flatten)]
+        filter: DlqFilter,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct DlqFilter {
+    /// Only letters for this persona ("unknown" for events that named none).
+    #[arg(long)]
+    persona: Option<String>,
+    /// Only letters with this reason code (max_deliver, permanent, schema, limit, oversize,
+    /// invalid_json, invalid_utf8).
+    #[arg(long)]
+    code: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -214,6 +280,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             Ok(ExitCode::SUCCESS)
         }
         ClientCommand::Prefs(command) => prefs(command, &config).await,
+        ClientCommand::Dlq(command) => dlq(command, &config).await,
         ClientCommand::Publish { file } => publish(file, &config).await,
         ClientCommand::Index(IndexCommand::Info { json }) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
@@ -264,6 +331,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
 /// Exit codes of client commands: 0 success, 1 the service answered with an error, 3 no
 /// service answered (not running, or NATS unreachable). 2 is clap's, for usage errors.
 const EXIT_ERROR_REPLY: u8 = 1;
+const EXIT_USAGE: u8 = 2;
 const EXIT_UNAVAILABLE: u8 = 3;
 
 /// One request to the service; `Err(exit code)` after printing the error.
@@ -415,7 +483,7 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
         }
         PrefsCommand::Search { .. } => {
             let hits = reply.as_array().cloned().unwrap_or_default();
-            writeln!(out, "  {:>10}  {:<24} {}", "similarity", "topic", "opinion")?;
+            writeln!(out, "  {:>10}  {:<24} opinion", "similarity", "topic")?;
             for hit in hits {
                 writeln!(
                     out,
@@ -514,6 +582,189 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<ExitCode> {
+    let client = match app::connect_nats(config).await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("persona-prefs: {error}");
+            return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+        }
+    };
+    let letters = DeadLetters::new(async_nats::jetstream::new(client), config.ingest.clone());
+    let selection = |filter: DlqFilter, limit: usize| Selection {
+        persona_id: filter.persona,
+        reason_code: filter.code,
+        limit,
+    };
+    let failed = |error: DeadLetterError| {
+        eprintln!("persona-prefs: {error}");
+        Ok(ExitCode::from(if error.is_retryable() {
+            EXIT_UNAVAILABLE
+        } else {
+            EXIT_ERROR_REPLY
+        }))
+    };
+    let mut out = std::io::stdout().lock();
+    match command {
+        DlqCommand::List {
+            filter,
+            limit,
+            json,
+        } => {
+            let listing = match letters.list(&selection(filter, limit)).await {
+                Ok(listing) => listing,
+                Err(error) => return failed(error),
+            };
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&listing)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            writeln!(
+                out,
+                "  {:>6}  {:<20} {:<12} {:<20} {:<16} reason",
+                "seq", "dead-lettered", "code", "persona", "event"
+            )?;
+            for letter in &listing.letters {
+                let persona = letter
+                    .subject
+                    .rsplit_once('.')
+                    .map(|(_, persona)| persona)
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "  {:>6}  {:<20} {:<12} {:<20} {:<16} {}",
+                    letter.sequence,
+                    truncate(&letter.dead_lettered_at, 20),
+                    letter.reason_code,
+                    truncate(persona, 20),
+                    truncate(letter.event_id.as_deref().unwrap_or("-"), 16),
+                    letter.reason
+                )?;
+            }
+            writeln!(
+                out,
+                "{} shown, {} stored{}",
+                listing.letters.len(),
+                listing.stored,
+                if listing.truncated {
+                    " (more match: raise --limit)"
+                } else {
+                    ""
+                }
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqCommand::Show { sequence, json } => {
+            let letter = match letters.get(sequence).await {
+                Ok(letter) => letter,
+                Err(error) => return failed(error),
+            };
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&letter)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            writeln!(out, "sequence          {}", letter.sequence)?;
+            writeln!(out, "dead-lettered     {}", letter.dead_lettered_at)?;
+            writeln!(out, "code              {}", letter.reason_code)?;
+            writeln!(out, "reason            {}", letter.reason)?;
+            writeln!(out, "original subject  {}", letter.original_subject)?;
+            writeln!(
+                out,
+                "original sequence {}",
+                letter
+                    .original_sequence
+                    .map_or("-".to_string(), |s| s.to_string())
+            )?;
+            writeln!(
+                out,
+                "deliveries        {}",
+                letter.deliveries.map_or("-".to_string(), |d| d.to_string())
+            )?;
+            writeln!(out, "payload\n{}", letter.payload_text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqCommand::Replay {
+            sequences,
+            all,
+            filter,
+        } => {
+            bulk(
+                &letters,
+                sequences,
+                all,
+                selection(filter, MAX_LIST_LIMIT),
+                true,
+            )
+            .await
+        }
+        DlqCommand::Discard {
+            sequences,
+            all,
+            filter,
+        } => {
+            bulk(
+                &letters,
+                sequences,
+                all,
+                selection(filter, MAX_LIST_LIMIT),
+                false,
+            )
+            .await
+        }
+    }
+}
+
+/// Replays or discards the listed letters, or with `all` every letter the selection matches.
+async fn bulk(
+    letters: &DeadLetters,
+    mut sequences: Vec<u64>,
+    all: bool,
+    selection: Selection,
+    replay: bool,
+) -> anyhow::Result<ExitCode> {
+    let verb = if replay { "replayed" } else { "discarded" };
+    if all {
+        match letters.list(&selection).await {
+            Ok(listing) => {
+                if listing.truncated {
+                    eprintln!(
+                        "persona-prefs: more than {MAX_LIST_LIMIT} letters match; run again for the rest"
+                    );
+                }
+                sequences = listing.letters.iter().map(|l| l.sequence).collect();
+            }
+            Err(error) => {
+                eprintln!("persona-prefs: {error}");
+                return Ok(ExitCode::from(EXIT_ERROR_REPLY));
+            }
+        }
+    } else if sequences.is_empty() {
+        eprintln!(
+            "persona-prefs: name the letters' sequences, or pass --all (see `persona-prefs dlq list`)"
+        );
+        return Ok(ExitCode::from(EXIT_USAGE));
+    } else if selection.persona_id.is_some() || selection.reason_code.is_some() {
+        eprintln!(
+            "persona-prefs: --persona and --code select letters for --all; with sequences, leave them out"
+        );
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    let report = if replay {
+        letters.replay_all(&sequences).await
+    } else {
+        letters.discard_all(&sequences).await
+    };
+    for (sequence, error) in &report.failed {
+        eprintln!("persona-prefs: {sequence}: {error}");
+    }
+    println!("{verb} {} of {}", report.done.len(), sequences.len());
+    Ok(if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_ERROR_REPLY)
+    })
 }
 
 async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitCode> {

@@ -78,6 +78,10 @@ pub fn describe() {
         "persona_prefs_consumer_pending",
         "Messages pending for the durable consumer."
     );
+    describe_gauge!(
+        "persona_prefs_dead_letters_stored",
+        "Dead letters waiting in the dead-letter stream (`persona-prefs dlq list` shows them)."
+    );
     describe_counter!(
         "persona_prefs_requests_total",
         "Service requests by endpoint and status."
@@ -147,6 +151,10 @@ pub fn in_flight(count: usize) {
 
 pub fn consumer_pending(count: u64) {
     gauge!("persona_prefs_consumer_pending").set(count as f64);
+}
+
+pub fn dead_letters_stored(count: u64) {
+    gauge!("persona_prefs_dead_letters_stored").set(count as f64);
 }
 
 pub fn request(endpoint: &'static str, status: u16, took: Duration) {

@@ -4,6 +4,7 @@ mod common;
 
 use std::process::Output;
 
+use common::cli::stdout;
 use common::{Cleanup, test_config};
 use persona_prefs::app::App;
 use persona_prefs::config::Config;
@@ -11,44 +12,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 async fn cli(config: &Config, args: &[&str]) -> Output {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let envs = [
-        ("REDIS_URL", config.redis.url.clone()),
-        ("NATS_URL", config.nats.url.clone()),
-        (
-            "PERSONA_PREFS__REDIS__KEY_PREFIX",
-            config.redis.key_prefix.clone(),
-        ),
-        (
-            "PERSONA_PREFS__REDIS__INDEX_NAME",
-            config.redis.index_name.clone(),
-        ),
-        (
-            "PERSONA_PREFS__SERVE__SUBJECT_PREFIX",
-            config.serve.subject_prefix.clone(),
-        ),
-        (
-            "PERSONA_PREFS__INGEST__SUBJECT_PREFIX",
-            config.ingest.subject_prefix.clone(),
-        ),
-        (
-            "PERSONA_PREFS__INGEST__STREAM",
-            config.ingest.stream.clone(),
-        ),
-    ];
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_persona-prefs"))
-            .args(&args)
-            .envs(envs)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    common::cli::run(config, args).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

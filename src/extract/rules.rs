@@ -8,6 +8,7 @@
 //! - judgements ("I think X is overrated", "honestly, X is wonderful", "I find X calming"),
 //!   whose stance comes from the adjective and flips under "not" / "I don't think";
 //! - "nothing beats X".
+//!
 //! Questions, hypotheticals ("if I liked X") and the past ("I used to love X") are skipped;
 //! pronoun topics ("I love it") carry no topic and are skipped too.
 //!

@@ -2,8 +2,10 @@
 //!
 //! - [`event`]: the event format and its validation;
 //! - [`pipeline`]: what a valid event does to the store (exactly-once effects);
-//! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown.
+//! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown;
+//! - [`dead_letters`]: listing, replaying and discarding dead letters (the operator's side).
 
+pub mod dead_letters;
 pub mod event;
 pub mod pipeline;
 pub mod worker;

@@ -114,7 +114,13 @@ impl Worker {
             .messages()
             .await
             .map_err(|e| WorkerError::Consume(e.to_string()))?;
-        let pending_task = tokio::spawn(report_pending(consumer.clone(), shutdown.clone()));
+        let dead_letters =
+            super::dead_letters::DeadLetters::new(worker.js.clone(), worker.config.clone());
+        let pending_task = tokio::spawn(report_pending(
+            consumer.clone(),
+            dead_letters,
+            shutdown.clone(),
+        ));
         let mut tasks = tokio::task::JoinSet::new();
         loop {
             // Backpressure: take a slot before pulling, so at most max_in_flight are held.
@@ -373,10 +379,19 @@ fn single_line(text: &str) -> String {
     crate::store::validate::truncate_chars(&line, 1024)
 }
 
-async fn report_pending(mut consumer: PullConsumer, mut shutdown: watch::Receiver<bool>) {
+/// Keeps the backlog gauges current: events waiting for the consumer, letters waiting for an
+/// operator.
+async fn report_pending(
+    mut consumer: PullConsumer,
+    dead_letters: super::dead_letters::DeadLetters,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         if let Ok(info) = consumer.info().await {
             telemetry::consumer_pending(info.num_pending + info.num_ack_pending as u64);
+        }
+        if let Ok(stored) = dead_letters.stored().await {
+            telemetry::dead_letters_stored(stored);
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}

@@ -211,7 +211,7 @@ impl Handlers {
 
     async fn inject(&self, request: InjectRequest) -> Result<InjectReply, ServiceError> {
         let started = Instant::now();
-        validate::persona_id(&request.persona_id).map_err(StoreError::from)?;
+        validate::persona_id(&request.persona_id)?;
         let embedding = match (&request.query, &request.query_embedding) {
             (Some(_), Some(_)) => {
                 return Err(ServiceError::bad(
@@ -283,7 +283,7 @@ impl Handlers {
     }
 
     async fn add(&self, r: AddRequest) -> Result<crate::store::Preference, ServiceError> {
-        validate::persona_id(&r.persona_id).map_err(StoreError::from)?;
+        validate::persona_id(&r.persona_id)?;
         if r.name.trim().is_empty() {
             return Err(ServiceError::bad("invalid", "name is empty"));
         }
@@ -345,7 +345,7 @@ impl Handlers {
     }
 
     async fn search(&self, r: SearchRequest) -> Result<Vec<SearchHit>, ServiceError> {
-        validate::persona_id(&r.persona_id).map_err(StoreError::from)?;
+        validate::persona_id(&r.persona_id)?;
         let embedding = self.embed_query(&r.query).await?;
         let hits = self
             .store
@@ -365,7 +365,7 @@ impl Handlers {
         &self,
         r: PurgeUserRequest,
     ) -> Result<crate::store::PurgeReport, ServiceError> {
-        validate::persona_id(&r.persona_id).map_err(StoreError::from)?;
+        validate::persona_id(&r.persona_id)?;
         let pseudonym = r.pseudonym.unwrap_or_else(|| {
             format!(
                 "erased-{}",

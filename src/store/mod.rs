@@ -1073,7 +1073,7 @@ impl PreferenceStore {
 
     fn coerce_category(&self, category: &str) -> String {
         let lowered = category.trim().to_ascii_lowercase();
-        if self.settings.store.categories.iter().any(|c| *c == lowered) {
+        if self.settings.store.categories.contains(&lowered) {
             lowered
         } else {
             self.settings.store.fallback_category.clone()

@@ -128,11 +128,12 @@ pub fn injection_pipeline(
     pipe
 }
 
-/// Reads a RESP2 FT.SEARCH reply (`[total, key, [field, value, …], …]`) into decoded
-/// preferences, each paired with its `score` field when present.
-pub fn parse_search_reply(
-    reply: Value,
-) -> Result<(u64, Vec<(Preference, Option<f64>)>), StoreError> {
+/// A decoded preference with its `score` field when the query returned one.
+pub type SearchHit = (Preference, Option<f64>);
+
+/// Reads a RESP2 FT.SEARCH reply (`[total, key, [field, value, …], …]`) into its total and
+/// decoded hits.
+pub fn parse_search_reply(reply: Value) -> Result<(u64, Vec<SearchHit>), StoreError> {
     let items = match reply {
         Value::Array(items) => items,
         other => {

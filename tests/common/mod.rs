@@ -214,4 +214,5 @@ pub fn new_preference(
     }
 }
 
+pub mod cli;
 pub mod fake_openai;

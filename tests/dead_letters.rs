@@ -1,0 +1,193 @@
+//! The operator's side of dead letters, through the real binary: list them with their reasons,
+//! read one, replay the ones whose cause is fixed, discard the rest.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::cli::{run, stderr, stdout};
+use common::fake_openai::{FakeOpenAi, Reply, persona_message};
+use common::{Cleanup, test_config};
+use persona_prefs::app::{App, wait_until_drained};
+use persona_prefs::config::Config;
+use persona_prefs::extract::ExtractorKind;
+use persona_prefs::store::ListOptions;
+use serde_json::{Value, json};
+
+async fn list(config: &Config, extra: &[&str]) -> Value {
+    let mut args = vec!["dlq", "list", "--json"];
+    args.extend_from_slice(extra);
+    let output = run(config, &args).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_str(&stdout(&output)).unwrap()
+}
+
+fn codes(listing: &Value) -> Vec<&str> {
+    listing["letters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["reason_code"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
+    // An LLM that is down until the test says otherwise.
+    let fake = FakeOpenAi::start().await;
+    let llm_up = Arc::new(AtomicBool::new(false));
+    let up = llm_up.clone();
+    fake.respond_with(move |_, body| {
+        if up.load(Ordering::SeqCst) && persona_message(body).contains("storms") {
+            Reply::opinions(json!([{"name": "storms", "opinion": "I adore storms.", "category": "nature",
+                "stance": "for", "strength": 0.7, "related_user_ids": [], "evidence": "I adore storms"}]))
+        } else {
+            Reply::status(500)
+        }
+    });
+    let mut config = test_config("dlq");
+    config.extract.kind = ExtractorKind::Llm;
+    config.extract.llm.base_url = fake.base_url.clone();
+    config.extract.llm.timeout_ms = 400;
+    config.extract.llm.max_retries = 0;
+    config.ingest.max_deliver = 2;
+    config.ingest.retry_delay_ms = 50;
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    let consumer = app.consumer().await.unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+
+    // One event the LLM outage defeats, one that can never be read.
+    let subject = format!("{}.ada", config.ingest.subject_prefix);
+    let event = json!({"event_id": "storms-1", "persona_id": "ada", "platform": "p", "channel_id": "c",
+        "messages": [{"message_id": "m1", "role": "persona", "content": "I adore storms.",
+                      "timestamp": "2026-11-20T08:00:00Z"}]});
+    for payload in [serde_json::to_vec(&event).unwrap(), b"{not json".to_vec()] {
+        app.js
+            .publish(subject.clone(), payload.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    wait_until_drained(consumer.clone(), Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    let listing = list(&config, &[]).await;
+    assert_eq!(listing["stored"], 2);
+    let mut all_codes = codes(&listing);
+    all_codes.sort();
+    assert_eq!(all_codes, ["invalid_json", "max_deliver"]);
+    let human = run(&config, &["dlq", "list"]).await;
+    assert!(stdout(&human).contains("max_deliver"), "{}", stdout(&human));
+    assert!(stdout(&human).contains("2 shown, 2 stored"));
+
+    let outage = list(&config, &["--code", "max_deliver", "--persona", "ada"]).await;
+    assert_eq!(codes(&outage), ["max_deliver"]);
+    let letter = &outage["letters"][0];
+    assert_eq!(letter["event_id"], "storms-1");
+    assert_eq!(letter["original_subject"], subject);
+    assert_eq!(letter["deliveries"], 2);
+    let outage_seq = letter["sequence"].as_u64().unwrap();
+    assert_eq!(
+        codes(&list(&config, &["--persona", "somebody_else"]).await),
+        Vec::<&str>::new()
+    );
+
+    let shown = run(&config, &["dlq", "show", &outage_seq.to_string()]).await;
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert!(stdout(&shown).contains("code              max_deliver"));
+    assert!(stdout(&shown).contains("I adore storms."), "the payload");
+
+    // Usage and lookup errors are told apart by exit code.
+    assert_eq!(
+        run(&config, &["dlq", "replay"]).await.status.code(),
+        Some(2)
+    );
+    let missing = run(&config, &["dlq", "show", "999999"]).await;
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("999999 not found"));
+
+    // Once the LLM is back, replaying the outage's letter stores its opinion.
+    llm_up.store(true, Ordering::SeqCst);
+    let replayed = run(
+        &config,
+        &["dlq", "replay", "--all", "--code", "max_deliver"],
+    )
+    .await;
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    assert!(stdout(&replayed).contains("replayed 1 of 1"));
+    wait_until_drained(consumer, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let stored = app
+        .store
+        .list_preferences(
+            "ada",
+            &ListOptions {
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].name, "storms");
+    assert_eq!(stored[0].provenance.persona_message_id, "m1");
+
+    // The replayed letter is gone; replaying it again finds nothing.
+    let remaining = list(&config, &[]).await;
+    assert_eq!(codes(&remaining), ["invalid_json"]);
+    let again = run(&config, &["dlq", "replay", &outage_seq.to_string()]).await;
+    assert_eq!(again.status.code(), Some(1));
+
+    let unreadable = remaining["letters"][0]["sequence"].as_u64().unwrap();
+    let discarded = run(&config, &["dlq", "discard", &unreadable.to_string()]).await;
+    assert!(stdout(&discarded).contains("discarded 1 of 1"));
+    assert_eq!(list(&config, &[]).await["stored"], 0);
+
+    let _ = stop.send(true);
+    worker.await.unwrap().unwrap();
+}
+
+/// A letter whose headers name a subject outside the events stream is refused rather than
+/// published there.
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_only_ever_publishes_into_the_events_stream() {
+    let config = test_config("dlqforged");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    app.consumer().await.unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        persona_prefs::ingest::worker::HEADER_ORIGINAL_SUBJECT,
+        "somewhere.else",
+    );
+    headers.insert(
+        persona_prefs::ingest::worker::HEADER_REASON_CODE,
+        "permanent",
+    );
+    let ack = app
+        .js
+        .publish_with_headers(
+            format!("{}.ada", config.ingest.dlq_subject_prefix),
+            headers,
+            b"{}".to_vec().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let refused = run(&config, &["dlq", "replay", &ack.sequence.to_string()]).await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("is not under"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(list(&config, &[]).await["stored"], 1, "the letter is kept");
+}
