@@ -86,6 +86,20 @@ async fn metrics_health_and_readiness_report_the_pipeline() {
         assert!(body.contains(expected), "missing {expected:?} in\n{body}");
     }
     assert!(!body.contains("ada"), "no persona ids as labels");
+
+    // The backlog gauges are sampled every few seconds: wait for the letter to show.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = get(address, "/metrics").await;
+        if body.contains("persona_prefs_dead_letters_stored 1") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dead_letters_stored never reached 1:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let _ = stop.send(true);
     worker.await.unwrap().unwrap();
 }
