@@ -5,6 +5,10 @@ Copy this into a prompt builder: `preferences_block(...)` returns the block to p
 persona's system prompt, or an empty string when the service has nothing or is unavailable
 (a prompt should never fail to build because memory is down).
 
+When the chat pipeline later publishes the persona's reply, put `injected_ids(reply)` on that
+persona message as `injected_preference_ids`: the persona restating what it was reminded of is
+then not counted as new evidence (docs/PROTOCOL.md, "echo").
+
 Run it directly to try it:
     NATS_URL=nats://127.0.0.1:4222 python3 examples/inject_client.py PERSONA_ID "what we are talking about" [user_id ...]
 """
@@ -46,6 +50,11 @@ async def inject(nc, persona_id, query, active_user_ids=(), max_count=8, max_cha
         raise InjectionError(int(headers.get("Nats-Service-Error-Code", error.get("code", 500))),
                              error.get("kind", "unknown"), error.get("message", headers.get("Nats-Service-Error", "")))
     return body
+
+
+def injected_ids(reply):
+    """The ids to send back as the persona message's `injected_preference_ids`."""
+    return [preference["id"] for preference in reply.get("preferences", [])]
 
 
 async def preferences_block(nc, persona_id, query, active_user_ids=(), **options):

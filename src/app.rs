@@ -90,6 +90,7 @@ impl App {
             max_messages: self.config.ingest.max_messages_per_event,
             max_message_chars: self.config.ingest.max_message_chars,
             max_participants: self.config.store.max_related_ids,
+            max_injected: self.config.store.max_injection_count,
         }
     }
 

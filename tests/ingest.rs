@@ -314,6 +314,91 @@ async fn an_older_contradiction_never_overwrites_a_newer_stance() {
     assert!(cilantro[0].evolution_history.is_empty());
 }
 
+/// A persona restating what its prompt reminded it of is an echo, not new evidence: with the
+/// preference's id in the message's `injected_preference_ids`, nothing is reinforced. Without
+/// the field the same words reinforce, and a change of mind about an injected preference still
+/// counts.
+#[tokio::test]
+async fn restating_an_injected_preference_is_an_echo_not_a_reinforcement() {
+    let config = test_config("echo");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config).await.unwrap();
+    let pipeline = app.pipeline();
+    let parse = |value: Value| serde_json::from_value::<ConversationEvent>(value).unwrap();
+    let first = event(
+        "ada",
+        "e1",
+        0,
+        &[
+            ("u1", "What do you drink?"),
+            ("persona", "I love green tea. Coffee is too bitter for me."),
+        ],
+    );
+    pipeline.process(&parse(first)).await.unwrap();
+    let all = ListOptions {
+        limit: 10,
+        ..Default::default()
+    };
+    let before = app.store.list_preferences("ada", &all).await.unwrap();
+    let tea = find(&before, "green tea").clone();
+    let coffee = find(&before, "coffee").clone();
+
+    let mut echo = event(
+        "ada",
+        "e2",
+        10,
+        &[("u2", "Tea?"), ("persona", "I love green tea.")],
+    );
+    echo["messages"][1]["injected_preference_ids"] = json!([tea.id, coffee.id]);
+    let outcome = pipeline.process(&parse(echo)).await.unwrap();
+    assert_eq!(outcome.decisions[0].action, Action::Echo);
+    assert_eq!(outcome.decisions[0].preference_id, tea.id);
+    let echoed = app
+        .store
+        .get_preference("ada", &tea.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(echoed.reinforcement_count, 0);
+    assert_eq!(echoed.strength, tea.strength);
+
+    let unprompted = event(
+        "ada",
+        "e3",
+        20,
+        &[("u3", "And tea?"), ("persona", "I love green tea.")],
+    );
+    let outcome = pipeline.process(&parse(unprompted)).await.unwrap();
+    assert_eq!(outcome.decisions[0].action, Action::Reinforce);
+    let reinforced = app
+        .store
+        .get_preference("ada", &tea.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reinforced.reinforcement_count, 1);
+
+    let mut change_of_mind = event(
+        "ada",
+        "e4",
+        30,
+        &[
+            ("u4", "Coffee?"),
+            ("persona", "Okay, honestly, coffee is wonderful."),
+        ],
+    );
+    change_of_mind["messages"][1]["injected_preference_ids"] = json!([coffee.id]);
+    let outcome = pipeline.process(&parse(change_of_mind)).await.unwrap();
+    assert_eq!(outcome.decisions[0].action, Action::Evolve);
+    let evolved = app
+        .store
+        .get_preference("ada", &coffee.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(evolved.stance, Some(Stance::For));
+}
+
 #[tokio::test]
 async fn a_redelivered_or_republished_event_changes_nothing() {
     let h = Harness::start(test_config("redeliver")).await;

@@ -27,6 +27,11 @@ pub struct ChatMessage {
     pub content: String,
     /// RFC 3339.
     pub timestamp: String,
+    /// On a persona message: the preferences that were in its prompt (the `id`s an injection
+    /// reply listed). The persona restating one of them is an echo of its reminder, not new
+    /// evidence, so it does not reinforce it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected_preference_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +77,8 @@ pub struct EventLimits {
     pub max_messages: usize,
     pub max_message_chars: usize,
     pub max_participants: usize,
+    /// Most `injected_preference_ids` on one message.
+    pub max_injected: usize,
 }
 
 /// Parses and validates one payload received on `subject` (`<subject_prefix>.<persona_id>`).
@@ -176,6 +183,17 @@ fn validate_event(
         if message.role == Role::User && message.user_id.contains(',') {
             return Err(schema(format!("messages[{index}].user_id contains ','")));
         }
+        if message.injected_preference_ids.len() > limits.max_injected {
+            return Err(limit(format!(
+                "messages[{index}].injected_preference_ids has {} ids, the limit is {} (store.max_injection_count)",
+                message.injected_preference_ids.len(),
+                limits.max_injected
+            )));
+        }
+        for id in &message.injected_preference_ids {
+            validate::preference_id(id)
+                .map_err(|e| schema(format!("messages[{index}].injected_preference_ids: {e}")))?;
+        }
         let chars = message.content.chars().count();
         if chars > limits.max_message_chars {
             return Err(limit(format!(
@@ -207,6 +225,7 @@ mod tests {
             max_messages: 50,
             max_message_chars: 200,
             max_participants: 8,
+            max_injected: 4,
         }
     }
 
@@ -274,6 +293,26 @@ mod tests {
                 "long content",
                 with(&|v| v["messages"][1]["content"] = "x".repeat(201).into()),
                 Err("limit"),
+            ),
+            (
+                "injected ids",
+                with(&|v| {
+                    v["messages"][1]["injected_preference_ids"] = serde_json::json!(["a", "b-1"])
+                }),
+                Ok(()),
+            ),
+            (
+                "too many injected ids",
+                with(&|v| {
+                    v["messages"][1]["injected_preference_ids"] =
+                        serde_json::json!(["a", "b", "c", "d", "e"])
+                }),
+                Err("limit"),
+            ),
+            (
+                "bad injected id",
+                with(&|v| v["messages"][1]["injected_preference_ids"] = serde_json::json!(["a b"])),
+                Err("schema"),
             ),
             (
                 "long id",

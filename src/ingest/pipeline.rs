@@ -68,6 +68,10 @@ pub enum Action {
     /// A contradiction older than the stance it contradicts (events arrive out of order):
     /// the newer stance stands and nothing is written.
     Stale,
+    /// The persona restated a preference that was injected into its prompt for that very
+    /// message: a reminder repeated, not new evidence, so nothing is written. Without this,
+    /// injection would feed reinforcement and the strongest opinions would only grow stronger.
+    Echo,
 }
 
 impl Action {
@@ -77,7 +81,13 @@ impl Action {
             Action::Evolve => "evolve",
             Action::Add => "add",
             Action::Stale => "stale",
+            Action::Echo => "echo",
         }
+    }
+
+    /// Whether the action writes to the store (and so can be a duplicate of an earlier write).
+    pub fn writes(self) -> bool {
+        matches!(self, Action::Reinforce | Action::Evolve | Action::Add)
     }
 }
 
@@ -86,7 +96,8 @@ pub struct Decision {
     pub action: Action,
     pub preference_id: String,
     pub name: String,
-    /// False when this effect had been applied by an earlier delivery.
+    /// False when this effect had been applied by an earlier delivery; always false for the
+    /// actions that write nothing (`stale`, `echo`).
     pub applied: bool,
     pub best_similarity: Option<f64>,
 }
@@ -121,6 +132,8 @@ struct Candidate {
     effect_id: String,
     provenance: Provenance,
     embedding: Vec<f32>,
+    /// Preferences that were in the prompt of the message that voiced it.
+    injected_preference_ids: Vec<String>,
 }
 
 impl Pipeline {
@@ -253,6 +266,7 @@ impl Pipeline {
                     },
                     opinion,
                     embedding: Vec::new(),
+                    injected_preference_ids: persona_message.injected_preference_ids.clone(),
                 });
             }
         }
@@ -287,7 +301,7 @@ impl Pipeline {
         for candidate in candidates {
             let decision = self.decide(event, candidate, lock).await?;
             telemetry::decision(decision.action.as_str());
-            if !decision.applied {
+            if decision.action.writes() && !decision.applied {
                 telemetry::effect_duplicate();
             }
             tracing::debug!(
@@ -336,6 +350,19 @@ impl Pipeline {
                 .preference
                 .stance
                 .is_none_or(|stance| stance == opinion.stance);
+            if same_stance
+                && candidate
+                    .injected_preference_ids
+                    .contains(&best.preference.id)
+            {
+                return Ok(Decision {
+                    action: Action::Echo,
+                    preference_id: best.preference.id,
+                    name: best.preference.name,
+                    applied: false,
+                    best_similarity,
+                });
+            }
             if same_stance {
                 if let Some(done) = self
                     .store
