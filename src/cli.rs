@@ -537,6 +537,23 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
                 preference.provenance.source_channel_id
             )?;
             writeln!(out, "created       {}", preference.created_at)?;
+            for reinforcement in &preference.reinforcements {
+                let from = &reinforcement.provenance;
+                if from.persona_message_id.is_empty() {
+                    writeln!(out, "reinforced    {} (by hand)", reinforcement.timestamp)?;
+                } else {
+                    writeln!(
+                        out,
+                        "reinforced    {} by message {} (user {} message {} on {} {})",
+                        reinforcement.timestamp,
+                        from.persona_message_id,
+                        from.triggering_user_id,
+                        from.triggering_message_id,
+                        from.source_platform,
+                        from.source_channel_id
+                    )?;
+                }
+            }
             for entry in &preference.evolution_history {
                 writeln!(
                     out,

@@ -62,6 +62,8 @@ pub struct StoreConfig {
     pub max_injection_count: usize,
     pub max_injection_chars: usize,
     pub max_related_ids: usize,
+    /// Reinforcements kept, with provenance, per preference (the most recent; 0 keeps none).
+    pub max_reinforcement_log: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -70,6 +70,12 @@ async fn the_cli_drives_every_administration_endpoint() {
             .status
             .success()
     );
+    let got = cli(&config, &["prefs", "get", "--persona", "ada", &id]).await;
+    assert!(
+        stdout(&got).contains("(by hand)"),
+        "the reinforcement is logged: {}",
+        stdout(&got)
+    );
     let stats = cli(&config, &["prefs", "stats", "--persona", "ada", "--json"]).await;
     assert_eq!(
         serde_json::from_slice::<Value>(&stats.stdout).unwrap()["active"],

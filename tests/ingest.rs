@@ -198,6 +198,12 @@ async fn a_conversation_becomes_preferences_with_provenance_reinforcement_and_ev
     assert_eq!(preferences.len(), 2, "{:?}", names(&preferences));
     let tea = find(&preferences, "green tea");
     assert_eq!(tea.reinforcement_count, 1);
+    assert_eq!(tea.reinforcements.len(), 1);
+    assert_eq!(
+        tea.reinforcements[0].provenance.persona_message_id, "e2-1",
+        "the reinforcement names the message that restated it"
+    );
+    assert_eq!(tea.reinforcements[0].provenance.triggering_user_id, "u2");
     assert_eq!(tea.stance, Some(Stance::For));
     assert_eq!(
         tea.provenance.triggering_user_id, "u1",

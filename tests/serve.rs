@@ -456,7 +456,18 @@ async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
     // u1 also reinforced the chess opinion, but u2 started it: u1 is not its only evidence.
     s.app
         .store
-        .reinforce_preference_from("ada", &shared, "u1", Default::default())
+        .reinforce_preference_from(
+            "ada",
+            &shared,
+            &Provenance {
+                triggering_user_id: "u1".into(),
+                triggering_message_id: "m-u1".into(),
+                persona_message_id: "m-ada".into(),
+                source_platform: "discord".into(),
+                source_channel_id: "c1".into(),
+            },
+            Default::default(),
+        )
         .await
         .unwrap();
     let untouched = s
@@ -498,6 +509,12 @@ async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
         .await;
     assert_eq!(chess["active"], true);
     assert_eq!(chess["evidence_user_ids"], json!(["u2", "erased-1"]));
+    let logged = &chess["reinforcements"][0];
+    assert_eq!(logged["triggering_user_id"], "erased-1");
+    assert_eq!(
+        logged["persona_message_id"], "m-ada",
+        "only the user is replaced"
+    );
     let jokes = s
         .ok(
             "get",

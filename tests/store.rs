@@ -4,10 +4,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{TestStore, new_preference, unit_vector, vector_near};
+use common::{TestStore, new_preference, test_config, unit_vector, vector_near};
 use persona_prefs::store::{
-    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, StoreError,
-    WriteGuard,
+    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, Provenance,
+    StoreError, WriteGuard,
 };
 
 fn ids(list: &[impl AsRef<str>]) -> Vec<String> {
@@ -168,6 +168,76 @@ async fn reinforce_follows_the_diminishing_returns_curve() {
     let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     assert_eq!(stored.reinforcement_count, 2);
     assert!(stored.last_reinforced >= stored.created_at);
+}
+
+/// Each reinforcement is logged with the turn that caused it; the log keeps the most recent
+/// `store.max_reinforcement_log`, while `reinforcement_count` keeps counting.
+#[tokio::test]
+async fn reinforcements_are_logged_with_provenance_and_capped() {
+    let mut config = test_config("reinforcelog");
+    config.store.max_reinforcement_log = 2;
+    let t = TestStore::with_config(config).await;
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "tea",
+            "I love green tea.",
+            unit_vector(3),
+        ))
+        .await
+        .unwrap();
+    for turn in 1..=3 {
+        let provenance = Provenance {
+            triggering_user_id: format!("u{turn}"),
+            triggering_message_id: format!("user-msg-{turn}"),
+            persona_message_id: format!("persona-msg-{turn}"),
+            source_platform: "discord".into(),
+            source_channel_id: "c1".into(),
+        };
+        t.reinforce_preference_from("ada", &added.id, &provenance, WriteGuard::default())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(stored.reinforcement_count, 3);
+    let logged: Vec<&str> = stored
+        .reinforcements
+        .iter()
+        .map(|r| r.provenance.persona_message_id.as_str())
+        .collect();
+    assert_eq!(
+        logged,
+        ["persona-msg-2", "persona-msg-3"],
+        "the most recent, oldest first"
+    );
+    assert_eq!(stored.reinforcements[1].provenance.triggering_user_id, "u3");
+    assert_eq!(
+        stored.reinforcements[1].provenance.triggering_message_id,
+        "user-msg-3"
+    );
+    assert!(!stored.reinforcements[1].timestamp.is_empty());
+    assert_eq!(stored.evidence_user_ids, ["user-1", "u1", "u2", "u3"]);
+
+    let mut config = test_config("reinforcenolog");
+    config.store.max_reinforcement_log = 0;
+    let t = TestStore::with_config(config).await;
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "tea",
+            "I love green tea.",
+            unit_vector(3),
+        ))
+        .await
+        .unwrap();
+    t.reinforce_preference("ada", &added.id, WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let stored = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(stored.reinforcement_count, 1);
+    assert!(stored.reinforcements.is_empty(), "0 keeps no log");
 }
 
 #[tokio::test]

@@ -369,7 +369,7 @@ impl Pipeline {
                     .reinforce_preference_from(
                         persona_id,
                         &best.preference.id,
-                        &candidate.provenance.triggering_user_id,
+                        &candidate.provenance,
                         guard,
                     )
                     .await?

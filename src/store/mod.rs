@@ -26,7 +26,7 @@ pub use lock::{LockToken, PersonaLock};
 pub use record::{
     AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery,
     MatchReason, NewPreference, Preference, PreferenceStats, Provenance, PurgeReport,
-    ReinforceOutcome, RetractOutcome, ScoredPreference, Stance,
+    ReinforceOutcome, Reinforcement, RetractOutcome, ScoredPreference, Stance,
 };
 
 use crate::config::{RedisConfig, StoreConfig};
@@ -268,6 +268,7 @@ impl PreferenceStore {
             created_at: now.clone(),
             last_reinforced: now,
             reinforcement_count: 0,
+            reinforcements: Vec::new(),
         };
         let mut preference = preference;
         if !preference.provenance.triggering_user_id.is_empty() {
@@ -410,28 +411,37 @@ impl PreferenceStore {
         preference_id: &str,
         guard: WriteGuard<'_>,
     ) -> Result<Option<ReinforceOutcome>, StoreError> {
-        self.reinforce_preference_from(persona_id, preference_id, "", guard)
+        self.reinforce_preference_from(persona_id, preference_id, &Provenance::default(), guard)
             .await
     }
 
-    /// [`PreferenceStore::reinforce_preference`], recording `evidence_user_id` (the user whose
-    /// conversation reinforced it; "" for none) among the preference's evidence.
+    /// [`PreferenceStore::reinforce_preference`] from a conversation turn: its user joins the
+    /// preference's evidence, and the reinforcement log records the turn (`provenance`).
     pub async fn reinforce_preference_from(
         &self,
         persona_id: &str,
         preference_id: &str,
-        evidence_user_id: &str,
+        provenance: &Provenance,
         guard: WriteGuard<'_>,
     ) -> Result<Option<ReinforceOutcome>, StoreError> {
         let started = Instant::now();
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
+        validate::provenance(provenance)?;
         let key = self.preference_key(persona_id, preference_id);
+        let now = now_iso();
+        let entry = serde_json::to_string(&Reinforcement {
+            timestamp: now.clone(),
+            provenance: provenance.clone(),
+        })
+        .map_err(|e| StoreError::UnexpectedReply(format!("encoding a reinforcement: {e}")))?;
         let mut invocation = self.invocation(&scripts::REINFORCE, &key, persona_id, guard)?;
         invocation
             .arg(format_float(self.settings.store.reinforce_rate))
-            .arg(now_iso())
-            .arg(evidence_user_id);
+            .arg(now)
+            .arg(&provenance.triggering_user_id)
+            .arg(entry)
+            .arg(self.settings.store.max_reinforcement_log);
         let mut connection = self.connection.clone();
         let reply: Value = invocation
             .invoke_async(&mut connection)

@@ -34,6 +34,7 @@ pub mod field {
     pub const CREATED_AT: &str = "created_at";
     pub const LAST_REINFORCED: &str = "last_reinforced";
     pub const REINFORCEMENT_COUNT: &str = "reinforcement_count";
+    pub const REINFORCEMENTS: &str = "reinforcements";
 
     /// What injection reads of each hit. Its queries RETURN only these: RediSearch loads every
     /// returned field of every hit from the hash, and the full record cost the injection bench
@@ -51,7 +52,7 @@ pub mod field {
     ];
 
     /// Everything but the embedding: what searches RETURN.
-    pub const ALL_BUT_EMBEDDING: [&str; 22] = [
+    pub const ALL_BUT_EMBEDDING: [&str; 23] = [
         ID,
         PERSONA_ID,
         NAME,
@@ -74,6 +75,7 @@ pub mod field {
         CREATED_AT,
         LAST_REINFORCED,
         REINFORCEMENT_COUNT,
+        REINFORCEMENTS,
     ];
 }
 
@@ -150,6 +152,16 @@ pub struct HistoryEntry {
     pub reason: String,
 }
 
+/// One reinforcement and where it came from (the turn that made the persona say it again).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reinforcement {
+    #[serde(default)]
+    pub timestamp: String,
+    /// Empty fields for a manual reinforcement (through the service).
+    #[serde(flatten)]
+    pub provenance: Provenance,
+}
+
 /// A stored preference, decoded, without its embedding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Preference {
@@ -175,6 +187,10 @@ pub struct Preference {
     pub created_at: String,
     pub last_reinforced: String,
     pub reinforcement_count: u64,
+    /// The most recent reinforcements, oldest first, each with its provenance; at most
+    /// `store.max_reinforcement_log` (`reinforcement_count` keeps the total).
+    #[serde(default)]
+    pub reinforcements: Vec<Reinforcement>,
 }
 
 impl Preference {
@@ -201,6 +217,15 @@ impl Preference {
             .transpose()
             .map_err(|error| {
                 StoreError::UnexpectedReply(format!("preference {id}: evolution_history: {error}"))
+            })?
+            .unwrap_or_default();
+        let reinforcements = fields
+            .get(field::REINFORCEMENTS)
+            .filter(|raw| !raw.is_empty() && raw.as_str() != "{}")
+            .map(|raw| serde_json::from_str::<Vec<Reinforcement>>(raw))
+            .transpose()
+            .map_err(|error| {
+                StoreError::UnexpectedReply(format!("preference {id}: reinforcements: {error}"))
             })?
             .unwrap_or_default();
         Ok(Preference {
@@ -236,6 +261,7 @@ impl Preference {
                 .get(field::REINFORCEMENT_COUNT)
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0),
+            reinforcements,
             id,
         })
     }

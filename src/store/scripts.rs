@@ -61,7 +61,8 @@ return {1, ARGV[5]}
     ))
 });
 
-/// ARGV[4] rate, ARGV[5] now, ARGV[6] the user whose conversation reinforced it ("" = none).
+/// ARGV[4] rate, ARGV[5] now, ARGV[6] the user whose conversation reinforced it ("" = none),
+/// ARGV[7] the reinforcement's log entry (JSON), ARGV[8] how many log entries to keep.
 /// Returns nil when missing, else
 /// `{applied, id, name, strength, reinforcement_count}`.
 pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
@@ -82,6 +83,13 @@ local count = redis.call('HINCRBY', KEYS[1], 'reinforcement_count', 1)
 local formatted = string.format('%.17g', strength)
 redis.call('HSET', KEYS[1], 'strength', formatted, 'last_reinforced', ARGV[5])
 add_evidence(ARGV[6])
+local keep = tonumber(ARGV[8])
+if keep > 0 then
+  local log = decode_list(redis.call('HGET', KEYS[1], 'reinforcements'))
+  log[#log + 1] = cjson.decode(ARGV[7])
+  while #log > keep do table.remove(log, 1) end
+  redis.call('HSET', KEYS[1], 'reinforcements', encode_list(log))
+end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name')
 record_effect(h[1])
 return {1, h[1], h[2], formatted, tostring(count)}
@@ -144,7 +152,8 @@ return {1, h[1], h[2]}
 });
 
 /// Erasure of one user from one preference. ARGV[4] user id, ARGV[5] pseudonym, ARGV[6] now.
-/// Replaces the user in related users, evidence users and the triggering user; retracts the
+/// Replaces the user in related users, evidence users, the triggering user and the users of the
+/// reinforcement log; retracts the
 /// preference when that user's conversations were its only evidence. Returns nil when missing,
 /// else `{changed, retracted}` (1/0 each).
 pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
@@ -153,7 +162,7 @@ pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local user, pseudonym = ARGV[4], ARGV[5]
-local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history')
+local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements')
 local function replace(list)
   local out, changed = {}, false
   for _, value in ipairs(list) do
@@ -170,7 +179,15 @@ local evidence, evidence_changed = replace(decode_list(h[2]))
 local triggering = h[3] or ''
 local triggering_changed = triggering == user
 if triggering_changed then triggering = pseudonym end
-if not (related_changed or evidence_changed or triggering_changed) then return {0, 0} end
+local reinforcements = decode_list(h[7])
+local reinforcements_changed = false
+for _, entry in ipairs(reinforcements) do
+  if entry.triggering_user_id == user then
+    entry.triggering_user_id = pseudonym
+    reinforcements_changed = true
+  end
+end
+if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed) then return {0, 0} end
 local only_evidence
 if #evidence > 0 then
   only_evidence = true
@@ -179,7 +196,8 @@ else
   only_evidence = triggering_changed
 end
 redis.call('HSET', KEYS[1], 'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
-  'evidence_user_ids', encode_list(evidence), 'triggering_user_id', triggering)
+  'evidence_user_ids', encode_list(evidence), 'triggering_user_id', triggering,
+  'reinforcements', encode_list(reinforcements))
 local retracted = 0
 if only_evidence and h[4] == '1' then
   redis.call('HSET', KEYS[1], 'active', '0')
