@@ -1,6 +1,7 @@
-//! How well the offline `rules` extractor reads opinions, measured on a labelled set of persona
-//! utterances (`tests/data/rules_extraction.jsonl`: opinions, and non-opinions that must yield
-//! nothing). Prints precision and recall; fails if either drops below its floor.
+//! How well the offline `rules` extractor reads opinions, measured on labelled persona
+//! utterances (opinions, and non-opinions that must yield nothing): `rules_extraction.jsonl`,
+//! written alongside the rules, and `rules_extraction_heldout.jsonl`, written apart from them.
+//! Prints precision and recall; fails if either drops below its floor.
 
 use persona_prefs::extract::rules::RulesExtractor;
 use persona_prefs::store::Stance;
@@ -18,25 +19,19 @@ struct Expected {
     stance: Stance,
 }
 
-/// Floors under the measured figures (precision 1.000, recall 0.988 when written; the set was written alongside the rules, so
-/// expect less on fresh text): a change that
-/// makes the extractor noticeably worse fails here.
-const MIN_PRECISION: f64 = 0.90;
-const MIN_RECALL: f64 = 0.85;
-
-#[test]
-fn rules_extractor_precision_and_recall() {
-    let data = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/rules_extraction.jsonl"
-    ))
-    .unwrap();
+/// Precision and recall of the rules extractor on one labelled file, printing every miss.
+fn measure(file: &str, min_rows: usize) -> (f64, f64) {
+    let data = std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap();
     let labelled: Vec<Labelled> = data
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(labelled.len() >= 100, "the set has at least 100 utterances");
+    assert!(
+        labelled.len() >= min_rows,
+        "{file} has at least {min_rows} utterances"
+    );
     let extractor = RulesExtractor::new(8);
     let (mut predicted, mut expected, mut matched) = (0usize, 0usize, 0usize);
     let mut misses = Vec::new();
@@ -79,15 +74,32 @@ fn rules_extractor_precision_and_recall() {
     };
     let recall = matched as f64 / expected as f64;
     println!(
-        "rules extractor on {} utterances ({expected} labelled opinions): precision {precision:.3}, recall {recall:.3}",
+        "rules extractor on {file}, {} utterances ({expected} labelled opinions): precision {precision:.3}, recall {recall:.3}",
         labelled.len()
     );
     for miss in &misses {
         println!("  {miss}");
     }
-    assert!(
-        precision >= MIN_PRECISION,
-        "precision {precision:.3} < {MIN_PRECISION}"
-    );
-    assert!(recall >= MIN_RECALL, "recall {recall:.3} < {MIN_RECALL}");
+    (precision, recall)
+}
+
+/// The set written alongside the rules (measured precision 1.000, recall 0.988). Floors under
+/// those figures: a change that makes the extractor noticeably worse fails here.
+#[test]
+fn rules_extractor_precision_and_recall() {
+    let (precision, recall) = measure("rules_extraction.jsonl", 100);
+    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
+    assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
+}
+
+/// Persona-style utterances written apart from the rules, in two batches, each measured once
+/// before the rules saw it: the first 60 rows scored precision 0.923, recall 0.800; the next
+/// 30, written after rules were added for the first batch's misses, scored 0.94 and 0.80. Those
+/// are the figures to expect on fresh text. The rules have since learnt from both batches
+/// (0.985 / 0.970 now), so the floors below guard against regressions, not for generality.
+#[test]
+fn rules_extractor_on_held_out_utterances() {
+    let (precision, recall) = measure("rules_extraction_heldout.jsonl", 90);
+    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
+    assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
