@@ -108,14 +108,29 @@ impl App {
     }
 }
 
+/// Connects to NATS with the configured timeout and TLS files. Credentials stay in the URL
+/// and out of errors.
 pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppError> {
-    async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_millis(config.nats.connect_timeout_ms))
-        .name("persona-prefs")
-        .connect(config.nats.url.as_str())
+    let nats = &config.nats;
+    let mut options = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_millis(nats.connect_timeout_ms))
+        .name("persona-prefs");
+    let tls = nats.tls();
+    if !tls.ca_file.is_empty() {
+        options = options.add_root_certificates(tls.ca_file.into());
+    }
+    if !tls.client_cert_file.is_empty() {
+        options =
+            options.add_client_certificate(tls.client_cert_file.into(), tls.client_key_file.into());
+    }
+    if nats.url.starts_with("tls://") {
+        options = options.require_tls(true);
+    }
+    options
+        .connect(nats.url.as_str())
         .await
         .map_err(|e| AppError::Nats {
-            url: config.nats.url.clone(),
+            url: crate::config::redact_url(&nats.url),
             message: e.to_string(),
         })
 }

@@ -41,6 +41,19 @@ pub struct RedisConfig {
     pub key_prefix: String,
     pub index_name: String,
     pub response_timeout_ms: u64,
+    pub tls_ca_file: String,
+    pub tls_client_cert_file: String,
+    pub tls_client_key_file: String,
+}
+
+impl RedisConfig {
+    pub fn tls(&self) -> TlsFiles<'_> {
+        TlsFiles {
+            ca_file: &self.tls_ca_file,
+            client_cert_file: &self.tls_client_cert_file,
+            client_key_file: &self.tls_client_key_file,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +86,78 @@ pub struct NatsConfig {
     /// Upper bound on one request or event payload, in bytes.
     pub max_payload_bytes: usize,
     pub connect_timeout_ms: u64,
+    pub tls_ca_file: String,
+    pub tls_client_cert_file: String,
+    pub tls_client_key_file: String,
+}
+
+impl NatsConfig {
+    pub fn tls(&self) -> TlsFiles<'_> {
+        TlsFiles {
+            ca_file: &self.tls_ca_file,
+            client_cert_file: &self.tls_client_cert_file,
+            client_key_file: &self.tls_client_key_file,
+        }
+    }
+}
+
+/// The TLS files of one connection; "" means unused.
+#[derive(Debug, Clone, Copy)]
+pub struct TlsFiles<'a> {
+    pub ca_file: &'a str,
+    pub client_cert_file: &'a str,
+    pub client_key_file: &'a str,
+}
+
+impl TlsFiles<'_> {
+    pub fn any(&self) -> bool {
+        !(self.ca_file.is_empty()
+            && self.client_cert_file.is_empty()
+            && self.client_key_file.is_empty())
+    }
+
+    /// Each file that is set must be readable; a client certificate needs its key and the
+    /// other way round. Errors name `<section>.<key>`.
+    fn validate(&self, section: &str) -> Result<(), ConfigError> {
+        for (key, path) in [
+            ("tls_ca_file", self.ca_file),
+            ("tls_client_cert_file", self.client_cert_file),
+            ("tls_client_key_file", self.client_key_file),
+        ] {
+            if !path.is_empty()
+                && let Err(error) = std::fs::File::open(path)
+            {
+                return Err(ConfigError::Invalid {
+                    key: format!("{section}.{key}"),
+                    message: format!("cannot read {path:?}: {error}"),
+                });
+            }
+        }
+        if self.client_cert_file.is_empty() != self.client_key_file.is_empty() {
+            let missing = if self.client_cert_file.is_empty() {
+                "tls_client_cert_file"
+            } else {
+                "tls_client_key_file"
+            };
+            return Err(ConfigError::Invalid {
+                key: format!("{section}.{missing}"),
+                message: "a client certificate and its key go together; set both or neither".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A URL fit for logs and error messages: any user or password in it is replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -192,6 +277,14 @@ impl Config {
                 "must be non-empty without whitespace".into(),
             ));
         }
+        self.redis.tls().validate("redis")?;
+        if self.redis.tls().any() && !self.redis.url.starts_with("rediss://") {
+            return Err(invalid(
+                "redis.url",
+                "TLS files are set (redis.tls_*) but the URL is not rediss://".into(),
+            ));
+        }
+        self.nats.tls().validate("nats")?;
         if self.redis.response_timeout_ms == 0 {
             return Err(invalid(
                 "redis.response_timeout_ms",
@@ -328,6 +421,24 @@ fn parse_env_value(raw: &str) -> toml::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_lose_their_credentials_before_they_are_shown() {
+        assert_eq!(
+            redact_url("rediss://user:secret@db.example:6380/0"),
+            "rediss://***@db.example:6380/0"
+        );
+        assert_eq!(
+            redact_url("nats://s3cr3t-token@nats:4222"),
+            "nats://***@nats:4222"
+        );
+        assert_eq!(redact_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+        assert_eq!(
+            redact_url("redis://host:6379/path@odd"),
+            "redis://host:6379/path@odd",
+            "an @ after the authority is not a credential"
+        );
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

@@ -73,6 +73,39 @@ struct Settings {
     store: StoreConfig,
 }
 
+/// A client for `redis.url`: rediss:// uses TLS, trusting `redis.tls_ca_file` (or the system's
+/// roots) and presenting the client certificate when one is configured.
+fn redis_client(redis: &RedisConfig) -> Result<redis::Client, StoreError> {
+    let invalid = |field: &'static str, reason: String| StoreError::InvalidInput { field, reason };
+    let tls = redis.tls();
+    if !tls.any() {
+        return redis::Client::open(redis.url.as_str())
+            .map_err(|error| invalid("redis.url", error.to_string()));
+    }
+    let read = |field: &'static str, path: &str| {
+        std::fs::read(path).map_err(|error| invalid(field, format!("{path}: {error}")))
+    };
+    let root_cert = match tls.ca_file {
+        "" => None,
+        path => Some(read("redis.tls_ca_file", path)?),
+    };
+    let client_tls = match (tls.client_cert_file, tls.client_key_file) {
+        ("", _) | (_, "") => None,
+        (cert, key) => Some(redis::ClientTlsConfig {
+            client_cert: read("redis.tls_client_cert_file", cert)?,
+            client_key: read("redis.tls_client_key_file", key)?,
+        }),
+    };
+    redis::Client::build_with_tls(
+        redis.url.as_str(),
+        redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        },
+    )
+    .map_err(|error| invalid("redis.url", error.to_string()))
+}
+
 impl PreferenceStore {
     /// Connects (with automatic reconnects). Does not touch the index: call
     /// [`PreferenceStore::ensure_index`] at start-up.
@@ -80,11 +113,7 @@ impl PreferenceStore {
         redis: &RedisConfig,
         store: &StoreConfig,
     ) -> Result<PreferenceStore, StoreError> {
-        let client =
-            redis::Client::open(redis.url.as_str()).map_err(|error| StoreError::InvalidInput {
-                field: "redis.url",
-                reason: error.to_string(),
-            })?;
+        let client = redis_client(redis)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
             .set_connection_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
