@@ -13,7 +13,6 @@ use common::{Cleanup, test_config};
 use persona_prefs::app::{App, wait_until_drained};
 use persona_prefs::config::Config;
 use persona_prefs::extract::ExtractorKind;
-use persona_prefs::store::ListOptions;
 use serde_json::{Value, json};
 
 async fn list(config: &Config, extra: &[&str]) -> Value {
@@ -124,17 +123,7 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
     wait_until_drained(consumer, Duration::from_secs(30))
         .await
         .unwrap();
-    let stored = app
-        .store
-        .list_preferences(
-            "ada",
-            &ListOptions {
-                limit: 10,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "storms");
     assert_eq!(stored[0].provenance.persona_message_id, "m1");

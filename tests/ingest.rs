@@ -287,34 +287,14 @@ async fn an_older_contradiction_never_overwrites_a_newer_stance() {
     .unwrap();
     // Delivered out of order: the newer event is processed first.
     pipeline.process(&newer).await.unwrap();
-    let stored = app
-        .store
-        .list_preferences(
-            "ada",
-            &ListOptions {
-                limit: 10,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(
         stored[0].stance_at, "2026-11-20T08:30:01Z",
         "the stance time is the persona message's timestamp"
     );
     let outcome = pipeline.process(&older).await.unwrap();
     assert_eq!(outcome.decisions[0].action, Action::Stale);
-    let cilantro = app
-        .store
-        .list_preferences(
-            "ada",
-            &ListOptions {
-                limit: 10,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let cilantro = common::active_preferences(&app.store, "ada").await;
     assert_eq!(cilantro.len(), 1);
     assert_eq!(cilantro[0].stance, Some(Stance::For));
     assert!(cilantro[0].evolution_history.is_empty());
@@ -341,11 +321,7 @@ async fn restating_an_injected_preference_is_an_echo_not_a_reinforcement() {
         ],
     );
     pipeline.process(&parse(first)).await.unwrap();
-    let all = ListOptions {
-        limit: 10,
-        ..Default::default()
-    };
-    let before = app.store.list_preferences("ada", &all).await.unwrap();
+    let before = common::active_preferences(&app.store, "ada").await;
     let tea = find(&before, "green tea").clone();
     let coffee = find(&before, "coffee").clone();
 

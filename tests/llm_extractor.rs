@@ -13,7 +13,7 @@ use persona_prefs::extract::{
     ExtractError, ExtractionInput, Extractor, ExtractorKind, TurnText, llm::LlmExtractor,
 };
 use persona_prefs::ingest::worker::HEADER_REASON_CODE;
-use persona_prefs::store::{ListOptions, Stance};
+use persona_prefs::store::Stance;
 use serde_json::json;
 
 fn llm_config(fake: &FakeOpenAi) -> persona_prefs::extract::LlmConfig {
@@ -246,17 +246,7 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
     wait_until_drained(consumer.clone(), Duration::from_secs(30))
         .await
         .unwrap();
-    let stored = app
-        .store
-        .list_preferences(
-            "ada",
-            &ListOptions {
-                limit: 10,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "owls");
 

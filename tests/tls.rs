@@ -14,7 +14,6 @@ use std::time::Duration;
 use common::{Cleanup, test_config};
 use persona_prefs::app::{App, wait_until_drained};
 use persona_prefs::config::Config;
-use persona_prefs::store::ListOptions;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -236,17 +235,7 @@ async fn the_worker_ingests_and_serves_over_mutual_tls_to_redis_and_nats() {
     wait_until_drained(consumer, Duration::from_secs(30))
         .await
         .unwrap();
-    let stored = app
-        .store
-        .list_preferences(
-            "ada",
-            &ListOptions {
-                limit: 10,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "green tea");
 

@@ -18,61 +18,8 @@ fn spawn_worker(config: &Config, log: &std::path::Path) -> Child {
     let log = std::fs::File::create(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_persona-prefs"))
         .arg("serve")
-        .envs([
-            ("REDIS_URL", config.redis.url.clone()),
-            ("NATS_URL", config.nats.url.clone()),
-            ("PERSONA_PREFS_MODEL_DIR", config.embed.model_dir.clone()),
-            (
-                "PERSONA_PREFS__REDIS__KEY_PREFIX",
-                config.redis.key_prefix.clone(),
-            ),
-            (
-                "PERSONA_PREFS__REDIS__INDEX_NAME",
-                config.redis.index_name.clone(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__STREAM",
-                config.ingest.stream.clone(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__CONSUMER",
-                config.ingest.consumer.clone(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__SUBJECT_PREFIX",
-                config.ingest.subject_prefix.clone(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__DLQ_SUBJECT_PREFIX",
-                config.ingest.dlq_subject_prefix.clone(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__DLQ_STREAM",
-                config.ingest.dlq_stream.clone(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__ACK_WAIT_MS",
-                config.ingest.ack_wait_ms.to_string(),
-            ),
-            (
-                "PERSONA_PREFS__INGEST__MAX_IN_FLIGHT",
-                config.ingest.max_in_flight.to_string(),
-            ),
-            (
-                "PERSONA_PREFS__SERVE__SUBJECT_PREFIX",
-                config.serve.subject_prefix.clone(),
-            ),
-            (
-                "PERSONA_PREFS__SERVE__SERVICE_NAME",
-                config.serve.service_name.clone(),
-            ),
-            (
-                "PERSONA_PREFS__SERVE__QUEUE_GROUP",
-                config.serve.queue_group.clone(),
-            ),
-            ("PERSONA_PREFS__METRICS__LISTEN", String::new()),
-            ("RUST_LOG", "persona_prefs=debug".into()),
-        ])
+        .envs(common::cli::config_env(config))
+        .env("RUST_LOG", "persona_prefs=debug")
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .spawn()

@@ -160,6 +160,23 @@ pub fn cleanup_redis(config: &Config) {
     }
 }
 
+/// A persona's active preferences, strongest first (at most 100: tests keep personas small).
+pub async fn active_preferences(
+    store: &PreferenceStore,
+    persona: &str,
+) -> Vec<persona_prefs::store::Preference> {
+    store
+        .list_preferences(
+            persona,
+            &persona_prefs::store::ListOptions {
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
 /// A deterministic random unit vector.
 pub fn unit_vector(seed: u64) -> Vec<f32> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
