@@ -12,6 +12,7 @@ use persona_prefs::ingest::dead_letters::{
     DeadLetterError, DeadLetters, MAX_LIST_LIMIT, Selection,
 };
 use persona_prefs::ingest::event::ConversationEvent;
+use persona_prefs::migrate::{MigrateOptions, migrate};
 use persona_prefs::store::{Preference, PreferenceStore};
 
 #[derive(Subcommand)]
@@ -247,6 +248,23 @@ pub enum IndexCommand {
     },
     /// Create the index if missing; fail if it exists with another schema.
     Ensure,
+    /// Bring existing preferences up to this build: rebuild an index whose schema does not
+    /// fit (hashes are kept) and re-embed every preference whose vector has the wrong size,
+    /// from its topic. For data of the original system, or after changing the embedder. Stop
+    /// the workers first; running it again finds nothing to do.
+    #[command(
+        after_help = "Examples:\n  persona-prefs index migrate --dry-run\n  persona-prefs index migrate\n  persona-prefs index migrate --reembed-all   # new embedder, same dimensions"
+    )]
+    Migrate {
+        /// Re-embed every preference, not only those whose vector has the wrong size.
+        #[arg(long)]
+        reembed_all: bool,
+        /// Report what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitCode> {
@@ -315,6 +333,52 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                     Ok(ExitCode::SUCCESS)
                 }
             }
+        }
+        ClientCommand::Index(IndexCommand::Migrate {
+            reembed_all,
+            dry_run,
+            json,
+        }) => {
+            let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+            let embedder = persona_prefs::embed::from_config(&config.embed)?;
+            let options = MigrateOptions {
+                reembed_all,
+                dry_run,
+                ..MigrateOptions::default()
+            };
+            let report = migrate(&store, embedder.as_ref(), options).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let would = if report.dry_run { " (dry run)" } else { "" };
+            println!(
+                "index        {} {}{would}",
+                report.index, report.index_action
+            );
+            for problem in &report.index_problems {
+                println!("  because    {problem}");
+            }
+            println!("preferences  {}", report.preferences);
+            println!(
+                "re-embedded  {}{}",
+                report.reembedded,
+                if report.dry_run { " would be" } else { "" }
+            );
+            if !report.without_topic.is_empty() {
+                println!(
+                    "no topic     {} left as they are (e.g. {})",
+                    report.without_topic.len(),
+                    report.without_topic[0]
+                );
+            }
+            if !report.dry_run {
+                println!(
+                    "indexed      {} ({} could not be indexed)",
+                    report.indexed, report.indexing_failures
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         ClientCommand::Index(IndexCommand::Ensure) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod embed;
 pub mod extract;
 pub mod ingest;
+pub mod migrate;
 pub mod openai_http;
 pub mod serve;
 pub mod store;

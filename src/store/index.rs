@@ -16,7 +16,13 @@ pub struct IndexInfo {
     pub vector_dims: Option<usize>,
     pub vector_metric: Option<String>,
     pub vector_type: Option<String>,
+    /// TAG attributes declared CASESENSITIVE.
+    pub case_sensitive: Vec<String>,
     pub num_docs: u64,
+    /// Share of the existing hashes indexed so far (1.0 once a new index has caught up).
+    pub percent_indexed: f64,
+    /// Hashes under the prefix that could not be indexed (e.g. a vector of another size).
+    pub hash_indexing_failures: u64,
 }
 
 /// The fields and types this build queries. TAG fields holding ids are CASESENSITIVE: persona
@@ -31,6 +37,9 @@ pub const SCHEMA: [(&str, &str); 8] = [
     (field::OPINION, "TEXT"),
     (field::EMBEDDING, "VECTOR"),
 ];
+
+/// The TAG fields holding ids, which must compare case-sensitively.
+pub const CASE_SENSITIVE: [&str; 2] = [field::PERSONA_ID, field::RELATED_USER_IDS_INDEX];
 
 pub fn create_command(index: &str, prefix: &str, dims: usize) -> redis::Cmd {
     let mut cmd = redis::cmd("FT.CREATE");
@@ -87,7 +96,10 @@ pub fn parse_info(name: &str, reply: Value) -> Result<IndexInfo, StoreError> {
         vector_dims: None,
         vector_metric: None,
         vector_type: None,
+        case_sensitive: Vec::new(),
         num_docs: 0,
+        percent_indexed: 1.0,
+        hash_indexing_failures: 0,
     };
     let mut items = items.into_iter();
     while let (Some(key), Some(value)) = (items.next(), items.next()) {
@@ -122,6 +134,12 @@ pub fn parse_info(name: &str, reply: Value) -> Result<IndexInfo, StoreError> {
                         .or_else(|| after("identifier"))
                         .unwrap_or_default();
                     let kind = after("type").unwrap_or_default();
+                    if words
+                        .iter()
+                        .any(|w| w.eq_ignore_ascii_case("CASESENSITIVE"))
+                    {
+                        info.case_sensitive.push(attribute_name.clone());
+                    }
                     if kind == "VECTOR" {
                         info.vector_dims = after("dim").and_then(|d| d.parse().ok());
                         info.vector_metric = after("distance_metric");
@@ -132,6 +150,13 @@ pub fn parse_info(name: &str, reply: Value) -> Result<IndexInfo, StoreError> {
             }
             "num_docs" => {
                 info.num_docs = value_to_string(&value).parse::<f64>().unwrap_or(0.0) as u64
+            }
+            "percent_indexed" => {
+                info.percent_indexed = value_to_string(&value).parse::<f64>().unwrap_or(1.0)
+            }
+            "hash_indexing_failures" => {
+                info.hash_indexing_failures =
+                    value_to_string(&value).parse::<f64>().unwrap_or(0.0) as u64
             }
             _ => {}
         }
@@ -159,6 +184,15 @@ pub fn mismatches(info: &IndexInfo, prefix: &str, dims: usize) -> Vec<String> {
                 problems.push(format!("field {name} is {existing}, expected {kind}"))
             }
             Some(_) => {}
+        }
+    }
+    for name in CASE_SENSITIVE {
+        if info.attributes.iter().any(|(existing, _)| existing == name)
+            && !info.case_sensitive.iter().any(|c| c == name)
+        {
+            problems.push(format!(
+                "TAG {name} is not CASESENSITIVE (persona \"Ada\" and persona \"ada\" would share memories)"
+            ));
         }
     }
     if let Some(existing) = info.vector_dims

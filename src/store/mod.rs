@@ -22,6 +22,15 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use error::StoreError;
 pub use index::IndexInfo;
+
+/// A stored preference's topic and whether its vector fits the index (migration).
+#[derive(Debug, Clone)]
+pub struct EmbeddingStatus {
+    pub key: String,
+    pub topic: String,
+    /// The stored vector has `store.embedding_dims` FLOAT32 values.
+    pub fits: bool,
+}
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
     AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery,
@@ -228,6 +237,86 @@ impl PreferenceStore {
             Err(error) if is_unknown_index(&error) => Ok(None),
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// Drops the index definition; the hashes stay (no `DD`).
+    pub async fn drop_index(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let _: Value = redis::cmd("FT.DROPINDEX")
+            .arg(&self.settings.index_name)
+            .query_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+
+    /// Polls `FT.INFO` until the index has read every existing hash (after a create), or
+    /// `patience` runs out.
+    pub async fn wait_until_indexed(&self, patience: Duration) -> Result<IndexInfo, StoreError> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let info = self.index_info().await?.ok_or_else(|| {
+                StoreError::UnexpectedReply(format!("index {} vanished", self.settings.index_name))
+            })?;
+            if info.percent_indexed >= 1.0 || Instant::now() >= deadline {
+                return Ok(info);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    // ----- migration ---------------------------------------------------------------------
+
+    /// Every preference hash of every persona under the key prefix (by SCAN).
+    pub async fn all_preference_keys(&self) -> Result<Vec<String>, StoreError> {
+        self.scan_keys(&format!("{}*", self.hash_prefix())).await
+    }
+
+    /// For each key, its topic (`name`) and whether its stored vector has the configured size,
+    /// in one pipelined round trip.
+    pub async fn embedding_status(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<EmbeddingStatus>, StoreError> {
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("HGET").arg(key).arg(field::NAME);
+            pipe.cmd("HSTRLEN").arg(key).arg(field::EMBEDDING);
+        }
+        let mut connection = self.connection.clone();
+        let replies: Vec<Value> = pipe.query_async(&mut connection).await?;
+        let expected = (self.settings.store.embedding_dims * 4) as i64;
+        Ok(keys
+            .iter()
+            .zip(replies.chunks(2))
+            .map(|(key, pair)| EmbeddingStatus {
+                key: key.clone(),
+                topic: query::value_to_string(&pair[0]),
+                fits: matches!(pair[1], Value::Int(length) if length == expected),
+            })
+            .collect())
+    }
+
+    /// Stores new vectors for existing hashes (a hash deleted meanwhile stays deleted).
+    /// Returns how many were written.
+    pub async fn set_embeddings(&self, updates: &[(String, Vec<f32>)]) -> Result<u64, StoreError> {
+        let dims = self.settings.store.embedding_dims;
+        let mut pipe = redis::pipe();
+        for (key, vector) in updates {
+            validate::embedding(vector, dims)?;
+            pipe.invoke_script(
+                scripts::SET_EMBEDDING
+                    .key(key)
+                    .arg(query::vector_to_bytes(vector)),
+            );
+        }
+        let mut connection = self.connection.clone();
+        // A pipeline sends EVALSHA only, so the script must be loaded first.
+        let _: String = scripts::SET_EMBEDDING
+            .prepare_invoke()
+            .load_async(&mut connection)
+            .await?;
+        let written: Vec<u64> = pipe.query_async(&mut connection).await?;
+        Ok(written.into_iter().sum())
     }
 
     // ----- writes ------------------------------------------------------------------------

@@ -210,3 +210,15 @@ return {1, retracted}
 "#
     ))
 });
+
+/// Migration: sets a hash's embedding only if the hash still exists (HSET alone would create a
+/// stub hash for a preference deleted meanwhile). `KEYS[1]` the hash, `ARGV[1]` the vector.
+pub static SET_EMBEDDING: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'embedding', ARGV[1])
+return 1
+"#,
+    )
+});
