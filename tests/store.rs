@@ -1077,6 +1077,65 @@ async fn writes_under_an_effect_id_apply_once() {
     );
 }
 
+/// Deleting a persona leaves none of its keys behind (preferences, effect records, the lock
+/// and its token counter) and touches no other persona.
+#[tokio::test]
+async fn deleting_a_persona_leaves_nothing_of_it() {
+    let t = TestStore::new("delete").await;
+    for persona in ["ada", "bob"] {
+        let added = t
+            .add_preference(new_preference(
+                persona,
+                "tea",
+                "I love tea.",
+                unit_vector(81),
+            ))
+            .await
+            .unwrap();
+        let locks = PersonaLock::new(t.store.clone(), std::time::Duration::from_secs(5));
+        let held = locks.try_acquire(persona).await.unwrap().unwrap();
+        let guard = WriteGuard {
+            effect_id: Some("discord:c1:m1#0"),
+            lock: Some(&held),
+        };
+        t.reinforce_preference(persona, &added.id, guard)
+            .await
+            .unwrap()
+            .unwrap();
+        locks.release(held).await.unwrap();
+    }
+    let keys_of = |persona: &'static str| {
+        let mut connection = t.connection();
+        let pattern = format!("{}:*{persona}*", t.config.redis.key_prefix);
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            keys
+        }
+    };
+    assert!(
+        keys_of("ada").await.len() >= 3,
+        "{:?}",
+        keys_of("ada").await
+    );
+    let bobs = keys_of("bob").await;
+    t.delete_persona("ada").await.unwrap();
+    assert_eq!(keys_of("ada").await, Vec::<String>::new());
+    assert_eq!(
+        keys_of("bob").await.len(),
+        bobs.len(),
+        "other personas untouched"
+    );
+
+    // The lock works again from a fresh counter, with a token no earlier holder had.
+    let locks = PersonaLock::new(t.store.clone(), std::time::Duration::from_secs(5));
+    let again = locks.try_acquire("ada").await.unwrap().unwrap();
+    assert!(again.token().starts_with("1-"), "{}", again.token());
+}
+
 #[tokio::test]
 async fn a_write_with_a_lost_lock_is_fenced() {
     let t = TestStore::new("fence").await;

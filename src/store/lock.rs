@@ -38,11 +38,14 @@ pub struct PersonaLock {
     retry_every: Duration,
 }
 
-/// Mints the next fencing token and takes the lock with it if free; nil when held.
+/// Mints the next fencing token and takes the lock with it if free; nil when held. The token
+/// is the counter plus the server time, so it stays unique even if the counter is deleted
+/// (with the persona): a stalled holder can never match a later holder's token.
 static ACQUIRE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
     Script::new(
         "if redis.call('EXISTS', KEYS[1]) == 1 then return nil end \
-         local token = tostring(redis.call('INCR', KEYS[2])) \
+         local now = redis.call('TIME') \
+         local token = redis.call('INCR', KEYS[2]) .. '-' .. now[1] .. '.' .. now[2] \
          redis.call('SET', KEYS[1], token, 'PX', ARGV[1]) \
          return token",
     )

@@ -1161,6 +1161,7 @@ impl PreferenceStore {
             format!("{prefix}:persona_pref:{persona_id}:*"),
             format!("{prefix}:persona_pref_effect:{persona_id}:*"),
             format!("{prefix}:persona_pref_lock:{persona_id}"),
+            format!("{prefix}:persona_pref_lock:{persona_id}:fence"),
         ];
         let mut connection = self.connection.clone();
         let mut deleted = 0u64;
