@@ -62,6 +62,16 @@ pub enum ClientCommand {
     /// Dead-lettered events: why they were given up on; replay them once fixed, or discard them.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// The deployment at a glance: index, event backlog, dead letters, answering replicas.
+    /// Exits 1 when something stops the service from working.
+    #[command(after_help = "Examples:\n  persona-prefs status\n  persona-prefs status --json")]
+    Status {
+        /// How long to wait for service replicas to answer the ping.
+        #[arg(long, default_value_t = 500)]
+        listen_ms: u64,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -299,6 +309,23 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         }
         ClientCommand::Prefs(command) => prefs(command, &config).await,
         ClientCommand::Dlq(command) => dlq(command, &config).await,
+        ClientCommand::Status { listen_ms, json } => {
+            let status = persona_prefs::status::collect(
+                &config,
+                std::time::Duration::from_millis(listen_ms),
+            )
+            .await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+            Ok(if status.healthy {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_ERROR_REPLY)
+            })
+        }
         ClientCommand::Publish { file } => publish(file, &config).await,
         ClientCommand::Index(IndexCommand::Info { json }) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
@@ -885,6 +912,50 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
     }
     println!("published {published} events");
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_status(status: &persona_prefs::status::Status) {
+    let or_dash = |value: Option<u64>| value.map_or("-".to_string(), |v| v.to_string());
+    match &status.redis {
+        Some(redis) if redis.exists => println!(
+            "index          {}: {} documents, {:.0}% indexed, {} failures",
+            redis.index,
+            redis.documents,
+            redis.percent_indexed * 100.0,
+            redis.indexing_failures
+        ),
+        Some(redis) => println!("index          {}: missing", redis.index),
+        None => println!("redis          unreachable"),
+    }
+    match &status.nats {
+        Some(nats) => {
+            println!(
+                "events         {} stored, {} waiting, {} in progress",
+                or_dash(nats.events_stored),
+                or_dash(nats.consumer_pending),
+                or_dash(nats.consumer_ack_pending)
+            );
+            println!("dead letters   {}", or_dash(nats.dead_letters));
+            println!(
+                "replicas       {}{}",
+                nats.replicas.len(),
+                nats.replicas
+                    .first()
+                    .map(|r| format!(" (version {})", r.version))
+                    .unwrap_or_default()
+            );
+        }
+        None => println!("nats           unreachable"),
+    }
+    for problem in &status.problems {
+        println!("PROBLEM  {problem}");
+    }
+    for warning in &status.warnings {
+        println!("warning  {warning}");
+    }
+    if status.healthy {
+        println!("healthy");
+    }
 }
 
 pub fn print_demo(report: &DemoReport) {

@@ -13,5 +13,6 @@ pub mod ingest;
 pub mod migrate;
 pub mod openai_http;
 pub mod serve;
+pub mod status;
 pub mod store;
 pub mod telemetry;
