@@ -76,3 +76,53 @@ async fn failures_are_retried_and_classified() {
         "exhausted retries stay retryable"
     );
 }
+
+/// Texts embedded recently are answered from memory, and a text repeated within one call is
+/// sent once: the paid API sees each topic once while it stays in the cache.
+#[tokio::test]
+async fn repeated_texts_are_embedded_once() {
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, body| {
+        // A vector that names its text: [length, 1, 0], normalised by the embedder.
+        let data: Vec<serde_json::Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                let length = text.as_str().unwrap().len() as f64;
+                json!({"index": index, "embedding": [length, 1.0, 0.0]})
+            })
+            .collect();
+        Reply::ok(json!({"data": data}))
+    });
+    let mut config = Config::defaults().embed;
+    config.kind = persona_prefs::embed::EmbedderKind::Openai;
+    config.openai.base_url = fake.base_url.clone();
+    config.openai.dims = 3;
+    config.cache_size = 8;
+    let embedder = persona_prefs::embed::from_config(&config).unwrap();
+
+    let texts = |list: &[&str]| list.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    let first = embedder
+        .embed(&texts(&["tea", "jazz", "tea"]))
+        .await
+        .unwrap();
+    assert_eq!(first[0], first[2]);
+    assert_ne!(first[0], first[1]);
+    let second = embedder.embed(&texts(&["jazz", "owls"])).await.unwrap();
+    assert_eq!(second[0], first[1], "from the cache");
+    let sent: Vec<serde_json::Value> = fake
+        .received()
+        .iter()
+        .map(|request| request.body["input"].clone())
+        .collect();
+    assert_eq!(sent, vec![json!(["tea", "jazz"]), json!(["owls"])]);
+
+    // With the cache off, every call reaches the API.
+    config.cache_size = 0;
+    let uncached = persona_prefs::embed::from_config(&config).unwrap();
+    uncached.embed(&texts(&["tea"])).await.unwrap();
+    uncached.embed(&texts(&["tea"])).await.unwrap();
+    assert_eq!(fake.received().len(), 4);
+}

@@ -50,18 +50,29 @@ async fn run(
                 },
             }
         }
-        let texts: Vec<String> = jobs.iter().map(|job| job.text.clone()).collect();
+        // Concurrent callers often ask for the same topic: embed each text once per batch.
+        let mut texts: Vec<String> = Vec::with_capacity(jobs.len());
+        let slots: Vec<usize> = jobs
+            .iter()
+            .map(|job| match texts.iter().position(|t| *t == job.text) {
+                Some(at) => at,
+                None => {
+                    texts.push(job.text.clone());
+                    texts.len() - 1
+                }
+            })
+            .collect();
         match inner.embed(&texts).await {
-            Ok(vectors) if vectors.len() == jobs.len() => {
-                for (job, vector) in jobs.into_iter().zip(vectors) {
-                    let _ = job.reply.send(Ok(vector));
+            Ok(vectors) if vectors.len() == texts.len() => {
+                for (job, slot) in jobs.into_iter().zip(slots) {
+                    let _ = job.reply.send(Ok(vectors[slot].clone()));
                 }
             }
             Ok(vectors) => {
                 let error = Arc::new(EmbedError::Model(format!(
                     "{} vectors for {} texts",
                     vectors.len(),
-                    jobs.len()
+                    texts.len()
                 )));
                 for job in jobs {
                     let _ = job.reply.send(Err(error.clone()));

@@ -3,9 +3,11 @@
 //! - [`local::LocalEmbedder`]: all-MiniLM-L6-v2 on the CPU with candle (the default);
 //! - [`openai::OpenAiEmbedder`]: any OpenAI-compatible `/v1/embeddings` server;
 //! - [`batcher::BatchingEmbedder`]: gathers texts from concurrent callers into one batch, so
-//!   the local model runs at batch throughput while each event embeds only its own texts.
+//!   the local model runs at batch throughput while each event embeds only its own texts;
+//! - [`cache::CachingEmbedder`]: answers recently embedded texts from memory (topics repeat).
 
 pub mod batcher;
+pub mod cache;
 pub mod local;
 pub mod openai;
 
@@ -42,7 +44,8 @@ impl EmbedError {
     }
 }
 
-/// Builds the configured embedder, wrapped in the micro-batcher.
+/// Builds the configured embedder, wrapped in the micro-batcher and (unless `cache_size` is 0)
+/// the cache of recent texts.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     let inner: Arc<dyn Embedder> = match config.kind {
         EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(
@@ -54,11 +57,15 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
             config.max_input_chars,
         )?),
     };
-    Ok(Arc::new(batcher::BatchingEmbedder::new(
+    let batched: Arc<dyn Embedder> = Arc::new(batcher::BatchingEmbedder::new(
         inner,
         config.max_batch,
         std::time::Duration::from_millis(config.batch_linger_ms),
-    )))
+    ));
+    Ok(match std::num::NonZeroUsize::new(config.cache_size) {
+        Some(capacity) => Arc::new(cache::CachingEmbedder::new(batched, capacity)),
+        None => batched,
+    })
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -69,6 +76,8 @@ pub struct EmbedConfig {
     pub max_batch: usize,
     pub batch_linger_ms: u64,
     pub max_input_chars: usize,
+    /// Recently embedded texts kept in memory; 0 disables the cache.
+    pub cache_size: usize,
     pub local_match_threshold: f64,
     pub openai_match_threshold: f64,
     pub openai: OpenAiEmbedConfig,

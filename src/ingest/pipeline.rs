@@ -330,12 +330,7 @@ impl Pipeline {
         let persona_id = &event.persona_id;
         let neighbours = self
             .store
-            .search_preferences(
-                persona_id,
-                &candidate.embedding,
-                self.store.config().conflict_top_k,
-                false,
-            )
+            .nearest_topics(persona_id, &candidate.embedding)
             .await?;
         let best_similarity = neighbours.first().map(|hit| hit.similarity());
         if let Some(similarity) = best_similarity {

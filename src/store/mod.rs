@@ -847,6 +847,42 @@ impl PreferenceStore {
         top_k: usize,
         include_retracted: bool,
     ) -> Result<Vec<ScoredPreference>, StoreError> {
+        self.knn(
+            persona_id,
+            query_embedding,
+            top_k,
+            include_retracted,
+            &field::ALL_BUT_EMBEDDING,
+        )
+        .await
+    }
+
+    /// The ingest decision's search: the persona's active preferences nearest to a topic,
+    /// `store.conflict_top_k` of them, carrying only what deciding reads (id, topic, stance and
+    /// its time). Every event runs it, and RediSearch loads each returned field of each hit.
+    pub async fn nearest_topics(
+        &self,
+        persona_id: &str,
+        topic_embedding: &[f32],
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
+        self.knn(
+            persona_id,
+            topic_embedding,
+            self.settings.store.conflict_top_k,
+            false,
+            &field::DECISION,
+        )
+        .await
+    }
+
+    async fn knn(
+        &self,
+        persona_id: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+        returned: &[&str],
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
         let started = Instant::now();
         validate::persona_id(persona_id)?;
         validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
@@ -858,7 +894,7 @@ impl PreferenceStore {
             &query,
             &vector_to_bytes(query_embedding),
             top_k,
-            &field::ALL_BUT_EMBEDDING,
+            returned,
         )
         .query_async(&mut connection)
         .await?;

@@ -51,6 +51,9 @@ pub mod field {
         ACTIVE,
     ];
 
+    /// What the ingest decision reads of its nearest topics (see `nearest_topics`).
+    pub const DECISION: [&str; 6] = [ID, PERSONA_ID, NAME, STANCE, STANCE_AT, ACTIVE];
+
     /// Everything but the embedding: what searches RETURN.
     pub const ALL_BUT_EMBEDDING: [&str; 23] = [
         ID,

@@ -10,6 +10,10 @@
 //!
 //! A script answers `FENCED` (an error reply) when the caller's lock is no longer held: the
 //! write is refused rather than racing a newer holder.
+//!
+//! Each script writes the preference hash with a single `HSET`: RediSearch re-indexes the whole
+//! document (vector included) on every write command, so four small writes cost four
+//! re-indexings. Reads come first, then one write.
 
 use std::sync::LazyLock;
 
@@ -34,12 +38,13 @@ local function encode_list(list)
   if #list == 0 then return '[]' end
   return cjson.encode(list)
 end
-local function add_evidence(user)
-  if user == '' then return end
-  local list = decode_list(redis.call('HGET', KEYS[1], 'evidence_user_ids'))
-  for _, existing in ipairs(list) do if existing == user then return end end
+-- The evidence list with `user` added, encoded, or nil when there is nothing to add.
+local function evidence_with(raw, user)
+  if user == '' then return nil end
+  local list = decode_list(raw)
+  for _, existing in ipairs(list) do if existing == user then return nil end end
   list[#list + 1] = user
-  redis.call('HSET', KEYS[1], 'evidence_user_ids', encode_list(list))
+  return encode_list(list)
 end
 "#;
 
@@ -70,27 +75,33 @@ pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
         "{GUARD}{}",
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'strength', 'reinforcement_count',
+  'evidence_user_ids', 'reinforcements')
 if effect_used and redis.call('EXISTS', KEYS[2]) == 1 then
-  local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'strength', 'reinforcement_count')
   return {0, h[1], h[2], h[3] or '0', h[4] or '0'}
 end
-local strength = tonumber(redis.call('HGET', KEYS[1], 'strength')) or 0
+local strength = tonumber(h[3]) or 0
 local rate = tonumber(ARGV[4])
 strength = strength + rate * (1 - strength)
 if strength > 1 then strength = 1 end
 if strength < 0 then strength = 0 end
-local count = redis.call('HINCRBY', KEYS[1], 'reinforcement_count', 1)
+local count = (tonumber(h[4]) or 0) + 1
 local formatted = string.format('%.17g', strength)
-redis.call('HSET', KEYS[1], 'strength', formatted, 'last_reinforced', ARGV[5])
-add_evidence(ARGV[6])
+local fields = {'strength', formatted, 'last_reinforced', ARGV[5], 'reinforcement_count', tostring(count)}
+local evidence = evidence_with(h[5], ARGV[6])
+if evidence then
+  fields[#fields + 1] = 'evidence_user_ids'
+  fields[#fields + 1] = evidence
+end
 local keep = tonumber(ARGV[8])
 if keep > 0 then
-  local log = decode_list(redis.call('HGET', KEYS[1], 'reinforcements'))
+  local log = decode_list(h[6])
   log[#log + 1] = cjson.decode(ARGV[7])
   while #log > keep do table.remove(log, 1) end
-  redis.call('HSET', KEYS[1], 'reinforcements', encode_list(log))
+  fields[#fields + 1] = 'reinforcements'
+  fields[#fields + 1] = encode_list(log)
 end
-local h = redis.call('HMGET', KEYS[1], 'id', 'name')
+redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 return {1, h[1], h[2], formatted, tostring(count)}
 "#
@@ -116,13 +127,19 @@ if effect_used and redis.call('EXISTS', KEYS[2]) == 1 then
   return {0, h[1], h[2], h[3], h[4] or '0', tostring(#history())}
 end
 local log = history()
-local old = redis.call('HGET', KEYS[1], 'opinion') or ''
-log[#log + 1] = {action = 'evolution', old_opinion = old, new_opinion = ARGV[4], timestamp = ARGV[7], reason = ARGV[8]}
-redis.call('HSET', KEYS[1], 'opinion', ARGV[4], 'embedding', ARGV[5], 'strength', ARGV[6],
-  'last_reinforced', ARGV[7], 'evolution_history', cjson.encode(log))
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'stance', ARGV[9], 'stance_at', ARGV[10]) end
-add_evidence(ARGV[11])
-local h = redis.call('HMGET', KEYS[1], 'id', 'name')
+local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evidence_user_ids')
+log[#log + 1] = {action = 'evolution', old_opinion = h[3] or '', new_opinion = ARGV[4], timestamp = ARGV[7], reason = ARGV[8]}
+local fields = {'opinion', ARGV[4], 'embedding', ARGV[5], 'strength', ARGV[6],
+  'last_reinforced', ARGV[7], 'evolution_history', cjson.encode(log)}
+if ARGV[9] ~= '' then
+  fields[#fields + 1] = 'stance'; fields[#fields + 1] = ARGV[9]
+  fields[#fields + 1] = 'stance_at'; fields[#fields + 1] = ARGV[10]
+end
+local evidence = evidence_with(h[4], ARGV[11])
+if evidence then
+  fields[#fields + 1] = 'evidence_user_ids'; fields[#fields + 1] = evidence
+end
+redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 return {1, h[1], h[2], ARGV[4], ARGV[6], tostring(#log)}
 "#
@@ -138,13 +155,13 @@ pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history')
 if effect_used and redis.call('EXISTS', KEYS[2]) == 1 then return {0, h[1], h[2]} end
-redis.call('HSET', KEYS[1], 'active', '0')
+local fields = {'active', '0'}
 if ARGV[4] ~= '' then
-  local log = {}
-  if h[4] and h[4] ~= '' and h[4] ~= '[]' and h[4] ~= '{}' then log = cjson.decode(h[4]) end
+  local log = decode_list(h[4])
   log[#log + 1] = {action = 'retraction', old_opinion = h[3] or '', timestamp = ARGV[5], reason = ARGV[4]}
-  redis.call('HSET', KEYS[1], 'evolution_history', cjson.encode(log))
+  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = cjson.encode(log)
 end
+redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 return {1, h[1], h[2]}
 "#
@@ -195,17 +212,18 @@ if #evidence > 0 then
 else
   only_evidence = triggering_changed
 end
-redis.call('HSET', KEYS[1], 'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
+local fields = {'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
   'evidence_user_ids', encode_list(evidence), 'triggering_user_id', triggering,
-  'reinforcements', encode_list(reinforcements))
+  'reinforcements', encode_list(reinforcements)}
 local retracted = 0
 if only_evidence and h[4] == '1' then
-  redis.call('HSET', KEYS[1], 'active', '0')
   local log = decode_list(h[6])
   log[#log + 1] = {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[6], reason = 'erasure: its only evidence was an erased user'}
-  redis.call('HSET', KEYS[1], 'evolution_history', cjson.encode(log))
+  fields[#fields + 1] = 'active'; fields[#fields + 1] = '0'
+  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = cjson.encode(log)
   retracted = 1
 end
+redis.call('HSET', KEYS[1], unpack(fields))
 return {1, retracted}
 "#
     ))
