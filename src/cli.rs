@@ -222,13 +222,20 @@ pub enum PrefsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Semantic search by text.
+    /// Search by text: semantic (nearest topics), keyword (words in topics and opinions), or
+    /// hybrid (both, blended).
+    #[command(
+        after_help = "Examples:\n  persona-prefs prefs search --persona stargazer tea\n  persona-prefs prefs search --persona stargazer --mode hybrid \"the new Zorblax album\""
+    )]
     Search {
         #[arg(long)]
         persona: String,
         query: String,
         #[arg(long, default_value_t = 10)]
         top_k: usize,
+        /// semantic, keyword or hybrid.
+        #[arg(long, default_value = "semantic")]
+        mode: String,
         #[arg(long)]
         json: bool,
     },
@@ -534,10 +541,11 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
             persona,
             query,
             top_k,
+            mode,
             json,
         } => (
             "search",
-            j!({"persona_id": persona, "query": query, "top_k": top_k}),
+            j!({"persona_id": persona, "query": query, "top_k": top_k, "mode": mode}),
             *json,
         ),
         PrefsCommand::PurgeUser {
@@ -574,12 +582,20 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
         }
         PrefsCommand::Search { .. } => {
             let hits = reply.as_array().cloned().unwrap_or_default();
-            writeln!(out, "  {:>10}  {:<24} opinion", "similarity", "topic")?;
+            writeln!(
+                out,
+                "  {:>9} {:>10} {:>7}  {:<24} opinion",
+                "relevance", "similarity", "keyword", "topic"
+            )?;
             for hit in hits {
                 writeln!(
                     out,
-                    "  {:>10.3}  {:<24} {}",
+                    "  {:>9.3} {:>10.3} {:>7}  {:<24} {}",
+                    hit["relevance"].as_f64().unwrap_or(0.0),
                     hit["similarity"].as_f64().unwrap_or(0.0),
+                    hit["keyword"]
+                        .as_f64()
+                        .map_or("-".to_string(), |k| format!("{k:.3}")),
                     truncate(hit["name"].as_str().unwrap_or_default(), 24),
                     hit["opinion"].as_str().unwrap_or_default()
                 )?;

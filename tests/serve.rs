@@ -430,6 +430,82 @@ async fn administration_mirrors_the_original_tools() {
     assert_eq!(all[0]["evolution_history"].as_array().unwrap().len(), 2);
 }
 
+/// Keyword search finds the words of a long question that its embedding drowns; hybrid blends
+/// both (0.7 similarity + 0.3 keyword) so the named thing comes first.
+#[tokio::test(flavor = "multi_thread")]
+async fn keyword_and_hybrid_search_find_the_words_of_the_query() {
+    let s = Service::start(test_config("keyword")).await;
+    let zorblax = s
+        .seed(
+            "ada",
+            "zorblax",
+            "The band Zorblax makes the best synth music.",
+            unit_vector(11),
+            0.7,
+            &[],
+        )
+        .await;
+    s.seed(
+        "ada",
+        "green tea",
+        "I love green tea.",
+        unit_vector(12),
+        0.7,
+        &[],
+    )
+    .await;
+    s.seed("ada", "rain", "Rain is calming.", unit_vector(13), 0.7, &[])
+        .await;
+    let query = "what do you make of the new Zorblax album?";
+
+    let keyword = s
+        .ok(
+            "search",
+            json!({"persona_id": "ada", "query": query, "mode": "keyword"}),
+        )
+        .await;
+    let keyword = keyword.as_array().unwrap();
+    assert_eq!(
+        keyword.len(),
+        1,
+        "only the record with those words: {keyword:?}"
+    );
+    assert_eq!(keyword[0]["id"], zorblax.as_str());
+    assert_eq!(keyword[0]["keyword"], 1.0);
+    assert_eq!(keyword[0]["relevance"], 1.0);
+
+    let hybrid = s
+        .ok(
+            "search",
+            json!({"persona_id": "ada", "query": query, "mode": "hybrid"}),
+        )
+        .await;
+    let hybrid = hybrid.as_array().unwrap();
+    assert_eq!(hybrid.len(), 3);
+    assert_eq!(hybrid[0]["id"], zorblax.as_str());
+    assert!(hybrid[1].get("keyword").is_none(), "{:?}", hybrid[1]);
+    let relevance = |hit: &Value| hit["relevance"].as_f64().unwrap();
+    assert!(relevance(&hybrid[0]) >= relevance(&hybrid[1]));
+
+    let semantic = s
+        .ok("search", json!({"persona_id": "ada", "query": query}))
+        .await;
+    assert!(
+        semantic
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|hit| hit.get("keyword").is_none())
+    );
+    let (status, _) = s
+        .call(
+            "search",
+            json!({"persona_id": "ada", "query": query, "mode": "fuzzy"}),
+        )
+        .await;
+    assert_eq!(status, Some(400));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
     let s = Service::start(test_config("purge")).await;

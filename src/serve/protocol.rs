@@ -132,6 +132,21 @@ pub struct SearchRequest {
     pub top_k: usize,
     #[serde(default)]
     pub include_retracted: bool,
+    #[serde(default)]
+    pub mode: SearchMode,
+}
+
+/// How `search` finds preferences.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// Nearest topics to the query's embedding.
+    #[default]
+    Semantic,
+    /// Words of the query in topics and opinions (BM25).
+    Keyword,
+    /// Both, blended: relevance = 0.7 × similarity + 0.3 × keyword score.
+    Hybrid,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +156,11 @@ pub struct SearchHit {
     /// Cosine distance.
     pub score: f64,
     pub similarity: f64,
+    /// BM25 relative to the best keyword hit (0–1); keyword and hybrid modes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<f64>,
+    /// What the hits are ordered by: similarity, keyword score, or their blend.
+    pub relevance: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

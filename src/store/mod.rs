@@ -857,6 +857,53 @@ impl PreferenceStore {
         .await
     }
 
+    /// Full-text search of one persona's topics and opinions (BM25 over the TEXT fields),
+    /// best first, with each hit's cosine similarity to `query_embedding` computed from its
+    /// stored vector, so callers can blend the two. No word to search: no hits.
+    pub async fn keyword_search(
+        &self,
+        persona_id: &str,
+        text: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+    ) -> Result<Vec<(Preference, f64, f64)>, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
+        let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
+        let Some(words) = query::keyword_clause(text) else {
+            return Ok(Vec::new());
+        };
+        let filter = persona_filter(persona_id, include_retracted);
+        let mut returned: Vec<&str> = field::ALL_BUT_EMBEDDING.to_vec();
+        returned.push(field::EMBEDDING);
+        let mut connection = self.connection.clone();
+        let reply: Value = redis::cmd("FT.SEARCH")
+            .arg(&self.settings.index_name)
+            .arg(format!("{filter} {words}"))
+            .arg("WITHSCORES")
+            .arg("SCORER")
+            .arg("BM25")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(top_k)
+            .arg("RETURN")
+            .arg(returned.len())
+            .arg(&returned[..])
+            .arg("DIALECT")
+            .arg(2)
+            .query_async(&mut connection)
+            .await?;
+        Ok(query::parse_keyword_reply(reply)?
+            .into_iter()
+            .filter(|hit| hit.preference.persona_id == persona_id)
+            .map(|hit| {
+                let similarity = cosine(&hit.embedding, query_embedding);
+                (hit.preference, hit.bm25, similarity)
+            })
+            .collect())
+    }
+
     /// The ingest decision's search: the persona's active preferences nearest to a topic,
     /// `store.conflict_top_k` of them, carrying only what deciding reads (id, topic, stance and
     /// its time). Every event runs it, and RediSearch loads each returned field of each hit.
@@ -1299,4 +1346,22 @@ pub fn now_iso() -> String {
     let now = time::OffsetDateTime::now_utc();
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| now.unix_timestamp().to_string())
+}
+
+/// Cosine similarity; 0 for vectors of different sizes (a record awaiting migration).
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() || a.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        dot += f64::from(*x) * f64::from(*y);
+        na += f64::from(*x) * f64::from(*x);
+        nb += f64::from(*y) * f64::from(*y);
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
 }

@@ -169,6 +169,68 @@ pub fn parse_search_reply(reply: Value) -> Result<(u64, Vec<SearchHit>), StoreEr
     Ok((total, results))
 }
 
+/// The words of a free-text query as a RediSearch full-text clause over topic and opinion
+/// (`(@name|opinion:(tea|jazz))`), any word matching; `None` when it has no word of two or
+/// more letters or digits. Words are kept to letters and digits, so nothing in them is syntax.
+pub fn keyword_clause(text: &str) -> Option<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let word = word.to_lowercase();
+        if word.chars().count() >= 2 && !words.contains(&word) && words.len() < 16 {
+            words.push(word);
+        }
+    }
+    (!words.is_empty()).then(|| {
+        format!(
+            "(@{}|{}:({}))",
+            field::NAME,
+            field::OPINION,
+            words.join("|")
+        )
+    })
+}
+
+/// A full-text hit: the preference, its BM25 score and its stored vector.
+pub struct KeywordHit {
+    pub preference: Preference,
+    pub bm25: f64,
+    pub embedding: Vec<f32>,
+}
+
+/// Reads an `FT.SEARCH … WITHSCORES` reply (`[total, key, score, [field, value, …], …]`) whose
+/// fields include the raw `embedding`.
+pub fn parse_keyword_reply(reply: Value) -> Result<Vec<KeywordHit>, StoreError> {
+    let Value::Array(items) = reply else {
+        return Err(StoreError::UnexpectedReply(format!(
+            "FT.SEARCH returned {reply:?}"
+        )));
+    };
+    let mut hits = Vec::new();
+    let mut items = items.into_iter().skip(1);
+    while let (Some(_key), Some(score), Some(Value::Array(pairs))) =
+        (items.next(), items.next(), items.next())
+    {
+        let mut fields = HashMap::with_capacity(pairs.len() / 2);
+        let mut embedding = Vec::new();
+        let mut pairs = pairs.into_iter();
+        while let (Some(name), Some(value)) = (pairs.next(), pairs.next()) {
+            let name = value_to_string(&name);
+            match (name.as_str(), value) {
+                (field::EMBEDDING, Value::BulkString(bytes)) => embedding = bytes_to_vector(&bytes),
+                (_, value) => {
+                    fields.insert(name, value_to_string(&value));
+                }
+            }
+        }
+        hits.push(KeywordHit {
+            preference: Preference::from_fields(&fields)?,
+            bm25: value_to_string(&score).parse().unwrap_or(0.0),
+            embedding,
+        });
+    }
+    Ok(hits)
+}
+
 /// Parses a KNN reply, where every hit must carry a score.
 pub fn parse_knn_reply(reply: Value) -> Result<Vec<ScoredPreference>, StoreError> {
     let (_, hits) = parse_search_reply(reply)?;
@@ -198,6 +260,20 @@ pub fn value_to_string(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyword_clauses_carry_only_words() {
+        assert_eq!(
+            keyword_clause("Green tea, or JAZZ? tea!").as_deref(),
+            Some("(@name|opinion:(green|tea|or|jazz))")
+        );
+        // Query syntax in the text stays text: it cannot reach another persona or field.
+        assert_eq!(
+            keyword_clause("x}) | @persona_id:{bob*").as_deref(),
+            Some("(@name|opinion:(persona|id|bob))")
+        );
+        assert_eq!(keyword_clause("? ! a"), None);
+    }
 
     #[test]
     fn escape_tag_makes_punctuation_and_whitespace_literal() {
