@@ -5,12 +5,11 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use common::cli::{run, stderr, stdout};
 use common::fake_openai::{FakeOpenAi, Reply, persona_message};
-use common::{Cleanup, test_config};
-use persona_prefs::app::{App, wait_until_drained};
+use common::{Cleanup, Running, test_config};
+use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use persona_prefs::extract::ExtractorKind;
 use serde_json::{Value, json};
@@ -54,10 +53,8 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
     config.ingest.max_deliver = 2;
     config.ingest.retry_delay_ms = 50;
     let _cleanup = Cleanup(config.clone());
-    let app = App::start(config.clone()).await.unwrap();
-    let consumer = app.consumer().await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    let running = Running::worker(config.clone()).await;
+    let app = &running.app;
 
     // One event the LLM outage defeats, one that can never be read.
     let subject = format!("{}.ada", config.ingest.subject_prefix);
@@ -72,9 +69,7 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
             .await
             .unwrap();
     }
-    wait_until_drained(consumer.clone(), Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
 
     let listing = list(&config, &[]).await;
     assert_eq!(listing["stored"], 2);
@@ -120,9 +115,7 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
     .await;
     assert!(replayed.status.success(), "{}", stderr(&replayed));
     assert!(stdout(&replayed).contains("replayed 1 of 1"));
-    wait_until_drained(consumer, Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
     let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "storms");
@@ -139,8 +132,7 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
     assert!(stdout(&discarded).contains("discarded 1 of 1"));
     assert_eq!(list(&config, &[]).await["stored"], 0);
 
-    let _ = stop.send(true);
-    worker.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 /// A letter whose headers name a subject outside the events stream is refused rather than

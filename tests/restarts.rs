@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, test_config};
-use persona_prefs::app::{App, wait_until_drained};
+use common::{Cleanup, Running, test_config};
+use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use serde_json::json;
 
@@ -189,35 +189,30 @@ async fn a_nats_restart_loses_and_doubles_nothing() {
     let mut config = config_for("natsrestart");
     config.nats.url = format!("nats://127.0.0.1:{}", nats.port);
     let _cleanup = Cleanup(config.clone());
-    let app = App::start(config).await.unwrap();
-    let consumer = app.consumer().await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    let running = Running::worker(config).await;
+    let app = &running.app;
 
     for n in 0..20 {
-        publish(&app, n).await;
+        publish(app, n).await;
     }
     nats.stop();
     tokio::time::sleep(Duration::from_millis(500)).await;
     nats.start().await;
     for n in 20..40 {
-        publish(&app, n).await;
+        publish(app, n).await;
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while green_tea(&app).await != (1, 39) {
+    while green_tea(app).await != (1, 39) {
         assert!(
             Instant::now() < deadline,
             "after the restart: {:?}",
-            green_tea(&app).await
+            green_tea(app).await
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    wait_until_drained(consumer, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(green_tea(&app).await, (1, 39), "and nothing more after");
-    let _ = stop.send(true);
-    let _ = worker.await;
+    running.drain().await;
+    assert_eq!(green_tea(app).await, (1, 39), "and nothing more after");
+    running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -229,33 +224,26 @@ async fn a_redis_restart_loses_and_doubles_nothing() {
     let mut config = config_for("redisrestart");
     config.redis.url = format!("redis://127.0.0.1:{}", redis.port);
     let _cleanup = Cleanup(config.clone());
-    let app = App::start(config).await.unwrap();
-    let consumer = app.consumer().await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    let running = Running::worker(config).await;
+    let app = &running.app;
 
     for n in 0..20 {
-        publish(&app, n).await;
+        publish(app, n).await;
     }
-    wait_until_drained(consumer.clone(), Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
     redis.stop();
     // Events arriving while Redis is away wait (nak and retry) instead of being dropped.
     for n in 20..30 {
-        publish(&app, n).await;
+        publish(app, n).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     redis.start().await;
     for n in 30..40 {
-        publish(&app, n).await;
+        publish(app, n).await;
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(Ok(state)) = tokio::time::timeout(Duration::from_secs(2), async {
-            Ok::<_, ()>(green_tea(&app).await)
-        })
-        .await
+        if let Ok(state) = tokio::time::timeout(Duration::from_secs(2), green_tea(app)).await
             && state == (1, 39)
         {
             break;
@@ -266,11 +254,8 @@ async fn a_redis_restart_loses_and_doubles_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    wait_until_drained(consumer, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(green_tea(&app).await, (1, 39));
-    let _ = stop.send(true);
-    let _ = worker.await;
+    running.drain().await;
+    assert_eq!(green_tea(app).await, (1, 39));
+    running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,11 +3,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::cli::{run, stderr, stdout};
-use common::{Cleanup, test_config};
-use persona_prefs::app::{App, wait_until_drained};
+use common::{Cleanup, Running, test_config};
 use persona_prefs::config::Config;
 use serde_json::Value;
 
@@ -38,11 +35,7 @@ async fn status_tells_what_is_missing_then_healthy_then_dead_letters() {
     assert!(mentions(&before["problems"], "no replica"), "{before}");
 
     // A worker and the service: healthy.
-    let app = App::start(config.clone()).await.unwrap();
-    let consumer = app.consumer().await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped.clone()));
-    let services = persona_prefs::serve::start(&app, stopped).await.unwrap();
+    let running = Running::worker_and_service(config.clone()).await;
     let (code, healthy) = status(&config).await;
     assert_eq!(code, Some(0), "{healthy}");
     assert_eq!(healthy["nats"]["replicas"].as_array().unwrap().len(), 1);
@@ -52,7 +45,9 @@ async fn status_tells_what_is_missing_then_healthy_then_dead_letters() {
     assert!(stdout(&human).contains("healthy"), "{}", stdout(&human));
 
     // A letter nobody has looked at is a warning, not a failure.
-    app.js
+    running
+        .app
+        .js
         .publish(
             format!("{}.ada", config.ingest.subject_prefix),
             b"{not json".to_vec().into(),
@@ -61,15 +56,11 @@ async fn status_tells_what_is_missing_then_healthy_then_dead_letters() {
         .unwrap()
         .await
         .unwrap();
-    wait_until_drained(consumer, Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
     let (code, flagged) = status(&config).await;
     assert_eq!(code, Some(0), "{flagged}");
     assert_eq!(flagged["nats"]["dead_letters"], 1);
     assert!(mentions(&flagged["warnings"], "dlq list"), "{flagged}");
 
-    let _ = stop.send(true);
-    services.stop().await;
-    worker.await.unwrap().unwrap();
+    running.stop().await;
 }

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Cleanup, test_config};
-use persona_prefs::app::{App, wait_until_drained};
+use common::{Cleanup, Running, test_config};
+use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -214,11 +214,8 @@ async fn the_worker_ingests_and_serves_over_mutual_tls_to_redis_and_nats() {
     let config = tls_config(&plain, &pki, redis_port, nats.port);
     config.validate().unwrap();
 
-    let app = App::start(config.clone()).await.expect("start over TLS");
-    let consumer = app.consumer().await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped.clone()));
-    let services = persona_prefs::serve::start(&app, stopped).await.unwrap();
+    let running = Running::worker_and_service(config.clone()).await;
+    let app = &running.app;
 
     let event = json!({"event_id": "tls-1", "persona_id": "ada", "platform": "p", "channel_id": "c",
         "messages": [{"message_id": "m1", "role": "persona", "content": "I love green tea.",
@@ -232,9 +229,7 @@ async fn the_worker_ingests_and_serves_over_mutual_tls_to_redis_and_nats() {
         .unwrap()
         .await
         .unwrap();
-    wait_until_drained(consumer, Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
     let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "green tea");
@@ -251,10 +246,7 @@ async fn the_worker_ingests_and_serves_over_mutual_tls_to_redis_and_nats() {
         .unwrap();
     let body: Value = serde_json::from_slice(&reply.payload).unwrap();
     assert_eq!(body["preferences"][0]["name"], "green tea", "{body}");
-
-    let _ = stop.send(true);
-    services.stop().await;
-    worker.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

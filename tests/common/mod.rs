@@ -233,3 +233,62 @@ pub fn new_preference(
 
 pub mod cli;
 pub mod fake_openai;
+
+/// A worker (and, if asked, the service) running in this process against `config`, as
+/// `persona-prefs serve` runs them.
+pub struct Running {
+    pub app: persona_prefs::app::App,
+    pub consumer: async_nats::jetstream::consumer::PullConsumer,
+    stop: tokio::sync::watch::Sender<bool>,
+    worker: tokio::task::JoinHandle<
+        Result<
+            persona_prefs::ingest::worker::WorkerReport,
+            persona_prefs::ingest::worker::WorkerError,
+        >,
+    >,
+    services: Option<persona_prefs::serve::Services>,
+}
+
+impl Running {
+    pub async fn worker(config: Config) -> Running {
+        let app = persona_prefs::app::App::start(config).await.unwrap();
+        let consumer = app.consumer().await.unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+        Running {
+            app,
+            consumer,
+            stop,
+            worker,
+            services: None,
+        }
+    }
+
+    pub async fn worker_and_service(config: Config) -> Running {
+        let mut running = Running::worker(config).await;
+        let services = persona_prefs::serve::start(&running.app, running.stop.subscribe())
+            .await
+            .unwrap();
+        running.services = Some(services);
+        running
+    }
+
+    /// Waits until every published event is acked.
+    pub async fn drain(&self) {
+        persona_prefs::app::wait_until_drained(
+            self.consumer.clone(),
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Stops the service and the worker, and waits for them.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        if let Some(services) = self.services {
+            services.stop().await;
+        }
+        self.worker.await.unwrap().unwrap();
+    }
+}
