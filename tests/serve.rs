@@ -506,6 +506,35 @@ async fn keyword_and_hybrid_search_find_the_words_of_the_query() {
     assert_eq!(status, Some(400));
 }
 
+/// A reply larger than the NATS server accepts would never arrive; the requester gets an error
+/// that says to ask for less instead of waiting for a timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_too_large_for_nats_is_an_error_not_silence() {
+    let s = Service::start(test_config("bigreply")).await;
+    let long = "I have a great deal to say about this. ".repeat(100);
+    let names: Vec<String> = (0..300).map(|n| format!("topic {n}")).collect();
+    let seeds = names
+        .iter()
+        .enumerate()
+        .map(|(n, name)| s.seed("ada", name, &long, unit_vector(1000 + n as u64), 0.5, &[]));
+    futures::future::join_all(seeds).await;
+    let (status, reply) = s
+        .call("list", json!({"persona_id": "ada", "limit": 1000}))
+        .await;
+    assert_eq!(status, Some(400), "{reply}");
+    assert_eq!(reply["error"]["kind"], "reply_too_large");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ask for fewer")
+    );
+    let fewer = s
+        .ok("list", json!({"persona_id": "ada", "limit": 50}))
+        .await;
+    assert_eq!(fewer.as_array().unwrap().len(), 50);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
     let s = Service::start(test_config("purge")).await;

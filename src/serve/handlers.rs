@@ -24,6 +24,8 @@ use crate::telemetry;
 
 /// Longest text query accepted for embedding.
 const MAX_QUERY_CHARS: usize = 4096;
+/// Room left in a reply for the service's headers and protocol framing.
+const REPLY_HEADROOM: usize = 4096;
 /// Share of the keyword score in a hybrid search's relevance (the vector/keyword 0.7/0.3 split
 /// the "Soul & Memory" design found to work).
 const HYBRID_KEYWORD_WEIGHT: f64 = 0.3;
@@ -84,6 +86,8 @@ pub struct Handlers {
     lock_patience: Duration,
     cache: Mutex<LruCache<String, Arc<Vec<f32>>>>,
     max_payload_bytes: usize,
+    /// Largest reply body the NATS server accepts (its max_payload, less room for headers).
+    max_reply_bytes: usize,
     resident_count: usize,
 }
 
@@ -100,6 +104,11 @@ impl Handlers {
             lock_patience: Duration::from_millis(app.config.ingest.lock_patience_ms),
             cache: Mutex::new(LruCache::new(size)),
             max_payload_bytes: app.config.nats.max_payload_bytes,
+            max_reply_bytes: app
+                .nats
+                .server_info()
+                .max_payload
+                .saturating_sub(REPLY_HEADROOM),
             resident_count: app.config.serve.resident_count,
         }
     }
@@ -119,6 +128,18 @@ impl Handlers {
             ))
         } else {
             self.dispatch(endpoint, &payload).await
+        };
+        // A reply the server would refuse never arrives: say so instead.
+        let reply = match reply {
+            Ok(body) if body.len() > self.max_reply_bytes => Err(ServiceError::bad(
+                "reply_too_large",
+                format!(
+                    "the reply would be {} bytes, over the {} the NATS server accepts; ask for fewer (limit, top_k, max_count)",
+                    body.len(),
+                    self.max_reply_bytes
+                ),
+            )),
+            other => other,
         };
         let status = reply.as_ref().map(|_| 200).unwrap_or_else(|e| e.code);
         telemetry::request(endpoint, status, started.elapsed());

@@ -184,7 +184,7 @@ pub struct ErrorBody {
     /// HTTP-like status: 400, 404, 500, 503.
     pub code: u16,
     /// Stable machine-readable kind: `malformed`, `oversize`, `wrong_dims`, `invalid`,
-    /// `not_found`, `unavailable`, `internal`.
+    /// `reply_too_large`, `not_found`, `unavailable`, `internal`.
     pub kind: String,
     pub message: String,
 }
