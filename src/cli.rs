@@ -806,6 +806,13 @@ async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<ExitCode> {
                 "deliveries        {}",
                 letter.deliveries.map_or("-".to_string(), |d| d.to_string())
             )?;
+            if let Some(size) = letter.truncated_from {
+                writeln!(
+                    out,
+                    "truncated         to {} of {size} bytes (too large to keep whole)",
+                    letter.payload.len()
+                )?;
+            }
             writeln!(out, "payload\n{}", letter.payload_text)?;
             Ok(ExitCode::SUCCESS)
         }

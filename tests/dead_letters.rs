@@ -172,3 +172,60 @@ async fn replay_only_ever_publishes_into_the_events_stream() {
     );
     assert_eq!(list(&config, &[]).await["stored"], 1, "the letter is kept");
 }
+
+/// An event that only just fits the server's max payload has no room left for the reason
+/// headers: its letter keeps the head of the payload and its original size, instead of the
+/// event being nak'ed for ever.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_event_too_big_to_dead_letter_whole_is_dead_lettered_truncated() {
+    let config = test_config("dlqbig");
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker(config.clone()).await;
+    let max = running.app.nats.server_info().max_payload;
+    let payload = vec![b'x'; max - 200];
+    running
+        .app
+        .js
+        .publish(
+            format!("{}.ada", config.ingest.subject_prefix),
+            payload.into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    running.drain().await;
+    let listing = list(&config, &[]).await;
+    assert_eq!(codes(&listing), ["invalid_json"]);
+    let stream = running
+        .app
+        .js
+        .get_stream(&config.ingest.dlq_stream)
+        .await
+        .unwrap();
+    let letter = stream
+        .get_raw_message(listing["letters"][0]["sequence"].as_u64().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        letter
+            .headers
+            .get(persona_prefs::ingest::worker::HEADER_TRUNCATED_FROM)
+            .unwrap()
+            .as_str(),
+        (max - 200).to_string()
+    );
+    assert!(letter.payload.len() < max - 200);
+    let sequence = listing["letters"][0]["sequence"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let refused = run(&config, &["dlq", "replay", &sequence]).await;
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "a cut payload is not replayed"
+    );
+    assert!(stderr(&refused).contains("holds only the first"));
+    running.stop().await;
+}

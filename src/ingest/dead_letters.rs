@@ -17,7 +17,7 @@ use time::format_description::well_known::Rfc3339;
 use super::IngestConfig;
 use super::worker::{
     HEADER_DELIVERIES, HEADER_ORIGINAL_SUBJECT, HEADER_REASON, HEADER_REASON_CODE,
-    HEADER_STREAM_SEQUENCE,
+    HEADER_STREAM_SEQUENCE, HEADER_TRUNCATED_FROM,
 };
 
 /// Header a replayed event carries: which letter it came from (`<dlq stream>:<sequence>`).
@@ -59,6 +59,8 @@ pub struct DeadLetter {
     pub original_subject: String,
     pub original_sequence: Option<u64>,
     pub deliveries: Option<u64>,
+    /// Set when only the head of the payload fits beside the headers: its original size.
+    pub truncated_from: Option<u64>,
     /// The event's `event_id`, when the payload is JSON that has one.
     pub event_id: Option<String>,
     #[serde(skip)]
@@ -89,6 +91,7 @@ impl DeadLetter {
             original_subject: header(HEADER_ORIGINAL_SUBJECT),
             original_sequence: number(HEADER_STREAM_SEQUENCE),
             deliveries: number(HEADER_DELIVERIES),
+            truncated_from: number(HEADER_TRUNCATED_FROM),
             event_id,
             payload_text: String::from_utf8_lossy(&message.payload).into_owned(),
             payload: message.payload,
@@ -225,6 +228,15 @@ impl DeadLetters {
     /// JetStream has stored the replay. Returns the replay's sequence in the events stream.
     pub async fn replay(&self, sequence: u64) -> Result<u64, DeadLetterError> {
         let letter = self.get(sequence).await?;
+        if let Some(size) = letter.truncated_from {
+            return Err(DeadLetterError::Unreplayable {
+                sequence,
+                message: format!(
+                    "it holds only the first {} of the event's {size} bytes",
+                    letter.payload.len()
+                ),
+            });
+        }
         let prefix = format!("{}.", self.config.subject_prefix);
         // Only back into the events stream: a letter must not be able to send its payload
         // anywhere else, whatever its headers say.

@@ -30,6 +30,11 @@ pub const HEADER_REASON_CODE: &str = "Persona-Prefs-Reason-Code";
 pub const HEADER_ORIGINAL_SUBJECT: &str = "Persona-Prefs-Original-Subject";
 pub const HEADER_STREAM_SEQUENCE: &str = "Persona-Prefs-Stream-Sequence";
 pub const HEADER_DELIVERIES: &str = "Persona-Prefs-Deliveries";
+/// On a dead letter whose payload had to be cut to fit beside its headers: the original size.
+pub const HEADER_TRUNCATED_FROM: &str = "Persona-Prefs-Truncated-From";
+
+/// Room kept for a dead letter's headers (the reason is cut to 1 KiB).
+const DLQ_HEADER_ROOM: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -338,9 +343,22 @@ impl Worker {
             "Nats-Msg-Id",
             format!("dlq-{}-{stream_sequence}", self.config.stream).as_str(),
         );
+        // An event that only just fitted cannot carry the reason headers as well: keep its
+        // head and say how long it was, rather than nak it forever.
+        let mut payload = message.payload.clone();
+        let room = self
+            .js
+            .client()
+            .server_info()
+            .max_payload
+            .saturating_sub(DLQ_HEADER_ROOM);
+        if payload.len() > room {
+            headers.insert(HEADER_TRUNCATED_FROM, payload.len().to_string().as_str());
+            payload.truncate(room);
+        }
         let published = match self
             .js
-            .publish_with_headers(dlq_subject.clone(), headers, message.payload.clone())
+            .publish_with_headers(dlq_subject.clone(), headers, payload)
             .await
         {
             Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
