@@ -1242,3 +1242,38 @@ async fn records_written_by_the_original_system_decode() {
         .unwrap();
     assert_eq!(found[0].preference.id, "abc123");
 }
+
+/// An erasure over a persona larger than one lock lifetime renews the lock as it goes instead
+/// of being fenced halfway.
+#[tokio::test]
+async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
+    use futures::StreamExt;
+    let t = TestStore::new("longpurge").await;
+    let adds = (0..1500u64).map(|n| {
+        let mut new = new_preference("ada", &format!("topic {n}"), "About u1.", unit_vector(n));
+        new.related_user_ids = ids(&["u1"]);
+        new.provenance.triggering_user_id = "u1".into();
+        t.add_preference(new)
+    });
+    let added: Vec<_> = futures::stream::iter(adds)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert!(added.iter().all(Result::is_ok));
+
+    let locks = PersonaLock::new(t.store.clone(), std::time::Duration::from_millis(50));
+    let held = locks.try_acquire("ada").await.unwrap().unwrap();
+    let guard = WriteGuard {
+        effect_id: None,
+        lock: Some(&held),
+    };
+    let report = t
+        .purge_user("ada", "u1", "erased-1", guard)
+        .await
+        .expect("the erasure finishes");
+    assert_eq!(report.rewritten.len(), 1500);
+    assert!(
+        locks.extend(&held).await.unwrap(),
+        "the lock is still ours at the end"
+    );
+}

@@ -19,6 +19,8 @@ pub struct LockToken {
     persona_id: String,
     key: String,
     token: String,
+    /// How long the lock lives unless renewed.
+    ttl: Duration,
 }
 
 impl LockToken {
@@ -27,6 +29,23 @@ impl LockToken {
     }
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Pushes the expiry out by the lock's time to live again; false when the lock was lost.
+    /// For holders whose work can outlast one TTL (an erasure over a large persona).
+    pub async fn renew(&self, store: &PreferenceStore) -> Result<bool, StoreError> {
+        let mut connection = store.connection();
+        let extended: i64 = EXTEND
+            .key(&self.key)
+            .arg(&self.token)
+            .arg(self.ttl.as_millis() as u64)
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(extended == 1)
     }
 }
 
@@ -88,6 +107,7 @@ impl PersonaLock {
             persona_id: persona_id.to_string(),
             key,
             token,
+            ttl: self.ttl,
         }))
     }
 
@@ -114,14 +134,7 @@ impl PersonaLock {
 
     /// Pushes the expiry out again; false when the lock was lost.
     pub async fn extend(&self, token: &LockToken) -> Result<bool, StoreError> {
-        let mut connection = self.store.connection();
-        let extended: i64 = EXTEND
-            .key(&token.key)
-            .arg(&token.token)
-            .arg(self.ttl.as_millis() as u64)
-            .invoke_async(&mut connection)
-            .await?;
-        Ok(extended == 1)
+        token.renew(&self.store).await
     }
 
     /// Releases the lock if still held by `token` (never someone else's).
