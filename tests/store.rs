@@ -1261,7 +1261,8 @@ async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
         .await;
     assert!(added.iter().all(Result::is_ok));
 
-    let locks = PersonaLock::new(t.store.clone(), std::time::Duration::from_millis(50));
+    // The erasure of 1500 preferences takes several times this (about 0.8 s here).
+    let locks = PersonaLock::new(t.store.clone(), std::time::Duration::from_millis(200));
     let held = locks.try_acquire("ada").await.unwrap().unwrap();
     let guard = WriteGuard {
         effect_id: None,

@@ -1205,18 +1205,20 @@ impl PreferenceStore {
         // Every key of the persona, without a cap: an erasure must not stop at a page size.
         // The script itself leaves preferences that do not name the user untouched.
         let key_prefix = self.preference_key(persona_id, "");
-        let mut renewed = Instant::now();
-        for key in self.scan_keys(&format!("{key_prefix}*")).await? {
-            // An erasure over a large persona can outlast the lock: renew it as it goes.
+        let keys = self.scan_keys(&format!("{key_prefix}*")).await?;
+        // An erasure over a large persona can outlast the lock: renew it before starting (the
+        // scan took time too) and whenever a third of its lifetime has passed.
+        let mut renewed: Option<Instant> = None;
+        for key in keys {
             if let Some(lock) = guard.lock
-                && renewed.elapsed() >= lock.ttl() / 3
+                && renewed.is_none_or(|at| at.elapsed() >= lock.ttl() / 3)
             {
                 if !lock.renew(self).await? {
                     return Err(StoreError::Fenced {
                         persona_id: persona_id.to_string(),
                     });
                 }
-                renewed = Instant::now();
+                renewed = Some(Instant::now());
             }
             let preference_id = key[key_prefix.len()..].to_string();
             let mut invocation = self.invocation(
