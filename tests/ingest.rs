@@ -381,6 +381,37 @@ async fn restating_an_injected_preference_is_an_echo_not_a_reinforcement() {
     assert_eq!(evolved.stance, Some(Stance::For));
 }
 
+/// An event with many opinions can take longer to decide than the persona lock lives; the
+/// pipeline renews the lock as it goes rather than being fenced halfway.
+#[tokio::test]
+async fn a_large_event_outlasting_the_lock_renews_it() {
+    let mut config = test_config("longevent");
+    config.ingest.lock_ttl_ms = 100;
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config).await.unwrap();
+    // 50 persona messages of 8 opinions: 400 decisions, about a second, ten lock lifetimes.
+    let colours = [
+        "red", "blue", "green", "yellow", "purple", "orange", "white", "black",
+    ];
+    let turns: Vec<(&str, String)> = (0..50)
+        .map(|n| {
+            let sentences: Vec<String> = colours
+                .iter()
+                .map(|colour| format!("I love {colour} kite{n}."))
+                .collect();
+            ("persona", sentences.join(" "))
+        })
+        .collect();
+    let turns: Vec<(&str, &str)> = turns.iter().map(|(w, t)| (*w, t.as_str())).collect();
+    let event: ConversationEvent = serde_json::from_value(event("ada", "big", 0, &turns)).unwrap();
+    let outcome = app
+        .pipeline()
+        .process(&event)
+        .await
+        .expect("not fenced halfway");
+    assert_eq!(outcome.decisions.len(), 400);
+}
+
 #[tokio::test]
 async fn a_redelivered_or_republished_event_changes_nothing() {
     let h = Harness::start(test_config("redeliver")).await;
