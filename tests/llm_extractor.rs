@@ -86,6 +86,33 @@ async fn canned_opinions_are_validated_against_the_persona_message() {
     assert_eq!(persona_message(&request.body), MESSAGE);
 }
 
+/// However many events and persona messages are in flight, at most
+/// `extract.llm.max_concurrent_requests` questions reach the LLM at once.
+#[tokio::test]
+async fn requests_in_flight_are_capped() {
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, _| {
+        Reply::Delay(
+            std::time::Duration::from_millis(50),
+            Box::new(Reply::opinions(json!([]))),
+        )
+    });
+    let mut config = llm_config(&fake);
+    config.max_concurrent_requests = 3;
+    let extractor = LlmExtractor::new(&config, 8, &Config::defaults().store.categories).unwrap();
+    let participants = vec!["carol".to_string()];
+    let input = input(&participants);
+    let calls = (0..12).map(|_| extractor.extract(&input));
+    let results = futures::future::join_all(calls).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(fake.received().len(), 12);
+    let most = fake.max_in_flight();
+    assert!(
+        (2..=3).contains(&most),
+        "never more than the cap of 3, and concurrent: {most}"
+    );
+}
+
 #[tokio::test]
 async fn server_errors_are_retried_until_an_answer_comes() {
     let fake = FakeOpenAi::start().await;

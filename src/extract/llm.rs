@@ -20,6 +20,8 @@ use crate::telemetry;
 
 pub struct LlmExtractor {
     client: ApiClient,
+    /// Bounds requests in flight across every event (`extract.llm.max_concurrent_requests`).
+    permits: tokio::sync::Semaphore,
     model: String,
     temperature: f64,
     max_opinions: usize,
@@ -75,6 +77,7 @@ impl LlmExtractor {
             .replace("MAX", &max_opinions.to_string());
         Ok(LlmExtractor {
             client,
+            permits: tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1)),
             model: config.model.clone(),
             temperature: config.temperature,
             max_opinions,
@@ -147,6 +150,12 @@ impl Extractor for LlmExtractor {
         input: &'a ExtractionInput<'a>,
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move {
+            // Held through retries and backoff too: a rate-limited API gets fewer callers.
+            let _permit = self
+                .permits
+                .acquire()
+                .await
+                .map_err(|_| ExtractError::Rejected("extractor closed".into()))?;
             let body = self.request_body(input);
             let record =
                 |outcome: &'static str, took: Duration| telemetry::llm_request(outcome, took);

@@ -134,6 +134,7 @@ pub struct LlmConfig {
     pub max_retries: u32,
     pub max_backoff_ms: u64,
     pub temperature: f64,
+    pub max_concurrent_requests: usize,
 }
 
 impl ExtractConfig {
@@ -152,6 +153,12 @@ impl ExtractConfig {
             return Err(invalid(
                 "extract.llm.base_url",
                 format!("must be an http(s) URL, got {:?}", self.llm.base_url),
+            ));
+        }
+        if self.llm.max_concurrent_requests == 0 {
+            return Err(invalid(
+                "extract.llm.max_concurrent_requests",
+                "must be positive".into(),
             ));
         }
         if self.llm.timeout_ms == 0 {

@@ -71,6 +71,8 @@ pub struct FakeOpenAi {
     script: Arc<Mutex<VecDeque<Reply>>>,
     received: Arc<Mutex<Vec<Received>>>,
     default: Arc<Mutex<Responder>>,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    max_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FakeOpenAi {
@@ -85,6 +87,8 @@ impl FakeOpenAi {
             default: Arc::new(Mutex::new(Arc::new(|_: &str, _: &Value| {
                 Reply::opinions(json!([]))
             }))),
+            in_flight: Default::default(),
+            max_in_flight: Default::default(),
         };
         let server = fake.clone();
         tokio::spawn(async move {
@@ -110,6 +114,11 @@ impl FakeOpenAi {
 
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
+    }
+
+    /// The most requests this server was answering at one time.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     async fn serve(&self, mut socket: tokio::net::TcpStream) {
@@ -155,6 +164,9 @@ impl FakeOpenAi {
                 body: body.clone(),
                 authorization,
             });
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, SeqCst);
             let scripted = self.script.lock().unwrap().pop_front();
             let reply = match scripted {
                 Some(reply) => reply,
@@ -163,7 +175,9 @@ impl FakeOpenAi {
                     responder(&path, &body)
                 }
             };
-            if !self.write(&mut socket, reply).await {
+            let written = self.write(&mut socket, reply).await;
+            self.in_flight.fetch_sub(1, SeqCst);
+            if !written {
                 return;
             }
         }
