@@ -98,6 +98,13 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
     assert!(stdout(&shown).contains("I adore storms."), "the payload");
 
     // Usage and lookup errors are told apart by exit code.
+    for limit in ["0", "10001"] {
+        let refused = run(&config, &["dlq", "list", "--limit", limit]).await;
+        assert_eq!(refused.status.code(), Some(1), "limit {limit}");
+        assert!(stderr(&refused).contains("limit must be within 1..=10000"));
+    }
+    let refused = run(&config, &["dlq", "list", "--persona", "not a persona"]).await;
+    assert_eq!(refused.status.code(), Some(1));
     assert_eq!(
         run(&config, &["dlq", "replay"]).await.status.code(),
         Some(2)
