@@ -126,6 +126,13 @@ pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppErro
     if nats.url.starts_with("tls://") {
         options = options.require_tls(true);
     }
+    if !nats.nkey_seed_file.is_empty() {
+        let seed = std::fs::read_to_string(&nats.nkey_seed_file).map_err(|e| AppError::Nats {
+            url: crate::config::redact_url(&nats.url),
+            message: format!("nats.nkey_seed_file {}: {e}", nats.nkey_seed_file),
+        })?;
+        options = options.nkey(seed.trim().to_string());
+    }
     options
         .connect(nats.url.as_str())
         .await

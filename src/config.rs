@@ -89,6 +89,7 @@ pub struct NatsConfig {
     pub tls_ca_file: String,
     pub tls_client_cert_file: String,
     pub tls_client_key_file: String,
+    pub nkey_seed_file: String,
 }
 
 impl NatsConfig {
@@ -285,6 +286,14 @@ impl Config {
             ));
         }
         self.nats.tls().validate("nats")?;
+        if !self.nats.nkey_seed_file.is_empty()
+            && let Err(error) = std::fs::File::open(&self.nats.nkey_seed_file)
+        {
+            return Err(invalid(
+                "nats.nkey_seed_file",
+                format!("cannot read {:?}: {error}", self.nats.nkey_seed_file),
+            ));
+        }
         if self.redis.response_timeout_ms == 0 {
             return Err(invalid(
                 "redis.response_timeout_ms",
