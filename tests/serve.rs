@@ -487,6 +487,14 @@ async fn keyword_and_hybrid_search_find_the_words_of_the_query() {
     let relevance = |hit: &Value| hit["relevance"].as_f64().unwrap();
     assert!(relevance(&hybrid[0]) >= relevance(&hybrid[1]));
 
+    let only_stop_words = s
+        .ok(
+            "search",
+            json!({"persona_id": "ada", "query": "the and of it", "mode": "keyword"}),
+        )
+        .await;
+    assert_eq!(only_stop_words, json!([]), "no word to search, no hits");
+
     let semantic = s
         .ok("search", json!({"persona_id": "ada", "query": query}))
         .await;

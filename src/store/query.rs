@@ -169,14 +169,27 @@ pub fn parse_search_reply(reply: Value) -> Result<(u64, Vec<SearchHit>), StoreEr
     Ok((total, results))
 }
 
+/// RediSearch's default stop words. It drops them from queries, and a clause left empty
+/// matches every document, so they are dropped here first.
+const STOP_WORDS: [&str; 33] = [
+    "a", "is", "the", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into",
+    "it", "no", "not", "of", "on", "or", "such", "that", "their", "then", "there", "these", "they",
+    "this", "to", "was", "will", "with",
+];
+
 /// The words of a free-text query as a RediSearch full-text clause over topic and opinion
 /// (`(@name|opinion:(tea|jazz))`), any word matching; `None` when it has no word of two or
-/// more letters or digits. Words are kept to letters and digits, so nothing in them is syntax.
+/// more letters or digits that is not a stop word. Words are kept to letters and digits, so
+/// nothing in them is syntax.
 pub fn keyword_clause(text: &str) -> Option<String> {
     let mut words: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         let word = word.to_lowercase();
-        if word.chars().count() >= 2 && !words.contains(&word) && words.len() < 16 {
+        if word.chars().count() >= 2
+            && !STOP_WORDS.contains(&word.as_str())
+            && !words.contains(&word)
+            && words.len() < 16
+        {
             words.push(word);
         }
     }
@@ -265,8 +278,10 @@ mod tests {
     fn keyword_clauses_carry_only_words() {
         assert_eq!(
             keyword_clause("Green tea, or JAZZ? tea!").as_deref(),
-            Some("(@name|opinion:(green|tea|or|jazz))")
+            Some("(@name|opinion:(green|tea|jazz))")
         );
+        // Only stop words: RediSearch would match everything, so there is no clause.
+        assert_eq!(keyword_clause("the and of it"), None);
         // Query syntax in the text stays text: it cannot reach another persona or field.
         assert_eq!(
             keyword_clause("x}) | @persona_id:{bob*").as_deref(),
