@@ -72,21 +72,34 @@ pub async fn migrate(
     options: MigrateOptions,
 ) -> Result<MigrationReport, MigrateError> {
     let existing = store.index_info().await?;
-    let problems = existing
+    let mut problems = existing
         .as_ref()
         .map(|info| index::mismatches(info, &store.hash_prefix(), store.config().embedding_dims))
         .unwrap_or_default();
     let keys = store.all_preference_keys().await?;
     let mut to_embed = Vec::new();
     let mut without_topic = Vec::new();
+    // Hashes this run cannot fix: no topic to embed, and a vector the index cannot take.
+    let mut stuck = 0u64;
     for chunk in keys.chunks(500) {
         for status in store.embedding_status(chunk).await? {
             if status.topic.trim().is_empty() {
+                stuck += u64::from(!status.fits);
                 without_topic.push(status.key);
             } else if options.reembed_all || !status.fits {
                 to_embed.push((status.key, status.topic));
             }
         }
+    }
+    // RediSearch keeps counting a hash that once failed to index, even after it is fixed:
+    // when more failed than this run leaves broken, rebuild so the count means something.
+    if let Some(info) = &existing
+        && info.hash_indexing_failures > stuck
+    {
+        problems.push(format!(
+            "{} hashes failed to index (vectors of another size?)",
+            info.hash_indexing_failures
+        ));
     }
     let mut report = MigrationReport {
         index: store.index_name().to_string(),

@@ -176,3 +176,47 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
     assert_eq!(again["index_action"], "kept");
     assert_eq!(again["reembedded"], 0, "a second run finds nothing to do");
 }
+
+/// Vectors of the wrong size written under a sound index (an embedder swapped without
+/// migrating) fail to index; `status` warns, and a migration re-embeds them and rebuilds the
+/// index so its failure count starts again from zero.
+#[tokio::test(flavor = "multi_thread")]
+async fn vectors_of_the_wrong_size_under_a_sound_index_are_re_embedded() {
+    let config = test_config("migratekept");
+    let _cleanup = Cleanup(config.clone());
+    let store = persona_prefs::store::PreferenceStore::connect(&config.redis, &config.store)
+        .await
+        .unwrap();
+    store.ensure_index().await.unwrap();
+    let mut connection = store.connection();
+    for (id, name) in [("b1", "green tea"), ("b2", "jazz")] {
+        let _: i64 = redis::cmd("HSET")
+            .arg(format!("{}ada:{id}", store.hash_prefix()))
+            .arg(&["id", id, "persona_id", "ada", "name", name, "opinion", name][..])
+            .arg(&["category", "culinary", "strength", "0.5", "active", "1"][..])
+            .arg("embedding")
+            .arg(vec![0u8; ORIGINAL_DIMS * 4])
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+    let info = store
+        .wait_until_indexed(std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(info.hash_indexing_failures, 2);
+    let status = run(&config, &["status", "--json", "--listen-ms", "100"]).await;
+    assert!(
+        stdout(&status).contains("could not be indexed"),
+        "{}",
+        stdout(&status)
+    );
+
+    let done = migrate(&config, &[]).await;
+    assert_eq!(done["index_action"], "rebuilt", "{done}");
+    assert_eq!(done["reembedded"], 2);
+    assert_eq!(done["indexed"], 2);
+    assert_eq!(done["indexing_failures"], 0);
+    let again = migrate(&config, &[]).await;
+    assert_eq!(again["index_action"], "kept", "{again}");
+}
