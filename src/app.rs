@@ -297,7 +297,8 @@ pub async fn demo(
     })
 }
 
-/// Waits until the consumer has nothing pending or unacknowledged.
+/// Waits until every event published so far is settled: acked, or terminated after being
+/// dead-lettered (not merely between deliveries).
 pub async fn wait_until_drained(
     mut consumer: PullConsumer,
     patience: Duration,
@@ -308,7 +309,12 @@ pub async fn wait_until_drained(
             .info()
             .await
             .map_err(|e| AppError::Other(format!("consumer info: {e}")))?;
-        if info.num_pending == 0 && info.num_ack_pending == 0 {
+        // A nak'ed event waiting out its retry delay is neither pending nor awaiting an ack,
+        // but the ack floor has not passed it yet: only then is everything settled.
+        if info.num_pending == 0
+            && info.num_ack_pending == 0
+            && info.ack_floor.stream_sequence >= info.delivered.stream_sequence
+        {
             return Ok(());
         }
         if Instant::now() > deadline {
