@@ -19,13 +19,8 @@ impl NkeyNats {
     async fn start(user_public_key: &str) -> NkeyNats {
         let binary = std::env::var("PERSONA_PREFS_NATS_SERVER")
             .expect("PERSONA_PREFS_NATS_SERVER unset: run through scripts/test");
-        let dir = std::env::temp_dir().join(common::unique("nkeynats"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let dir = common::scratch_dir("nkeynats");
+        let port = common::free_port();
         let config = dir.join("server.conf");
         std::fs::write(
             &config,

@@ -4,28 +4,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Cleanup, Running, test_config};
+use common::{Cleanup, Running, free_port, scratch_dir, test_config};
 use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use serde_json::json;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn scratch_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(common::unique(label));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A server process of our own, on a fixed port and data directory, so it can be stopped and
 /// started again as the same server.

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Cleanup, Running, test_config};
+use common::{Cleanup, Running, free_port, test_config};
 use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use rcgen::{
@@ -35,8 +35,7 @@ struct Pki {
 
 impl Pki {
     fn create(label: &str) -> Pki {
-        let dir = std::env::temp_dir().join(common::unique(label));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = common::scratch_dir(label);
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params
@@ -88,14 +87,6 @@ impl Drop for Pki {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A NATS server with JetStream that accepts only TLS clients presenting a certificate signed

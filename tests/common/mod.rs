@@ -292,3 +292,19 @@ impl Running {
         self.worker.await.unwrap().unwrap();
     }
 }
+
+/// A loopback port nothing listens on right now, for a server a test starts itself.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A fresh directory under the system temp dir, named after the test.
+pub fn scratch_dir(label: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(unique(label));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
