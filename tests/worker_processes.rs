@@ -15,10 +15,15 @@ use persona_prefs::store::{ListOptions, Preference};
 use serde_json::json;
 
 fn spawn_worker(config: &Config, log: &std::path::Path) -> Child {
+    spawn_worker_with(config, log, &[])
+}
+
+fn spawn_worker_with(config: &Config, log: &std::path::Path, extra: &[(&str, String)]) -> Child {
     let log = std::fs::File::create(log).unwrap();
     Command::new(env!("CARGO_BIN_EXE_persona-prefs"))
         .arg("serve")
         .envs(common::cli::config_env(config))
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .env("RUST_LOG", "persona_prefs=debug")
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
@@ -207,6 +212,70 @@ async fn sigterm_stops_intake_and_exits_cleanly_with_nothing_lost() {
         .unwrap();
     let stored = preferences(&app, "ada").await;
     assert_eq!(stored[0].reinforcement_count, total as u64 - 1);
+}
+
+/// A replica shutting down stops taking requests at once, while its worker finishes the event
+/// in flight: the other replica answers every request meanwhile, none times out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_shutting_down_hands_requests_to_the_others_at_once() {
+    let (config, _cleanup, dir) = setup("handover");
+    // The replica's worker is busy for 3 s with one event: its LLM answers slowly.
+    let fake = common::fake_openai::FakeOpenAi::start().await;
+    fake.respond_with(|_, _| {
+        common::fake_openai::Reply::Delay(
+            Duration::from_secs(3),
+            Box::new(common::fake_openai::Reply::opinions(json!([]))),
+        )
+    });
+    let leaving = spawn_worker_with(
+        &config,
+        &dir.path("leaving.log"),
+        &[
+            ("PERSONA_PREFS__EXTRACT__KIND", "llm".into()),
+            (
+                "PERSONA_PREFS__EXTRACT__LLM__BASE_URL",
+                fake.base_url.clone(),
+            ),
+        ],
+    );
+    let mut leaving = Workers(vec![leaving]);
+    // The replica that stays: the service only, in this process.
+    let app = App::start(config.clone()).await.unwrap();
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let staying = persona_prefs::serve::start(&app, stopped).await.unwrap();
+    wait_for_pullers(&app, 1).await;
+
+    publish(&app, "ada", 0, "I love green tea.").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fake.received().is_empty() {
+        assert!(Instant::now() < deadline, "the event never reached the LLM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(leaving.0[0].id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The leaving replica is still finishing its event; every request is answered anyway.
+    let subject = format!("{}.stats", config.serve.subject_prefix);
+    for n in 0..20 {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(2),
+            app.nats
+                .request(subject.clone(), r#"{"persona_id": "ada"}"#.into()),
+        )
+        .await;
+        assert!(
+            matches!(reply, Ok(Ok(_))),
+            "request {n} during the handover was not answered: {reply:?}"
+        );
+    }
+    let exit = leaving.0.pop().unwrap().wait().unwrap();
+    assert!(exit.success(), "graceful exit, got {exit:?}");
+    staying.stop().await;
 }
 
 /// A scratch folder removed on drop.

@@ -46,13 +46,27 @@ pub struct ServeError(String);
 pub struct Services {
     service: async_nats::service::Service,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    permits: Arc<Semaphore>,
 }
 
+/// How long [`Services::stop`] waits for requests already being handled.
+const DRAIN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Services {
+    /// Unsubscribes first, so NATS routes new requests to the other replicas (or answers "no
+    /// responders" at once) instead of queueing them here; then lets the requests already
+    /// being handled finish and reply.
     pub async fn stop(self) {
         let _ = self.service.stop().await;
         for task in self.tasks {
             task.abort();
+        }
+        let all = MAX_CONCURRENT_REQUESTS as u32;
+        if tokio::time::timeout(DRAIN_PATIENCE, self.permits.acquire_many(all))
+            .await
+            .is_err()
+        {
+            tracing::warn!("requests still in flight after the drain period");
         }
     }
 }
@@ -98,7 +112,11 @@ pub async fn start(app: &App, shutdown: watch::Receiver<bool>) -> Result<Service
             }
         }));
     }
-    Ok(Services { service, tasks })
+    Ok(Services {
+        service,
+        tasks,
+        permits,
+    })
 }
 
 #[derive(Debug, Clone, Deserialize)]
