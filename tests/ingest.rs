@@ -412,6 +412,48 @@ async fn a_large_event_outlasting_the_lock_renews_it() {
     assert_eq!(outcome.decisions.len(), 400);
 }
 
+/// Events and dead letters hold users' words: JetStream keeps them only as long as configured,
+/// and a changed setting reaches streams that already exist.
+#[tokio::test]
+async fn the_streams_keep_events_and_letters_only_as_long_as_configured() {
+    let mut config = test_config("retention");
+    config.ingest.events_max_age_hours = 1;
+    config.ingest.dlq_max_age_hours = 2;
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    app.consumer().await.unwrap();
+    let max_age = |stream: String| {
+        let js = app.js.clone();
+        async move {
+            let mut stream = js.get_stream(stream).await.unwrap();
+            stream.info().await.unwrap().config.max_age
+        }
+    };
+    assert_eq!(
+        max_age(config.ingest.stream.clone()).await,
+        Duration::from_secs(3600)
+    );
+    assert_eq!(
+        max_age(config.ingest.dlq_stream.clone()).await,
+        Duration::from_secs(7200)
+    );
+
+    let mut changed = config.clone();
+    changed.ingest.events_max_age_hours = 24;
+    changed.ingest.dlq_max_age_hours = 0;
+    let app = App::start(changed.clone()).await.unwrap();
+    app.consumer().await.unwrap();
+    assert_eq!(
+        max_age(config.ingest.stream.clone()).await,
+        Duration::from_secs(24 * 3600)
+    );
+    assert_eq!(
+        max_age(config.ingest.dlq_stream.clone()).await,
+        Duration::ZERO,
+        "0 keeps letters for ever"
+    );
+}
+
 #[tokio::test]
 async fn a_redelivered_or_republished_event_changes_nothing() {
     let h = Harness::start(test_config("redeliver")).await;

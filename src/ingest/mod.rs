@@ -33,6 +33,9 @@ pub struct IngestConfig {
     pub retry_delay_ms: u64,
     pub grace_period_ms: u64,
     pub max_redacted_share: f64,
+    /// How long JetStream keeps events and dead letters (0 = for ever).
+    pub events_max_age_hours: u64,
+    pub dlq_max_age_hours: u64,
 }
 
 impl IngestConfig {
@@ -92,6 +95,15 @@ impl IngestConfig {
             if value == 0 {
                 return Err(invalid(key, "must be positive".into()));
             }
+        }
+        // JetStream refuses a duplicate window longer than the stream's retention.
+        if self.events_max_age_hours > 0
+            && self.duplicate_window_secs > self.events_max_age_hours * 3600
+        {
+            return Err(invalid(
+                "ingest.duplicate_window_secs",
+                "must not exceed ingest.events_max_age_hours".into(),
+            ));
         }
         if !(0.0..=1.0).contains(&self.max_redacted_share) {
             return Err(invalid(

@@ -44,27 +44,62 @@ pub enum WorkerError {
     Consume(String),
 }
 
+/// Creates the stream, or brings an existing one's retention (`max_age`) to the configured
+/// value: conversations hold users' words, and must not be kept longer than configured.
+async fn ensure_stream(
+    js: &jetstream::Context,
+    wanted: stream::Config,
+) -> Result<stream::Stream, String> {
+    let mut stream = js
+        .get_or_create_stream(wanted.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let current = stream
+        .info()
+        .await
+        .map_err(|e| e.to_string())?
+        .config
+        .clone();
+    if current.max_age != wanted.max_age {
+        js.update_stream(stream::Config {
+            max_age: wanted.max_age,
+            ..current
+        })
+        .await
+        .map_err(|e| format!("updating its max_age: {e}"))?;
+    }
+    Ok(stream)
+}
+
 /// Creates (or reuses) the event stream, the dead-letter stream and the durable consumer.
 pub async fn ensure_jetstream(
     js: &jetstream::Context,
     config: &IngestConfig,
 ) -> Result<PullConsumer, WorkerError> {
-    let events = js
-        .get_or_create_stream(stream::Config {
+    let hours = |h: u64| Duration::from_secs(h * 3600);
+    let events = ensure_stream(
+        js,
+        stream::Config {
             name: config.stream.clone(),
             subjects: vec![format!("{}.>", config.subject_prefix)],
             duplicate_window: Duration::from_secs(config.duplicate_window_secs),
+            max_age: hours(config.events_max_age_hours),
             storage: stream::StorageType::File,
             ..Default::default()
-        })
-        .await
-        .map_err(|e| WorkerError::Setup(format!("stream {}: {e}", config.stream)))?;
-    js.get_or_create_stream(stream::Config {
-        name: config.dlq_stream.clone(),
-        subjects: vec![format!("{}.>", config.dlq_subject_prefix)],
-        storage: stream::StorageType::File,
-        ..Default::default()
-    })
+        },
+    )
+    .await
+    .map_err(|e| WorkerError::Setup(format!("stream {}: {e}", config.stream)))?;
+    ensure_stream(
+        js,
+        stream::Config {
+            name: config.dlq_stream.clone(),
+            subjects: vec![format!("{}.>", config.dlq_subject_prefix)],
+            max_age: hours(config.dlq_max_age_hours),
+            storage: stream::StorageType::File,
+            ..Default::default()
+        },
+    )
     .await
     .map_err(|e| WorkerError::Setup(format!("dead-letter stream {}: {e}", config.dlq_stream)))?;
     events
