@@ -20,11 +20,9 @@ use std::time::Instant;
 use futures::StreamExt;
 use persona_prefs::app::App;
 use persona_prefs::config::Config;
-use persona_prefs::store::query::{injection_pipeline, vector_to_bytes};
-use persona_prefs::store::{NewPreference, Provenance, Stance};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde_json::json;
-use support::{env_or, measure, random_unit};
+use support::{env_or, load_personas, measure, random_unit, raw_injection_floor};
 
 const TARGET_RATIO: f64 = 1.3;
 const TARGET_P99_MS: f64 = 5.0;
@@ -50,35 +48,7 @@ async fn main() {
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let loading = Instant::now();
-    let mut jobs = Vec::new();
-    for persona in 0..100 {
-        for i in 0..(if persona == 0 { prefs } else { other }) {
-            jobs.push(NewPreference {
-                persona_id: format!("p{persona}"),
-                name: "bench topic".into(),
-                opinion: "I hold a benchmark opinion about something or other.".into(),
-                category: "intellectual".into(),
-                stance: Some(Stance::For),
-                stance_at: None,
-                strength: Some(rng.random_range(0.1..1.0)),
-                provenance: Provenance::default(),
-                related_user_ids: if i % 10 == 0 {
-                    vec![format!("user{}", i % 50)]
-                } else {
-                    Vec::new()
-                },
-                related_kg_uuids: Vec::new(),
-                embedding: random_unit(&mut rng),
-            });
-        }
-    }
-    let total = jobs.len();
-    let mut adds = futures::stream::iter(jobs.into_iter().map(|new| {
-        let store = app.store.clone();
-        async move { store.add_preference(new).await.unwrap() }
-    }))
-    .buffer_unordered(64);
-    while adds.next().await.is_some() {}
+    let total = load_personas(&app.store, prefs, other, &mut rng).await;
     println!(
         "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s",
         loading.elapsed().as_secs_f64()
@@ -139,20 +109,7 @@ async fn main() {
     // Floors: the same two KNN queries raw, and a bare echo of the same payload over NATS.
     let connection = app.store.connection();
     let index = config.redis.index_name.clone();
-    let search_floor = measure(iterations, |i| {
-        let pipe = injection_pipeline(
-            &index,
-            "p0",
-            &vector_to_bytes(&queries[i % queries.len()]),
-            16,
-            &users,
-        );
-        let mut connection = connection.clone();
-        async move {
-            let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();
-        }
-    })
-    .await;
+    let search_floor = raw_injection_floor(&connection, &index, &queries, &users, iterations).await;
     let echo_subject = format!("{name}.echo");
     let mut echo = client.subscribe(echo_subject.clone()).await.unwrap();
     let responder = async_nats::connect(config.nats.url.as_str()).await.unwrap();

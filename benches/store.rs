@@ -11,18 +11,14 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-
-use futures::StreamExt;
+use std::time::Instant;
 
 use persona_prefs::config::Config;
-use persona_prefs::store::query::{
-    injection_pipeline, knn_command, knn_query, persona_filter, vector_to_bytes,
-};
+use persona_prefs::store::query::{knn_command, knn_query, persona_filter, vector_to_bytes};
 use persona_prefs::store::record::field;
-use persona_prefs::store::{InjectionQuery, NewPreference, PreferenceStore, Provenance, Stance};
+use persona_prefs::store::{InjectionQuery, PreferenceStore};
 use rand::SeedableRng;
-use support::{env_or, measure, random_unit};
+use support::{env_or, load_personas, measure, random_unit, raw_injection_floor};
 
 const TARGET_RATIO: f64 = 1.3;
 
@@ -44,26 +40,7 @@ async fn main() {
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let loading = Instant::now();
-    let mut jobs = Vec::new();
-    for persona in 0..100 {
-        let count = if persona == 0 { prefs } else { other };
-        for i in 0..count {
-            let mut new = preference(&format!("p{persona}"), random_unit(&mut rng));
-            if i % 10 == 0 {
-                new.related_user_ids = vec![format!("user{}", i % 50)];
-            }
-            jobs.push(new);
-        }
-    }
-    let total = jobs.len();
-    let mut pending = futures::stream::iter(jobs.into_iter().map(|new| {
-        let store = store.clone();
-        async move { store.add_preference(new).await.unwrap() }
-    }))
-    .buffer_unordered(64);
-    while pending.next().await.is_some() {}
-    // Let the HNSW graph finish background indexing before timing.
-    wait_for_indexing(&store, total).await;
+    let total = load_personas(&store, prefs, other, &mut rng).await;
     println!(
         "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s",
         loading.elapsed().as_secs_f64()
@@ -116,20 +93,8 @@ async fn main() {
         }
     })
     .await;
-    let injection_floor = measure(iterations, |i| {
-        let pipe = injection_pipeline(
-            &index,
-            "p0",
-            &vector_to_bytes(&queries[i % queries.len()]),
-            16,
-            &users,
-        );
-        let mut connection = connection.clone();
-        async move {
-            let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();
-        }
-    })
-    .await;
+    let injection_floor =
+        raw_injection_floor(&connection, &index, &queries, &users, iterations).await;
 
     println!();
     println!(
@@ -168,30 +133,4 @@ async fn main() {
         .query_async(&mut connection)
         .await
         .unwrap();
-}
-
-async fn wait_for_indexing(store: &PreferenceStore, expected: usize) {
-    for _ in 0..600 {
-        let info = store.index_info().await.unwrap().unwrap();
-        if info.num_docs as usize >= expected {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn preference(persona: &str, embedding: Vec<f32>) -> NewPreference {
-    NewPreference {
-        persona_id: persona.into(),
-        name: "bench topic".into(),
-        opinion: "I hold a benchmark opinion about something or other.".into(),
-        category: "intellectual".into(),
-        stance: Some(Stance::For),
-        stance_at: None,
-        strength: Some(0.5),
-        provenance: Provenance::default(),
-        related_user_ids: Vec::new(),
-        related_kg_uuids: Vec::new(),
-        embedding,
-    }
 }

@@ -49,3 +49,79 @@ pub fn env_or(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// The data set the store and inject benches share: persona `p0` with `prefs` preferences
+/// among 99 personas of `other` each, random unit topic vectors and strengths, every tenth
+/// preference about a user. Returns how many were loaded once the index holds them all (the
+/// HNSW graph is built in the background; timing before that measures indexing too).
+pub async fn load_personas(
+    store: &persona_prefs::store::PreferenceStore,
+    prefs: usize,
+    other: usize,
+    rng: &mut impl Rng,
+) -> usize {
+    use futures::StreamExt;
+    use persona_prefs::store::{NewPreference, Provenance, Stance};
+    let mut jobs = Vec::new();
+    for persona in 0..100 {
+        for i in 0..(if persona == 0 { prefs } else { other }) {
+            jobs.push(NewPreference {
+                persona_id: format!("p{persona}"),
+                name: "bench topic".into(),
+                opinion: "I hold a benchmark opinion about something or other.".into(),
+                category: "intellectual".into(),
+                stance: Some(Stance::For),
+                stance_at: None,
+                strength: Some(rng.random_range(0.1..1.0)),
+                provenance: Provenance::default(),
+                related_user_ids: if i % 10 == 0 {
+                    vec![format!("user{}", i % 50)]
+                } else {
+                    Vec::new()
+                },
+                related_kg_uuids: Vec::new(),
+                embedding: random_unit(rng),
+            });
+        }
+    }
+    let total = jobs.len();
+    let mut adds = futures::stream::iter(jobs.into_iter().map(|new| {
+        let store = store.clone();
+        async move { store.add_preference(new).await.unwrap() }
+    }))
+    .buffer_unordered(64);
+    while adds.next().await.is_some() {}
+    for _ in 0..600 {
+        if store.index_info().await.unwrap().unwrap().num_docs as usize >= total {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    total
+}
+
+/// The floor both benches compare injection with: its two KNN queries, built by the store's
+/// own `injection_pipeline`, sent raw over the same connection.
+pub async fn raw_injection_floor(
+    connection: &redis::aio::ConnectionManager,
+    index: &str,
+    queries: &[Vec<f32>],
+    users: &[String],
+    iterations: usize,
+) -> Percentiles {
+    use persona_prefs::store::query::{injection_pipeline, vector_to_bytes};
+    measure(iterations, |i| {
+        let pipe = injection_pipeline(
+            index,
+            "p0",
+            &vector_to_bytes(&queries[i % queries.len()]),
+            16,
+            users,
+        );
+        let mut connection = connection.clone();
+        async move {
+            let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();
+        }
+    })
+    .await
+}
