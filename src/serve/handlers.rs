@@ -1,14 +1,12 @@
 //! What each endpoint does. Handlers parse and validate the request, call the store (and the
 //! embedder for text), and always produce a reply: success JSON or a typed error.
 
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::service::{NATS_SERVICE_ERROR, NATS_SERVICE_ERROR_CODE, Request};
 use bytes::Bytes;
-use lru::LruCache;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -84,7 +82,6 @@ pub struct Handlers {
     embedder: Arc<dyn Embedder>,
     locks: PersonaLock,
     lock_patience: Duration,
-    cache: Mutex<LruCache<String, Arc<Vec<f32>>>>,
     max_payload_bytes: usize,
     /// Largest reply body the NATS server accepts (its max_payload, less room for headers).
     max_reply_bytes: usize,
@@ -93,7 +90,6 @@ pub struct Handlers {
 
 impl Handlers {
     pub fn new(app: &App) -> Handlers {
-        let size = NonZeroUsize::new(app.config.serve.query_cache_size.max(1)).expect("non-zero");
         Handlers {
             store: app.store.clone(),
             embedder: app.embedder.clone(),
@@ -102,7 +98,6 @@ impl Handlers {
                 Duration::from_millis(app.config.ingest.lock_ttl_ms),
             ),
             lock_patience: Duration::from_millis(app.config.ingest.lock_patience_ms),
-            cache: Mutex::new(LruCache::new(size)),
             max_payload_bytes: app.config.nats.max_payload_bytes,
             max_reply_bytes: app
                 .nats
@@ -249,7 +244,7 @@ impl Handlers {
                     "query or query_embedding is required",
                 ));
             }
-            (None, Some(vector)) => Arc::new(vector.clone()),
+            (None, Some(vector)) => vector.clone(),
             (Some(text), None) => self.embed_query(text).await?,
         };
         let query = InjectionQuery {
@@ -278,8 +273,8 @@ impl Handlers {
         })
     }
 
-    /// Embeds a text query, from the cache when it was asked before.
-    async fn embed_query(&self, text: &str) -> Result<Arc<Vec<f32>>, ServiceError> {
+    /// Embeds a text query (the embedder answers repeats from its cache).
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, ServiceError> {
         let text = text.trim();
         if text.is_empty() {
             return Err(ServiceError::bad("invalid", "query is empty"));
@@ -290,20 +285,10 @@ impl Handlers {
                 format!("query is longer than {MAX_QUERY_CHARS} characters"),
             ));
         }
-        if let Some(hit) = self.cache.lock().expect("cache lock").get(text) {
-            return Ok(hit.clone());
-        }
         let mut vectors = self.embedder.embed(&[text.to_string()]).await?;
-        let vector = Arc::new(
-            vectors
-                .pop()
-                .ok_or_else(|| ServiceError::new(500, "internal", "embedder returned nothing"))?,
-        );
-        self.cache
-            .lock()
-            .expect("cache lock")
-            .put(text.to_string(), vector.clone());
-        Ok(vector)
+        vectors
+            .pop()
+            .ok_or_else(|| ServiceError::new(500, "internal", "embedder returned nothing"))
     }
 
     async fn add(&self, r: AddRequest) -> Result<crate::store::Preference, ServiceError> {
@@ -330,7 +315,7 @@ impl Handlers {
             },
             related_user_ids: r.related_user_ids,
             related_kg_uuids: r.related_kg_uuids,
-            embedding: embedding.to_vec(),
+            embedding,
         };
         Ok(self.store.add_preference(new).await?)
     }

@@ -125,7 +125,6 @@ pub struct ServeConfig {
     pub service_name: String,
     pub subject_prefix: String,
     pub queue_group: String,
-    pub query_cache_size: usize,
     pub resident_count: usize,
 }
 
