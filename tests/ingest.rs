@@ -6,35 +6,34 @@ mod common;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use common::{Cleanup, test_config};
-use persona_prefs::app::{App, wait_until_drained};
+use common::{Cleanup, Running, test_config};
+use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::ingest::pipeline::Action;
-use persona_prefs::ingest::worker::{HEADER_REASON, HEADER_REASON_CODE, WorkerError, WorkerReport};
+use persona_prefs::ingest::worker::{HEADER_REASON, HEADER_REASON_CODE, WorkerReport};
 use persona_prefs::store::{ListOptions, Preference, Stance};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 /// An in-process worker on its own streams, consumer, key prefix and index.
+/// A running worker (`common::Running`) with the ingest tests' helpers.
 pub struct Harness {
-    pub app: App,
-    stop: watch::Sender<bool>,
-    worker: Option<tokio::task::JoinHandle<Result<WorkerReport, WorkerError>>>,
+    running: Running,
     _cleanup: Cleanup,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Running;
+    fn deref(&self) -> &Running {
+        &self.running
+    }
 }
 
 impl Harness {
     pub async fn start(config: Config) -> Harness {
         let cleanup = Cleanup(config.clone());
-        let app = App::start(config).await.expect("app starts");
-        let consumer = app.consumer().await.expect("consumer");
-        let (stop, stopped) = watch::channel(false);
-        let worker = tokio::spawn(app.worker().run(consumer, stopped));
         Harness {
-            app,
-            stop,
-            worker: Some(worker),
+            running: Running::worker(config).await,
             _cleanup: cleanup,
         }
     }
@@ -67,13 +66,6 @@ impl Harness {
         ack.duplicate
     }
 
-    pub async fn drain(&self) {
-        let consumer = self.app.consumer().await.unwrap();
-        wait_until_drained(consumer, Duration::from_secs(60))
-            .await
-            .expect("events drained");
-    }
-
     pub async fn preferences(&self, persona: &str) -> Vec<Preference> {
         self.app
             .store
@@ -93,9 +85,8 @@ impl Harness {
         dead_letters(&self.app.js, &self.app.config).await
     }
 
-    pub async fn stop(mut self) -> WorkerReport {
-        let _ = self.stop.send(true);
-        self.worker.take().unwrap().await.unwrap().unwrap()
+    pub async fn stop(self) -> WorkerReport {
+        self.running.stop().await
     }
 }
 

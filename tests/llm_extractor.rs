@@ -6,8 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::fake_openai::{FakeOpenAi, Reply, persona_message};
-use common::{Cleanup, test_config};
-use persona_prefs::app::{App, wait_until_drained};
+use common::{Cleanup, Running, test_config};
 use persona_prefs::config::Config;
 use persona_prefs::extract::{
     ExtractError, ExtractionInput, Extractor, ExtractorKind, TurnText, llm::LlmExtractor,
@@ -249,10 +248,8 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
     config.ingest.max_deliver = 3;
     config.ingest.retry_delay_ms = 50;
     let _cleanup = Cleanup(config.clone());
-    let app = App::start(config.clone()).await.unwrap();
-    let consumer = app.consumer().await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    let running = Running::worker(config.clone()).await;
+    let app = &running.app;
 
     // First the owls event meets two 500s (one call with one retry), is nak'ed, then succeeds.
     fake.script([Reply::status(500), Reply::status(500)]);
@@ -270,17 +267,13 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
         }
     };
     publish("good", "I love owls.").await;
-    wait_until_drained(consumer.clone(), Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
     let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].name, "owls");
 
     publish("doomed", "I adore storms.").await;
-    wait_until_drained(consumer, Duration::from_secs(30))
-        .await
-        .unwrap();
+    running.drain().await;
     let dlq = app.js.get_stream(&config.ingest.dlq_stream).await.unwrap();
     let letter = dlq.get_raw_message(1).await.expect("dead letter");
     assert_eq!(
@@ -288,6 +281,5 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
         "max_deliver"
     );
     assert!(String::from_utf8_lossy(&letter.payload).contains("doomed"));
-    let _ = stop.send(true);
-    worker.await.unwrap().unwrap();
+    running.stop().await;
 }

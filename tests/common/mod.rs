@@ -283,13 +283,13 @@ impl Running {
         .unwrap();
     }
 
-    /// Stops the service and the worker, and waits for them.
-    pub async fn stop(self) {
+    /// Stops the service and the worker, and waits for them; what the worker did at the end.
+    pub async fn stop(self) -> persona_prefs::ingest::worker::WorkerReport {
         let _ = self.stop.send(true);
         if let Some(services) = self.services {
             services.stop().await;
         }
-        self.worker.await.unwrap().unwrap();
+        self.worker.await.unwrap().unwrap()
     }
 }
 
