@@ -1274,7 +1274,7 @@ async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
         .expect("the erasure finishes");
     assert_eq!(report.rewritten.len(), 1500);
     assert!(
-        locks.extend(&held).await.unwrap(),
+        held.renew(&t.store).await.unwrap(),
         "the lock is still ours at the end"
     );
 }

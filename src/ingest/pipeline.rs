@@ -298,18 +298,12 @@ impl Pipeline {
         lock: &crate::store::LockToken,
     ) -> Result<Vec<Decision>, PipelineError> {
         let mut decisions = Vec::with_capacity(candidates.len());
-        let mut renewed = std::time::Instant::now();
+        // Just taken: no renewal is due yet.
+        let mut renewed = Some(std::time::Instant::now());
         for candidate in candidates {
             // A large event on a slow Redis can outlast the lock: renew it as it goes, so its
             // writes are not fenced halfway and the whole event retried.
-            if renewed.elapsed() >= lock.ttl() / 3 {
-                if !lock.renew(&self.store).await? {
-                    return Err(PipelineError::Store(crate::store::StoreError::Fenced {
-                        persona_id: event.persona_id.clone(),
-                    }));
-                }
-                renewed = std::time::Instant::now();
-            }
+            lock.keep_alive(&self.store, &mut renewed).await?;
             let decision = self.decide(event, candidate, lock).await?;
             telemetry::decision(decision.action.as_str());
             if decision.action.writes() && !decision.applied {

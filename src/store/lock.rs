@@ -7,7 +7,7 @@
 //! same Lua script, that the lock key still holds the caller's token, so a holder that paused
 //! past its expiry cannot write after a newer holder took over.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Script;
 
@@ -31,12 +31,27 @@ impl LockToken {
         &self.token
     }
 
-    pub fn ttl(&self) -> Duration {
-        self.ttl
+    /// For work that can outlast the lock (an erasure over a large persona, an event with
+    /// hundreds of opinions): renews the lock when a third of its lifetime has passed since
+    /// `renewed` (at once when `None`). Fenced when the lock was lost meanwhile.
+    pub async fn keep_alive(
+        &self,
+        store: &PreferenceStore,
+        renewed: &mut Option<Instant>,
+    ) -> Result<(), StoreError> {
+        if renewed.is_some_and(|at| at.elapsed() < self.ttl / 3) {
+            return Ok(());
+        }
+        if !self.renew(store).await? {
+            return Err(StoreError::Fenced {
+                persona_id: self.persona_id.clone(),
+            });
+        }
+        *renewed = Some(Instant::now());
+        Ok(())
     }
 
     /// Pushes the expiry out by the lock's time to live again; false when the lock was lost.
-    /// For holders whose work can outlast one TTL (an erasure over a large persona).
     pub async fn renew(&self, store: &PreferenceStore) -> Result<bool, StoreError> {
         let mut connection = store.connection();
         let extended: i64 = EXTEND
@@ -130,11 +145,6 @@ impl PersonaLock {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(100));
         }
-    }
-
-    /// Pushes the expiry out again; false when the lock was lost.
-    pub async fn extend(&self, token: &LockToken) -> Result<bool, StoreError> {
-        token.renew(&self.store).await
     }
 
     /// Releases the lock if still held by `token` (never someone else's).

@@ -1208,17 +1208,10 @@ impl PreferenceStore {
         let keys = self.scan_keys(&format!("{key_prefix}*")).await?;
         // An erasure over a large persona can outlast the lock: renew it before starting (the
         // scan took time too) and whenever a third of its lifetime has passed.
-        let mut renewed: Option<Instant> = None;
+        let mut renewed = None;
         for key in keys {
-            if let Some(lock) = guard.lock
-                && renewed.is_none_or(|at| at.elapsed() >= lock.ttl() / 3)
-            {
-                if !lock.renew(self).await? {
-                    return Err(StoreError::Fenced {
-                        persona_id: persona_id.to_string(),
-                    });
-                }
-                renewed = Some(Instant::now());
+            if let Some(lock) = guard.lock {
+                lock.keep_alive(self, &mut renewed).await?;
             }
             let preference_id = key[key_prefix.len()..].to_string();
             let mut invocation = self.invocation(
