@@ -250,7 +250,7 @@ async fn run_pipeline(
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let started = Instant::now();
     let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
-    wait_until_drained(consumer, Duration::from_secs(600))
+    wait_until_drained(&app.js, consumer, Duration::from_secs(600))
         .await
         .unwrap();
     let rate = events as f64 / started.elapsed().as_secs_f64();

@@ -258,7 +258,7 @@ pub async fn demo(
             .await
             .map_err(|e| AppError::Other(e.to_string()))?;
     }
-    wait_until_drained(consumer, Duration::from_secs(120)).await?;
+    wait_until_drained(&app.js, consumer, Duration::from_secs(120)).await?;
     let took = started.elapsed();
     let _ = shutdown_tx.send(true);
     let _ = worker.await;
@@ -299,11 +299,34 @@ pub async fn demo(
 
 /// Waits until every event published so far is settled: acked, or terminated after being
 /// dead-lettered (not merely between deliveries).
+///
+/// "So far" is the stream's last sequence when the wait begins. The consumer's own counters
+/// are not enough on their own: JetStream answers a publish before it tells the stream's
+/// consumers about the new message, so for a moment after a publish the consumer can report
+/// nothing pending and nothing delivered beyond its ack floor, and a wait that trusted them
+/// returned before the last event was even delivered (a loaded CI machine caught it). The
+/// consumer must read every subject of its stream, as the worker's does.
 pub async fn wait_until_drained(
+    js: &jetstream::Context,
     mut consumer: PullConsumer,
     patience: Duration,
 ) -> Result<(), AppError> {
     let deadline = Instant::now() + patience;
+    let stream_name = consumer
+        .info()
+        .await
+        .map_err(|e| AppError::Other(format!("consumer info: {e}")))?
+        .stream_name
+        .clone();
+    let through = js
+        .get_stream(&stream_name)
+        .await
+        .map_err(|e| AppError::Other(format!("stream {stream_name}: {e}")))?
+        .info()
+        .await
+        .map_err(|e| AppError::Other(format!("stream {stream_name} info: {e}")))?
+        .state
+        .last_sequence;
     loop {
         let info = consumer
             .info()
@@ -313,14 +336,19 @@ pub async fn wait_until_drained(
         // but the ack floor has not passed it yet: only then is everything settled.
         if info.num_pending == 0
             && info.num_ack_pending == 0
-            && info.ack_floor.stream_sequence >= info.delivered.stream_sequence
+            && info.delivered.stream_sequence >= through
+            && info.ack_floor.stream_sequence >= through
         {
             return Ok(());
         }
         if Instant::now() > deadline {
             return Err(AppError::Other(format!(
-                "events still pending after {patience:?}: {} pending, {} unacknowledged",
-                info.num_pending, info.num_ack_pending
+                "events through stream sequence {through} not settled after {patience:?}: \
+                 {} pending, {} unacknowledged, delivered through {}, acked through {}",
+                info.num_pending,
+                info.num_ack_pending,
+                info.delivered.stream_sequence,
+                info.ack_floor.stream_sequence
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

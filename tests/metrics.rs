@@ -67,7 +67,7 @@ async fn metrics_health_and_readiness_report_the_pipeline() {
         .unwrap()
         .await
         .unwrap();
-    wait_until_drained(consumer, Duration::from_secs(30))
+    wait_until_drained(&app.js, consumer, Duration::from_secs(30))
         .await
         .unwrap();
 

@@ -276,6 +276,7 @@ impl Running {
     /// Waits until every published event is acked.
     pub async fn drain(&self) {
         persona_prefs::app::wait_until_drained(
+            &self.app.js,
             self.consumer.clone(),
             std::time::Duration::from_secs(30),
         )
