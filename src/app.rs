@@ -133,6 +133,15 @@ pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppErro
         })?;
         options = options.nkey(seed.trim().to_string());
     }
+    if !nats.credentials_file.is_empty() {
+        options = options
+            .credentials_file(&nats.credentials_file)
+            .await
+            .map_err(|e| AppError::Nats {
+                url: crate::config::redact_url(&nats.url),
+                message: format!("nats.credentials_file {}: {e}", nats.credentials_file),
+            })?;
+    }
     options
         .connect(nats.url.as_str())
         .await

@@ -90,6 +90,8 @@ pub struct NatsConfig {
     pub tls_client_cert_file: String,
     pub tls_client_key_file: String,
     pub nkey_seed_file: String,
+    /// A decentralised-auth `.creds` file: the user's JWT and its NKey seed.
+    pub credentials_file: String,
 }
 
 impl NatsConfig {
@@ -293,6 +295,32 @@ impl Config {
                 "nats.nkey_seed_file",
                 format!("cannot read {:?}: {error}", self.nats.nkey_seed_file),
             ));
+        }
+        if !self.nats.credentials_file.is_empty() {
+            if !self.nats.nkey_seed_file.is_empty() {
+                return Err(invalid(
+                    "nats.credentials_file",
+                    "set either this or nats.nkey_seed_file, not both: each names the user".into(),
+                ));
+            }
+            let contents =
+                std::fs::read_to_string(&self.nats.credentials_file).map_err(|error| {
+                    invalid(
+                        "nats.credentials_file",
+                        format!("cannot read {:?}: {error}", self.nats.credentials_file),
+                    )
+                })?;
+            // Refuse a wrong file (a bare seed, a JWT alone) here, not as an opaque
+            // authentication failure at connect time.
+            if !contents.contains("BEGIN NATS USER JWT") || !contents.contains("NKEY SEED") {
+                return Err(invalid(
+                    "nats.credentials_file",
+                    format!(
+                        "{:?} is not a .creds file: it needs a NATS USER JWT block and a USER NKEY SEED block",
+                        self.nats.credentials_file
+                    ),
+                ));
+            }
         }
         if self.redis.response_timeout_ms == 0 {
             return Err(invalid(
