@@ -236,3 +236,132 @@ async fn an_event_too_big_to_dead_letter_whole_is_dead_lettered_truncated() {
     assert!(stderr(&refused).contains("holds only the first"));
     running.stop().await;
 }
+
+/// Listing streams the letters (many server batches' worth here) oldest first, filters by
+/// persona on the server and by reason code here, stops at the limit and says so, and agrees
+/// with `show` letter for letter.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listing_filters_and_limits_thousands_of_letters_in_order() {
+    use persona_prefs::ingest::dead_letters::{DeadLetters, Selection};
+    use persona_prefs::ingest::worker::{HEADER_REASON_CODE, ensure_jetstream};
+    let config = test_config("dlqmany");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    ensure_jetstream(&app.js, &config.ingest).await.unwrap();
+    let letters = DeadLetters::new(app.js.clone(), config.ingest.clone());
+    let everything = Selection {
+        limit: 10_000,
+        ..Default::default()
+    };
+    assert!(letters.list(&everything).await.unwrap().letters.is_empty());
+
+    let total = 1500;
+    let mut acks = Vec::new();
+    for n in 0..total {
+        let mut headers = async_nats::HeaderMap::new();
+        // Every 100th letter (n = 7, 107, …) is an outage; the rest are schema errors.
+        let code = if n % 100 == 7 {
+            "max_deliver"
+        } else {
+            "schema"
+        };
+        headers.insert(HEADER_REASON_CODE, code);
+        let subject = format!("{}.p{}", config.ingest.dlq_subject_prefix, n % 3);
+        let payload = json!({"event_id": format!("e{n}")}).to_string();
+        acks.push(
+            app.js
+                .publish_with_headers(subject, headers, payload.into())
+                .await
+                .unwrap(),
+        );
+    }
+    for ack in acks {
+        ack.await.unwrap();
+    }
+    let event_ids = |listing: &persona_prefs::ingest::dead_letters::Listing| {
+        listing
+            .letters
+            .iter()
+            .map(|l| l.event_id.clone().unwrap())
+            .collect::<Vec<_>>()
+    };
+
+    let all = letters.list(&everything).await.unwrap();
+    assert_eq!(
+        (all.letters.len(), all.stored, all.truncated),
+        (total, 1500, false)
+    );
+    let expected: Vec<String> = (0..total).map(|n| format!("e{n}")).collect();
+    assert_eq!(event_ids(&all), expected, "oldest first, none missing");
+
+    let outages = letters
+        .list(&Selection {
+            reason_code: Some("max_deliver".into()),
+            limit: 10_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let expected: Vec<String> = (0..total)
+        .filter(|n| n % 100 == 7)
+        .map(|n| format!("e{n}"))
+        .collect();
+    assert_eq!(event_ids(&outages), expected);
+
+    // n % 3 == 1 and n % 100 == 7: 7, 307, 607, …
+    let persona_outages = letters
+        .list(&Selection {
+            persona_id: Some("p1".into()),
+            reason_code: Some("max_deliver".into()),
+            limit: 10_000,
+        })
+        .await
+        .unwrap();
+    let expected: Vec<String> = (0..total)
+        .filter(|n| n % 100 == 7 && n % 3 == 1)
+        .map(|n| format!("e{n}"))
+        .collect();
+    assert_eq!(event_ids(&persona_outages), expected);
+
+    let first = letters
+        .list(&Selection {
+            persona_id: Some("p2".into()),
+            limit: 40,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(first.truncated, "more p2 letters remain");
+    let expected: Vec<String> = (0..120)
+        .filter(|n| n % 3 == 2)
+        .map(|n| format!("e{n}"))
+        .collect();
+    assert_eq!(event_ids(&first), expected);
+    let exact = letters
+        .list(&Selection {
+            reason_code: Some("max_deliver".into()),
+            limit: 15,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(!exact.truncated, "exactly the limit, nothing left over");
+
+    for letter in [&all.letters[0], &outages.letters[3], &first.letters[39]] {
+        let shown = letters.get(letter.sequence).await.unwrap();
+        assert_eq!(
+            (
+                &shown.event_id,
+                &shown.reason_code,
+                &shown.subject,
+                &shown.dead_lettered_at
+            ),
+            (
+                &letter.event_id,
+                &letter.reason_code,
+                &letter.subject,
+                &letter.dead_lettered_at
+            )
+        );
+    }
+}

@@ -9,8 +9,9 @@
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::stream::{self, DeleteMessageErrorKind, RawMessageErrorKind};
-use async_nats::jetstream::{self, ErrorCode, message::StreamMessage};
+use async_nats::jetstream::{self, ErrorCode, consumer, message::StreamMessage};
 use bytes::Bytes;
+use futures::StreamExt;
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
@@ -23,8 +24,11 @@ use super::worker::{
 /// Header a replayed event carries: which letter it came from (`<dlq stream>:<sequence>`).
 pub const HEADER_REPLAYED_FROM: &str = "Persona-Prefs-Replayed-From";
 
-/// Most letters one listing returns; each costs one request to the server.
+/// Most letters one listing returns (all are held in memory at once).
 pub const MAX_LIST_LIMIT: usize = 10_000;
+
+/// How long a listing waits for the next letter before taking the stream as read.
+const LISTING_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeadLetterError {
@@ -71,21 +75,36 @@ pub struct DeadLetter {
 
 impl DeadLetter {
     fn from_stream_message(message: StreamMessage) -> DeadLetter {
+        DeadLetter::from_parts(
+            message.sequence,
+            message.subject.to_string(),
+            message.time,
+            &message.headers,
+            message.payload,
+        )
+    }
+
+    fn from_parts(
+        sequence: u64,
+        subject: String,
+        stored_at: time::OffsetDateTime,
+        headers: &HeaderMap,
+        payload: Bytes,
+    ) -> DeadLetter {
         let header = |name: &str| {
-            message
-                .headers
+            headers
                 .get(name)
                 .map(|value| value.as_str().to_string())
                 .unwrap_or_default()
         };
         let number = |name: &str| header(name).parse::<u64>().ok();
-        let event_id = serde_json::from_slice::<serde_json::Value>(&message.payload)
+        let event_id = serde_json::from_slice::<serde_json::Value>(&payload)
             .ok()
             .and_then(|value| value.get("event_id")?.as_str().map(str::to_string));
         DeadLetter {
-            sequence: message.sequence,
-            subject: message.subject.to_string(),
-            dead_lettered_at: message.time.format(&Rfc3339).unwrap_or_default(),
+            sequence,
+            subject,
+            dead_lettered_at: stored_at.format(&Rfc3339).unwrap_or_default(),
             reason_code: header(HEADER_REASON_CODE),
             reason: header(HEADER_REASON),
             original_subject: header(HEADER_ORIGINAL_SUBJECT),
@@ -93,8 +112,8 @@ impl DeadLetter {
             deliveries: number(HEADER_DELIVERIES),
             truncated_from: number(HEADER_TRUNCATED_FROM),
             event_id,
-            payload_text: String::from_utf8_lossy(&message.payload).into_owned(),
-            payload: message.payload,
+            payload_text: String::from_utf8_lossy(&payload).into_owned(),
+            payload,
         }
     }
 }
@@ -179,32 +198,64 @@ impl DeadLetters {
             .map_err(|e| self.stream_error(e))?
             .state
             .messages;
+        // One ordered consumer streams the letters in batches; asking for them one request
+        // each cost ~270 µs a letter (5 s to filter 20 000 letters by reason code).
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: subject,
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| self.stream_error(format!("listing: {e}")))?;
         let mut letters = Vec::new();
-        let mut next = 1u64;
         let mut truncated = false;
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(Listing {
+                letters,
+                stored,
+                truncated,
+            });
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| self.stream_error(format!("listing: {e}")))?;
         loop {
-            let message = match stream
-                .get_first_raw_message_by_subject(&subject, next)
-                .await
-            {
-                Ok(message) => message,
-                Err(error) if error.kind() == RawMessageErrorKind::NoMessageFound => break,
-                Err(error) => return Err(self.stream_error(error)),
+            // Letters discarded while we list can leave the server's pending count promising
+            // a letter that never comes: a quiet stream means the listing is complete.
+            let message = match tokio::time::timeout(LISTING_IDLE, messages.next()).await {
+                Err(_) | Ok(None) => break,
+                Ok(Some(Err(error))) => return Err(self.stream_error(format!("listing: {error}"))),
+                Ok(Some(Ok(message))) => message,
             };
-            next = message.sequence + 1;
-            let letter = DeadLetter::from_stream_message(message);
-            if selection
+            let (sequence, stored_at, last) = {
+                let info = message
+                    .info()
+                    .map_err(|e| self.stream_error(format!("listing: {e}")))?;
+                (info.stream_sequence, info.published, info.pending == 0)
+            };
+            let letter = DeadLetter::from_parts(
+                sequence,
+                message.subject.to_string(),
+                stored_at,
+                message.headers.as_ref().unwrap_or(&HeaderMap::new()),
+                message.payload.clone(),
+            );
+            let selected = selection
                 .reason_code
                 .as_ref()
-                .is_some_and(|code| *code != letter.reason_code)
-            {
-                continue;
+                .is_none_or(|code| *code == letter.reason_code);
+            if selected {
+                if letters.len() == selection.limit {
+                    truncated = true;
+                    break;
+                }
+                letters.push(letter);
             }
-            if letters.len() == selection.limit {
-                truncated = true;
+            if last {
                 break;
             }
-            letters.push(letter);
         }
         Ok(Listing {
             letters,
