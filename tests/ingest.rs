@@ -12,7 +12,7 @@ use persona_prefs::config::Config;
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::ingest::pipeline::Action;
 use persona_prefs::ingest::worker::{HEADER_REASON, HEADER_REASON_CODE, WorkerReport};
-use persona_prefs::store::{ListOptions, Preference, Stance};
+use persona_prefs::store::{ListOptions, Preference, Stance, WriteGuard};
 use serde_json::{Value, json};
 
 /// An in-process worker on its own streams, consumer, key prefix and index.
@@ -638,4 +638,146 @@ async fn shutdown_finishes_in_flight_events_within_the_grace_period() {
     h.drain().await;
     let report = h.stop().await;
     assert_eq!(report.returned_for_redelivery, 0);
+}
+
+/// After `purge_user`, conversations with that user from before the erasure are no longer
+/// evidence, however they reach the worker: late from the backlog, redelivered, or replayed
+/// from the dead letters. They must not bring the erased id back. A conversation after the
+/// erasure is new evidence like any other.
+#[tokio::test]
+async fn an_erased_users_earlier_conversations_never_bring_them_back() {
+    let config = test_config("erasure");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config).await.unwrap();
+    let pipeline = app.pipeline();
+    let parse = |value: &Value| serde_json::from_value::<ConversationEvent>(value.clone()).unwrap();
+    let first = event(
+        "ada",
+        "e1",
+        0,
+        &[
+            ("u9", "What do you drink?"),
+            ("persona", "I love green tea. Coffee is too bitter for me."),
+        ],
+    );
+    pipeline.process(&parse(&first)).await.unwrap();
+    let by_another = event(
+        "ada",
+        "e2",
+        5,
+        &[
+            ("u2", "Tea again?"),
+            (
+                "persona",
+                "I really love green tea, it's my morning ritual.",
+            ),
+        ],
+    );
+    pipeline.process(&parse(&by_another)).await.unwrap();
+    let change_of_mind = event(
+        "ada",
+        "e3",
+        10,
+        &[
+            ("u9", "Try this coffee."),
+            ("persona", "Okay, honestly, coffee is wonderful."),
+        ],
+    );
+    pipeline.process(&parse(&change_of_mind)).await.unwrap();
+    // Published before the erasure, still waiting in the backlog while it runs.
+    let backlog = event(
+        "ada",
+        "e4",
+        20,
+        &[
+            ("u9", "Weather?"),
+            ("persona", "I adore storms. I love green tea."),
+        ],
+    );
+
+    let report = app
+        .store
+        .purge_user("ada", "u9", "erased-u9", WriteGuard::default())
+        .await
+        .unwrap();
+    let before = h_preferences(&app, "ada").await;
+    let coffee = find(&before, "coffee");
+    assert_eq!(
+        report.retracted,
+        vec![coffee.id.clone()],
+        "only u9 spoke of coffee"
+    );
+    assert!(
+        coffee.evolution_history[0]
+            .reason
+            .contains("from user erased-u9)"),
+        "the reason for the change of mind no longer names the user: {}",
+        coffee.evolution_history[0].reason
+    );
+    let mentions_u9 = |preferences: &[Preference]| {
+        preferences
+            .iter()
+            .filter(|p| {
+                serde_json::to_string(p).unwrap().contains("\"u9\"")
+                    || p.evolution_history
+                        .iter()
+                        .any(|h| h.reason.contains("user u9)"))
+            })
+            .map(|p| p.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(mentions_u9(&before), Vec::<String>::new());
+
+    for late in [&backlog, &first, &change_of_mind] {
+        let outcome = pipeline.process(&parse(late)).await.unwrap();
+        assert!(
+            outcome.decisions.iter().all(|d| d.action == Action::Erased),
+            "{:?}",
+            outcome.decisions
+        );
+    }
+    let after = h_preferences(&app, "ada").await;
+    assert_eq!(mentions_u9(&after), Vec::<String>::new());
+    assert!(
+        !after.iter().any(|p| p.name == "storms"),
+        "nothing learnt from the backlog"
+    );
+    let tea = find(&after, "green tea");
+    assert_eq!(
+        tea.reinforcement_count,
+        find(&before, "green tea").reinforcement_count
+    );
+    assert_eq!(tea.provenance.triggering_user_id, "erased-u9");
+
+    // The same user talks to the persona again after the erasure: new evidence.
+    let soon = (time::OffsetDateTime::now_utc() + time::Duration::minutes(1))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let mut later = event(
+        "ada",
+        "e5",
+        30,
+        &[("u9", "Weather?"), ("persona", "I adore storms.")],
+    );
+    for message in later["messages"].as_array_mut().unwrap() {
+        message["timestamp"] = json!(soon);
+    }
+    let outcome = pipeline.process(&parse(&later)).await.unwrap();
+    assert_eq!(outcome.decisions[0].action, Action::Add);
+    let storms = find(&h_preferences(&app, "ada").await, "storms").clone();
+    assert_eq!(storms.provenance.triggering_user_id, "u9");
+}
+
+async fn h_preferences(app: &App, persona: &str) -> Vec<Preference> {
+    app.store
+        .list_preferences(
+            persona,
+            &ListOptions {
+                include_retracted: true,
+                limit: 500,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
 }

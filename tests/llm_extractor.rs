@@ -283,3 +283,77 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
     assert!(String::from_utf8_lossy(&letter.payload).contains("doomed"));
     running.stop().await;
 }
+
+/// An opinion about an erased user, voiced to someone else before the erasure, names the
+/// erased user by the pseudonym the erasure gave them; one voiced after names them as they are.
+#[tokio::test]
+async fn related_users_erased_before_the_conversation_are_named_by_their_pseudonym() {
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, _| {
+        Reply::opinions(json!([opinion(
+            "carol's puns",
+            "for",
+            "carol's puns are the best",
+            &["carol", "dave"]
+        )]))
+    });
+    let mut config = test_config("llmerased");
+    config.extract.kind = ExtractorKind::Llm;
+    config.extract.llm = llm_config(&fake);
+    let _cleanup = Cleanup(config.clone());
+    let app = persona_prefs::app::App::start(config).await.unwrap();
+    app.store
+        .purge_user(
+            "ada",
+            "carol",
+            "erased-carol",
+            persona_prefs::store::WriteGuard::default(),
+        )
+        .await
+        .unwrap();
+    let event = |id: &str, timestamp: &str| {
+        serde_json::from_value::<persona_prefs::ingest::event::ConversationEvent>(json!({
+            "event_id": id, "persona_id": "ada", "platform": "p", "channel_id": id,
+            "participant_user_ids": ["carol", "dave"],
+            "messages": [
+                {"message_id": format!("{id}-0"), "role": "user", "user_id": "dave",
+                 "content": "Carol's jokes?", "timestamp": timestamp},
+                {"message_id": format!("{id}-1"), "role": "persona",
+                 "content": "carol's puns are the best", "timestamp": timestamp}]
+        }))
+        .unwrap()
+    };
+    let pipeline = app.pipeline();
+    let before = pipeline
+        .process(&event("before", "2026-11-20T08:00:00Z"))
+        .await
+        .unwrap();
+    let stored = app
+        .store
+        .get_preference("ada", &before.decisions[0].preference_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.related_user_ids, vec!["erased-carol", "dave"]);
+    assert_eq!(
+        stored.provenance.triggering_user_id, "dave",
+        "dave was not erased"
+    );
+
+    app.store.delete_persona("ada").await.unwrap();
+    let soon = (time::OffsetDateTime::now_utc() + time::Duration::minutes(1))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let after = pipeline.process(&event("after", &soon)).await.unwrap();
+    let stored = app
+        .store
+        .get_preference("ada", &after.decisions[0].preference_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.related_user_ids,
+        vec!["carol", "dave"],
+        "deleting the persona forgets its erasures too, and this is a new conversation anyway"
+    );
+}

@@ -5,6 +5,7 @@
 //! Extraction and embedding (the slow, parallel part) run before the lock is taken; only the
 //! decide-and-write step is serialised per persona, across all worker processes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ use crate::extract::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact,
 };
 use crate::store::{
-    Evolution, NewPreference, PersonaLock, PreferenceStore, Provenance, StoreError, WriteGuard,
+    Erasure, Evolution, NewPreference, PersonaLock, PreferenceStore, Provenance, StoreError,
+    WriteGuard,
 };
 use crate::telemetry;
 
@@ -72,6 +74,11 @@ pub enum Action {
     /// message: a reminder repeated, not new evidence, so nothing is written. Without this,
     /// injection would feed reinforcement and the strongest opinions would only grow stronger.
     Echo,
+    /// Voiced in reply to a user since erased (`purge_user`), in a conversation from before
+    /// the erasure: no longer evidence, so nothing is written. Such events are still about
+    /// after an erasure while they wait in the backlog, are redelivered or are replayed from
+    /// the dead letters; without this they would bring the erased id back.
+    Erased,
 }
 
 impl Action {
@@ -82,6 +89,7 @@ impl Action {
             Action::Add => "add",
             Action::Stale => "stale",
             Action::Echo => "echo",
+            Action::Erased => "erased",
         }
     }
 
@@ -97,7 +105,7 @@ pub struct Decision {
     pub preference_id: String,
     pub name: String,
     /// False when this effect had been applied by an earlier delivery; always false for the
-    /// actions that write nothing (`stale`, `echo`).
+    /// actions that write nothing (`stale`, `echo`, `erased`).
     pub applied: bool,
     pub best_similarity: Option<f64>,
 }
@@ -300,11 +308,14 @@ impl Pipeline {
         let mut decisions = Vec::with_capacity(candidates.len());
         // Just taken: no renewal is due yet.
         let mut renewed = Some(std::time::Instant::now());
+        // Read under the lock, which an erasure holds too: an erasure is either wholly
+        // before this event's decisions or wholly after them.
+        let erasures = self.erasures(event, candidates).await?;
         for candidate in candidates {
             // A large event on a slow Redis can outlast the lock: renew it as it goes, so its
             // writes are not fenced halfway and the whole event retried.
             lock.keep_alive(&self.store, &mut renewed).await?;
-            let decision = self.decide(event, candidate, lock).await?;
+            let decision = self.decide(event, candidate, &erasures, lock).await?;
             telemetry::decision(decision.action.as_str());
             if decision.action.writes() && !decision.applied {
                 telemetry::effect_duplicate();
@@ -322,10 +333,29 @@ impl Pipeline {
         Ok(decisions)
     }
 
+    /// Erasures of the users the candidates would name (their triggering and related users).
+    async fn erasures(
+        &self,
+        event: &ConversationEvent,
+        candidates: &[Candidate],
+    ) -> Result<HashMap<String, Erasure>, PipelineError> {
+        let mut user_ids: Vec<&str> = candidates
+            .iter()
+            .flat_map(|c| {
+                std::iter::once(c.provenance.triggering_user_id.as_str())
+                    .chain(c.opinion.related_user_ids.iter().map(String::as_str))
+            })
+            .collect();
+        user_ids.sort_unstable();
+        user_ids.dedup();
+        Ok(self.store.erasures(&event.persona_id, &user_ids).await?)
+    }
+
     async fn decide(
         &self,
         event: &ConversationEvent,
         candidate: &Candidate,
+        erasures: &HashMap<String, Erasure>,
         lock: &crate::store::LockToken,
     ) -> Result<Decision, PipelineError> {
         let guard = WriteGuard {
@@ -333,6 +363,19 @@ impl Pipeline {
             lock: Some(lock),
         };
         let persona_id = &event.persona_id;
+        let opinion = &candidate.opinion;
+        if erasures
+            .get(&candidate.provenance.triggering_user_id)
+            .is_some_and(|erasure| erasure.covers(&candidate.expressed_at))
+        {
+            return Ok(Decision {
+                action: Action::Erased,
+                preference_id: String::new(),
+                name: opinion.name.clone(),
+                applied: false,
+                best_similarity: None,
+            });
+        }
         let neighbours = self
             .store
             .nearest_topics(persona_id, &candidate.embedding)
@@ -344,7 +387,6 @@ impl Pipeline {
         let best = neighbours
             .into_iter()
             .find(|hit| hit.similarity() >= self.settings.match_threshold);
-        let opinion = &candidate.opinion;
         if let Some(best) = best {
             let same_stance = best
                 .preference
@@ -449,7 +491,18 @@ impl Pipeline {
                     stance_at: Some(candidate.expressed_at.clone()),
                     strength: Some(opinion.strength),
                     provenance: candidate.provenance.clone(),
-                    related_user_ids: opinion.related_user_ids.clone(),
+                    // An erased user mentioned in someone else's conversation from before the
+                    // erasure is named by their pseudonym, as the erasure left the others.
+                    related_user_ids: opinion
+                        .related_user_ids
+                        .iter()
+                        .map(|user_id| match erasures.get(user_id) {
+                            Some(erasure) if erasure.covers(&candidate.expressed_at) => {
+                                erasure.pseudonym.clone()
+                            }
+                            _ => user_id.clone(),
+                        })
+                        .collect(),
                     related_kg_uuids: Vec::new(),
                     embedding: candidate.embedding.clone(),
                 },

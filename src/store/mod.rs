@@ -176,6 +176,14 @@ impl PreferenceStore {
         )
     }
 
+    /// Erasure records of one persona: digest of an erased user id → [`Erasure`].
+    fn erasures_key(&self, persona_id: &str) -> String {
+        format!(
+            "{}:persona_pref_erased:{persona_id}",
+            self.settings.key_prefix
+        )
+    }
+
     pub(crate) fn lock_key(&self, persona_id: &str) -> String {
         format!(
             "{}:persona_pref_lock:{persona_id}",
@@ -1202,6 +1210,11 @@ impl PreferenceStore {
             ..Default::default()
         };
         let now = now_iso();
+        // Recorded first, so that from now on ingest leaves this user's earlier conversations
+        // alone (events still in the backlog, redelivered or replayed from dead letters would
+        // otherwise bring the id back); a purge cut short is simply run again.
+        self.record_erasure(persona_id, user_id, pseudonym, &now)
+            .await?;
         // Every key of the persona, without a cap: an erasure must not stop at a page size.
         // The script itself leaves preferences that do not name the user untouched.
         let key_prefix = self.preference_key(persona_id, "");
@@ -1241,6 +1254,57 @@ impl PreferenceStore {
         Ok(report)
     }
 
+    async fn record_erasure(
+        &self,
+        persona_id: &str,
+        user_id: &str,
+        pseudonym: &str,
+        erased_at: &str,
+    ) -> Result<(), StoreError> {
+        let erasure = Erasure {
+            pseudonym: pseudonym.into(),
+            erased_at: erased_at.into(),
+        };
+        let mut connection = self.connection.clone();
+        let _: () = redis::cmd("HSET")
+            .arg(self.erasures_key(persona_id))
+            .arg(erasure_digest(persona_id, user_id))
+            .arg(serde_json::to_string(&erasure).expect("an erasure serialises"))
+            .query_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+
+    /// The erasures recorded for any of `user_ids` in this persona, by user id. One round trip.
+    pub async fn erasures(
+        &self,
+        persona_id: &str,
+        user_ids: &[&str],
+    ) -> Result<HashMap<String, Erasure>, StoreError> {
+        let mut found = HashMap::new();
+        let user_ids: Vec<&str> = user_ids
+            .iter()
+            .copied()
+            .filter(|id| !id.is_empty())
+            .collect();
+        if user_ids.is_empty() {
+            return Ok(found);
+        }
+        let mut command = redis::cmd("HMGET");
+        command.arg(self.erasures_key(persona_id));
+        for user_id in &user_ids {
+            command.arg(erasure_digest(persona_id, user_id));
+        }
+        let mut connection = self.connection.clone();
+        let values: Vec<Option<String>> = command.query_async(&mut connection).await?;
+        for (user_id, value) in user_ids.iter().zip(values) {
+            if let Some(erasure) = value.and_then(|v| serde_json::from_str::<Erasure>(&v).ok()) {
+                found.insert(user_id.to_string(), erasure);
+            }
+        }
+        Ok(found)
+    }
+
     /// Deletes every key of one persona (preferences, idempotency records, lock), by SCAN so
     /// Redis is never blocked. Returns how many keys went. For demos, tests and erasure of a
     /// whole persona; ordinary forgetting is [`PreferenceStore::retract_preference`].
@@ -1252,6 +1316,7 @@ impl PreferenceStore {
             format!("{prefix}:persona_pref_effect:{persona_id}:*"),
             format!("{prefix}:persona_pref_lock:{persona_id}"),
             format!("{prefix}:persona_pref_lock:{persona_id}:fence"),
+            format!("{prefix}:persona_pref_erased:{persona_id}"),
         ];
         let mut connection = self.connection.clone();
         let mut deleted = 0u64;
@@ -1349,6 +1414,42 @@ fn format_float(value: f64) -> String {
 }
 
 /// UTC now as RFC 3339 with microseconds, like the original's `datetime.isoformat()`.
+/// A user erased from one persona's memory (`purge_user`): conversations with them up to
+/// `erased_at` are no longer evidence, and ingest writes `pseudonym` wherever such a
+/// conversation would have named them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Erasure {
+    pub pseudonym: String,
+    /// RFC 3339.
+    pub erased_at: String,
+}
+
+impl Erasure {
+    /// Whether a persona message sent at `expressed_at` belongs to the erased past. A time
+    /// that cannot be read counts as erased: erasure errs on the side of forgetting.
+    pub fn covers(&self, expressed_at: &str) -> bool {
+        let parse = |text: &str| {
+            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+        };
+        match (parse(expressed_at), parse(&self.erased_at)) {
+            (Some(expressed), Some(erased)) => expressed <= erased,
+            _ => true,
+        }
+    }
+}
+
+/// The field an erasure is recorded under: a SHA-256 digest of persona and user id, so the
+/// record of an erasure does not itself keep the erased id in the clear.
+fn erasure_digest(persona_id: &str, user_id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(persona_id.as_bytes())
+        .chain_update([0u8])
+        .chain_update(user_id.as_bytes())
+        .finalize();
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 pub fn now_iso() -> String {
     let now = time::OffsetDateTime::now_utc();
     now.format(&time::format_description::well_known::Rfc3339)

@@ -169,8 +169,8 @@ return {1, h[1], h[2]}
 });
 
 /// Erasure of one user from one preference. ARGV[4] user id, ARGV[5] pseudonym, ARGV[6] now.
-/// Replaces the user in related users, evidence users, the triggering user and the users of the
-/// reinforcement log; retracts the
+/// Replaces the user in related users, evidence users, the triggering user, the users of the
+/// reinforcement log and the reasons of the evolution history; retracts the
 /// preference when that user's conversations were its only evidence. Returns nil when missing,
 /// else `{changed, retracted}` (1/0 each).
 pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
@@ -204,7 +204,23 @@ for _, entry in ipairs(reinforcements) do
     reinforcements_changed = true
   end
 end
-if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed) then return {0, 0} end
+-- The reasons ingest writes for a change of mind name the user ("... from user <id>)").
+local history = decode_list(h[6])
+local history_changed = false
+local named, renamed = 'from user ' .. user .. ')', 'from user ' .. pseudonym .. ')'
+for _, entry in ipairs(history) do
+  local reason = entry.reason
+  if type(reason) == 'string' then
+    local at = string.find(reason, named, 1, true)
+    while at do
+      reason = string.sub(reason, 1, at - 1) .. renamed .. string.sub(reason, at + #named)
+      history_changed = true
+      at = string.find(reason, named, at + #renamed, true)
+    end
+    entry.reason = reason
+  end
+end
+if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed or history_changed) then return {0, 0} end
 local only_evidence
 if #evidence > 0 then
   only_evidence = true
@@ -217,11 +233,13 @@ local fields = {'related_user_ids', encode_list(related), 'related_user_ids_inde
   'reinforcements', encode_list(reinforcements)}
 local retracted = 0
 if only_evidence and h[4] == '1' then
-  local log = decode_list(h[6])
-  log[#log + 1] = {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[6], reason = 'erasure: its only evidence was an erased user'}
+  history[#history + 1] = {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[6], reason = 'erasure: its only evidence was an erased user'}
   fields[#fields + 1] = 'active'; fields[#fields + 1] = '0'
-  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = cjson.encode(log)
+  history_changed = true
   retracted = 1
+end
+if history_changed then
+  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = encode_list(history)
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 return {1, retracted}
