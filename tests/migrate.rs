@@ -188,6 +188,12 @@ async fn vectors_of_the_wrong_size_under_a_sound_index_are_re_embedded() {
         .await
         .unwrap();
     store.ensure_index().await.unwrap();
+    // A new index first scans the keyspace in the background; a write racing that scan can be
+    // indexed (and fail) twice, and RediSearch counts both failures.
+    store
+        .wait_until_indexed(std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     let mut connection = store.connection();
     for (id, name) in [("b1", "green tea"), ("b2", "jazz")] {
         let _: i64 = redis::cmd("HSET")
