@@ -77,6 +77,8 @@ pub struct StoreConfig {
     pub max_related_ids: usize,
     /// Reinforcements kept, with provenance, per preference (the most recent; 0 keeps none).
     pub max_reinforcement_log: usize,
+    /// Lifetime of idempotency records, in hours; 0 keeps them for ever.
+    pub effect_ttl_hours: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -400,6 +402,29 @@ impl Config {
         self.embed.validate(store.embedding_dims)?;
         self.extract.validate()?;
         self.ingest.validate()?;
+        // Exactly-once rests on the effect records: an event that can still be redelivered or
+        // replayed after its records expired would be applied twice.
+        let ttl = store.effect_ttl_hours;
+        let (events, letters) = (
+            self.ingest.events_max_age_hours,
+            self.ingest.dlq_max_age_hours,
+        );
+        if ttl > 0 && (events == 0 || letters == 0 || ttl < events.max(letters)) {
+            return Err(invalid(
+                "store.effect_ttl_hours",
+                format!(
+                    "{ttl} h is shorter than events or dead letters are kept \
+                     (ingest.events_max_age_hours {events}, ingest.dlq_max_age_hours {letters}; \
+                     0 = for ever): an event replayed after its effect records expired would \
+                     be applied twice. Use at least {} or 0",
+                    if events == 0 || letters == 0 {
+                        0
+                    } else {
+                        events.max(letters)
+                    }
+                ),
+            ));
+        }
         self.serve.validate()?;
         Ok(())
     }
@@ -505,6 +530,38 @@ mod tests {
         assert_eq!(config.store.reinforce_rate, 0.2);
         assert_eq!(config.redis.key_prefix, "demo");
         assert_eq!(config.redis.url, "redis://10.0.0.1:7000");
+    }
+
+    #[test]
+    fn effect_records_must_outlive_every_way_an_event_can_come_back() {
+        let refused = |pairs: &[(&str, &str)]| {
+            Config::load_from(None, &env(pairs))
+                .unwrap_err()
+                .to_string()
+        };
+        let error = refused(&[("PERSONA_PREFS__STORE__EFFECT_TTL_HOURS", "200")]);
+        assert!(
+            error.contains("store.effect_ttl_hours") && error.contains("at least 720"),
+            "{error}"
+        );
+        let error = refused(&[("PERSONA_PREFS__INGEST__DLQ_MAX_AGE_HOURS", "0")]);
+        assert!(
+            error.contains("store.effect_ttl_hours") && error.contains("or 0"),
+            "dead letters kept for ever need records kept for ever: {error}"
+        );
+        Config::load_from(
+            None,
+            &env(&[
+                ("PERSONA_PREFS__INGEST__DLQ_MAX_AGE_HOURS", "0"),
+                ("PERSONA_PREFS__STORE__EFFECT_TTL_HOURS", "0"),
+            ]),
+        )
+        .unwrap();
+        Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__STORE__EFFECT_TTL_HOURS", "720")]),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -1002,6 +1002,50 @@ async fn an_unreachable_redis_is_a_retryable_error() {
     assert!(error.is_retryable(), "{error:?}");
 }
 
+/// An effect record lasts as long as its event can come back (`store.effect_ttl_hours`,
+/// checked at start-up against how long events and dead letters are kept), or for ever.
+#[tokio::test]
+async fn effect_records_last_as_long_as_configured_or_for_ever() {
+    for (hours, expected_ttl) in [(744u64, 744 * 3600i64), (0, -1)] {
+        let mut config = test_config("effectttl");
+        config.store.effect_ttl_hours = hours;
+        if hours == 0 {
+            config.ingest.dlq_max_age_hours = 0;
+        }
+        config.validate().unwrap();
+        let t = TestStore::with_config(config).await;
+        let guard = WriteGuard {
+            effect_id: Some("discord:c1:m1#0"),
+            lock: None,
+        };
+        t.add_preference_guarded(
+            new_preference("ada", "tea", "I love tea.", unit_vector(72)),
+            guard,
+        )
+        .await
+        .unwrap();
+        let mut connection = t.connection();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!(
+                "{}:persona_pref_effect:ada:*",
+                t.config.redis.key_prefix
+            ))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(&keys[0])
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(
+            (expected_ttl - 5..=expected_ttl).contains(&ttl) || (expected_ttl == -1 && ttl == -1),
+            "effect_ttl_hours {hours}: TTL {ttl}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn writes_under_an_effect_id_apply_once() {
     let t = TestStore::new("effects").await;

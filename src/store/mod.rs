@@ -46,10 +46,6 @@ use query::{
 };
 use record::field;
 
-/// How long an idempotency record outlives the write it guards. JetStream redelivers within
-/// minutes and producers re-publish within hours; a week is far beyond both.
-const EFFECT_TTL_SECS: u64 = 7 * 24 * 3600;
-
 /// Options for an idempotent, fenced write. The default is a plain write.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteGuard<'a> {
@@ -704,7 +700,9 @@ impl PreferenceStore {
             .key(effect_key)
             .key(lock_key)
             .arg(if guard.effect_id.is_some() { "1" } else { "" })
-            .arg(EFFECT_TTL_SECS)
+            // How long an idempotency record outlives its write (`store.effect_ttl_hours`,
+            // at least as long as events and dead letters are kept; 0 = for ever).
+            .arg(self.settings.store.effect_ttl_hours * 3600)
             .arg(guard.lock.map(LockToken::token).unwrap_or_default());
         Ok(invocation)
     }

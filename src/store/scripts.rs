@@ -4,7 +4,7 @@
 //!
 //! Shared calling convention:
 //! - `KEYS[1]` preference key, `KEYS[2]` idempotency ("effect") key, `KEYS[3]` persona lock key;
-//! - `ARGV[1]` "1" when the effect key is in use, `ARGV[2]` its TTL in seconds,
+//! - `ARGV[1]` "1" when the effect key is in use, `ARGV[2]` its TTL in seconds (0: none),
 //!   `ARGV[3]` the lock token the caller holds ("" = no lock required);
 //! - operation-specific arguments from `ARGV[4]` on.
 //!
@@ -27,7 +27,9 @@ if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
 end
 local effect_used = ARGV[1] == '1'
 local function record_effect(value)
-  if effect_used then redis.call('SET', KEYS[2], value, 'EX', tonumber(ARGV[2])) end
+  if not effect_used then return end
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then redis.call('SET', KEYS[2], value, 'EX', ttl) else redis.call('SET', KEYS[2], value) end
 end
 local function decode_list(raw)
   if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
