@@ -689,6 +689,18 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
                 "retracted      {}",
                 reply["retracted"].as_array().map(Vec::len).unwrap_or(0)
             )?;
+            let stored = &reply["stored_events"];
+            writeln!(
+                out,
+                "events erased  {} ({} not yet processed: left to the worker, then to expire)",
+                stored["events_erased"].as_u64().unwrap_or(0),
+                stored["events_pending"].as_u64().unwrap_or(0)
+            )?;
+            writeln!(
+                out,
+                "dead letters   {} erased",
+                stored["dead_letters_erased"].as_u64().unwrap_or(0)
+            )?;
         }
         PrefsCommand::Reinforce { .. }
         | PrefsCommand::Evolve { .. }

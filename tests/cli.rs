@@ -153,6 +153,11 @@ async fn the_cli_drives_every_administration_endpoint() {
     )
     .await;
     assert!(stdout(&purged).contains("rewritten      0"));
+    assert!(
+        stdout(&purged).contains("events erased  0 (0 not yet processed"),
+        "{}",
+        stdout(&purged)
+    );
     let index = cli(&config, &["index", "info", "--json"]).await;
     assert_eq!(
         serde_json::from_slice::<Value>(&index.stdout).unwrap()["vector_dims"],

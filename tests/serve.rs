@@ -543,6 +543,111 @@ async fn a_reply_too_large_for_nats_is_an_error_not_silence() {
     assert_eq!(fewer.as_array().unwrap().len(), 50);
 }
 
+/// Erasure reaches JetStream: events the worker has settled and dead letters that name the
+/// user are erased; an event still to be processed is left (it carries others' words too),
+/// and when processed teaches nothing from what the persona said to the erased user.
+#[tokio::test(flavor = "multi_thread")]
+async fn purge_user_erases_the_users_settled_events_and_dead_letters() {
+    let config = test_config("purgestreams");
+    let s = Service::start(config.clone()).await;
+    s.app.consumer().await.unwrap();
+    let publish = |payload: Value| {
+        let js = s.app.js.clone();
+        let subject = format!("{}.ada", config.ingest.subject_prefix);
+        async move {
+            js.publish(subject, serde_json::to_vec(&payload).unwrap().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    let event = |id: &str, user: &str, said: &str, timestamp: &str| {
+        json!({"event_id": id, "persona_id": "ada", "platform": "discord", "channel_id": "c1",
+            "messages": [
+                {"message_id": format!("{id}-0"), "role": "user", "user_id": user,
+                 "content": "Well?", "timestamp": timestamp},
+                {"message_id": format!("{id}-1"), "role": "persona", "content": said,
+                 "timestamp": timestamp}]})
+    };
+    let purge = json!({"persona_id": "ada", "user_id": "u9", "pseudonym": "erased-u9"});
+
+    // No worker yet: the event waits in the backlog, so it is left alone.
+    publish(event(
+        "e1",
+        "u9",
+        "I love green tea.",
+        "2026-11-20T08:00:00Z",
+    ))
+    .await;
+    let first = s.ok("purge_user", purge.clone()).await;
+    assert_eq!(
+        first["stored_events"],
+        json!({"events_erased": 0, "events_pending": 1, "dead_letters_erased": 0})
+    );
+
+    // A worker settles it (learning nothing from it), another user's event, and a letter.
+    let running = common::Running::worker(config.clone()).await;
+    publish(event(
+        "e2",
+        "u2",
+        "Honestly, jazz is underrated.",
+        "2026-11-20T08:05:00Z",
+    ))
+    .await;
+    publish(event("e3", "u9", "I adore storms.", "yesterday")).await;
+    running.drain().await;
+    let names: Vec<String> = s
+        .ok("list", json!({"persona_id": "ada"}))
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["jazz"],
+        "nothing learnt from u9's earlier conversation"
+    );
+
+    // e1, and e3 twice over: the event it was, and the dead letter it became.
+    let second = s.ok("purge_user", purge.clone()).await;
+    assert_eq!(
+        second["stored_events"],
+        json!({"events_erased": 2, "events_pending": 0, "dead_letters_erased": 1})
+    );
+    let remaining = |stream: String| {
+        let js = s.app.js.clone();
+        async move {
+            let stream = js.get_stream(&stream).await.unwrap();
+            let last = stream.get_info().await.unwrap().state.last_sequence;
+            let mut payloads = Vec::new();
+            for sequence in 1..=last {
+                if let Ok(message) = stream.get_raw_message(sequence).await {
+                    payloads.push(String::from_utf8_lossy(&message.payload).into_owned());
+                }
+            }
+            payloads
+        }
+    };
+    let events = remaining(config.ingest.stream.clone()).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].contains("\"u2\""), "{events:?}");
+    assert_eq!(
+        remaining(config.ingest.dlq_stream.clone()).await,
+        Vec::<String>::new()
+    );
+
+    let third = s.ok("purge_user", purge).await;
+    assert_eq!(
+        third["stored_events"],
+        json!({"events_erased": 0, "events_pending": 0, "dead_letters_erased": 0}),
+        "a repeat finds nothing left"
+    );
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
     let s = Service::start(test_config("purge")).await;

@@ -3,9 +3,11 @@
 //! - [`event`]: the event format and its validation;
 //! - [`pipeline`]: what a valid event does to the store (exactly-once effects);
 //! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown;
-//! - [`dead_letters`]: listing, replaying and discarding dead letters (the operator's side).
+//! - [`dead_letters`]: listing, replaying and discarding dead letters (the operator's side);
+//! - [`erasure`]: erasing an erased user's stored events and dead letters (`purge_user`).
 
 pub mod dead_letters;
+pub mod erasure;
 pub mod event;
 pub mod pipeline;
 pub mod worker;

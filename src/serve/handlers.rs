@@ -86,6 +86,17 @@ pub struct Handlers {
     /// Largest reply body the NATS server accepts (its max_payload, less room for headers).
     max_reply_bytes: usize,
     resident_count: usize,
+    /// Erasure also erases the user's stored events and dead letters.
+    js: async_nats::jetstream::Context,
+    ingest: crate::ingest::IngestConfig,
+}
+
+/// The reply to `purge_user`: what changed in the memory, and in the streams.
+#[derive(Debug, Serialize)]
+pub struct PurgeUserReply {
+    #[serde(flatten)]
+    pub memory: crate::store::PurgeReport,
+    pub stored_events: crate::ingest::erasure::StoredEventsReport,
 }
 
 impl Handlers {
@@ -105,6 +116,8 @@ impl Handlers {
                 .max_payload
                 .saturating_sub(REPLY_HEADROOM),
             resident_count: app.config.serve.resident_count,
+            js: app.js.clone(),
+            ingest: app.config.ingest.clone(),
         }
     }
 
@@ -425,10 +438,7 @@ impl Handlers {
         Ok(hits)
     }
 
-    async fn purge_user(
-        &self,
-        r: PurgeUserRequest,
-    ) -> Result<crate::store::PurgeReport, ServiceError> {
+    async fn purge_user(&self, r: PurgeUserRequest) -> Result<PurgeUserReply, ServiceError> {
         validate::persona_id(&r.persona_id)?;
         let pseudonym = r.pseudonym.unwrap_or_else(|| {
             format!(
@@ -455,7 +465,31 @@ impl Handlers {
             )
             .await;
         let _ = self.locks.release(lock).await;
-        Ok(report?)
+        let memory = report?;
+        // After the memory: from here on ingest skips the user's earlier conversations, so an
+        // event still pending when the streams are scanned cannot bring the id back.
+        let stored_events = crate::ingest::erasure::erase_stored_events(
+            &self.js,
+            &self.ingest,
+            &r.persona_id,
+            &r.user_id,
+        )
+        .await
+        .map_err(|error| {
+            ServiceError::new(
+                503,
+                "unavailable",
+                format!(
+                    "the memory is erased (pseudonym {}), but not yet the stored events: {error}; \
+                     run purge_user again",
+                    memory.pseudonym
+                ),
+            )
+        })?;
+        Ok(PurgeUserReply {
+            memory,
+            stored_events,
+        })
     }
 }
 

@@ -1,0 +1,227 @@
+//! Erasure's reach into JetStream: after `purge_user` has rewritten a persona's memory, the
+//! conversation events and dead letters that hold the erased user's own words are erased too,
+//! instead of waiting out the streams' retention.
+//!
+//! Only events the worker has settled (at or below the consumer's ack floor) are erased: one
+//! still to be processed also carries other users' and the persona's words, which must not be
+//! lost. Those are counted as pending; when processed, what the persona said to the erased user
+//! is decided `erased` (see the store's erasure records), and they expire with the stream.
+//! Dead letters naming the user are erased whatever else they hold: they are failures kept for
+//! an operator, not a backlog. JetStream overwrites an erased message (secure erase), not
+//! only unlinks it.
+
+use async_nats::jetstream::stream::DeleteMessageErrorKind;
+use async_nats::jetstream::{self, ErrorCode, consumer};
+use futures::StreamExt;
+use serde::Serialize;
+
+use super::IngestConfig;
+
+/// How long a scan waits for the next message before taking the stream as read.
+const SCAN_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+#[error("stream {stream}: {message}")]
+pub struct StoredEventsError {
+    pub stream: String,
+    pub message: String,
+}
+
+/// What an erasure did to the streams.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct StoredEventsReport {
+    /// Settled events naming the user, erased.
+    pub events_erased: u64,
+    /// Events naming the user that the worker has not settled yet: left to be processed, and
+    /// to expire with the stream (`ingest.events_max_age_hours`).
+    pub events_pending: u64,
+    pub dead_letters_erased: u64,
+}
+
+/// Erases the stored events and dead letters of `persona_id` that name `user_id` (see the
+/// module documentation for which). Safe to repeat.
+pub async fn erase_stored_events(
+    js: &jetstream::Context,
+    config: &IngestConfig,
+    persona_id: &str,
+    user_id: &str,
+) -> Result<StoredEventsReport, StoredEventsError> {
+    let mut report = StoredEventsReport::default();
+    let settled_through = settled_through(js, config).await?;
+    let events = naming(
+        js,
+        &config.stream,
+        &format!("{}.{persona_id}", config.subject_prefix),
+        user_id,
+    )
+    .await?;
+    for sequence in events {
+        if sequence <= settled_through {
+            erase(js, &config.stream, sequence).await?;
+            report.events_erased += 1;
+        } else {
+            report.events_pending += 1;
+        }
+    }
+    let letters = naming(
+        js,
+        &config.dlq_stream,
+        &format!("{}.{persona_id}", config.dlq_subject_prefix),
+        user_id,
+    )
+    .await?;
+    for sequence in letters {
+        erase(js, &config.dlq_stream, sequence).await?;
+        report.dead_letters_erased += 1;
+    }
+    Ok(report)
+}
+
+fn error(stream: &str, message: impl std::fmt::Display) -> StoredEventsError {
+    StoredEventsError {
+        stream: stream.into(),
+        message: message.to_string(),
+    }
+}
+
+/// The events stream sequence through which the worker's consumer has settled every event;
+/// 0 when no worker has run (nothing is settled).
+async fn settled_through(
+    js: &jetstream::Context,
+    config: &IngestConfig,
+) -> Result<u64, StoredEventsError> {
+    let mut consumer = match js
+        .get_consumer_from_stream::<consumer::pull::Config, _, _>(&config.consumer, &config.stream)
+        .await
+    {
+        Ok(consumer) => consumer,
+        Err(_) => return Ok(0),
+    };
+    let info = consumer
+        .info()
+        .await
+        .map_err(|e| error(&config.stream, format!("consumer {}: {e}", config.consumer)))?;
+    Ok(info.ack_floor.stream_sequence)
+}
+
+/// Sequences of the messages on `subject` whose payload names `user_id`. A missing stream
+/// holds nothing.
+async fn naming(
+    js: &jetstream::Context,
+    stream_name: &str,
+    subject: &str,
+    user_id: &str,
+) -> Result<Vec<u64>, StoredEventsError> {
+    let Ok(stream) = js.get_stream(stream_name).await else {
+        return Ok(Vec::new());
+    };
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subject.into(),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| error(stream_name, e))?;
+    let mut found = Vec::new();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(found);
+    }
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| error(stream_name, e))?;
+    loop {
+        let message = match tokio::time::timeout(SCAN_IDLE, messages.next()).await {
+            Err(_) | Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(error(stream_name, e)),
+            Ok(Some(Ok(message))) => message,
+        };
+        let (sequence, last) = {
+            let info = message.info().map_err(|e| error(stream_name, e))?;
+            (info.stream_sequence, info.pending == 0)
+        };
+        if names_user(&message.payload, user_id) {
+            found.push(sequence);
+        }
+        if last {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// Whether an event payload names the user: as the author of a message or as a participant.
+/// A payload that is not readable JSON (a malformed or truncated dead letter) names them when
+/// it holds their id as a JSON string: erasure errs on the side of forgetting.
+pub fn names_user(payload: &[u8], user_id: &str) -> bool {
+    match serde_json::from_slice::<serde_json::Value>(payload) {
+        Ok(event) => {
+            let is_user = |value: &serde_json::Value| value.as_str() == Some(user_id);
+            let authored = event["messages"]
+                .as_array()
+                .is_some_and(|messages| messages.iter().any(|m| is_user(&m["user_id"])));
+            let participant = event["participant_user_ids"]
+                .as_array()
+                .is_some_and(|ids| ids.iter().any(is_user));
+            authored || participant
+        }
+        Err(_) => {
+            let quoted = serde_json::to_string(user_id).expect("a string serialises");
+            payload
+                .windows(quoted.len())
+                .any(|window| window == quoted.as_bytes())
+        }
+    }
+}
+
+async fn erase(
+    js: &jetstream::Context,
+    stream_name: &str,
+    sequence: u64,
+) -> Result<(), StoredEventsError> {
+    let stream = js
+        .get_stream(stream_name)
+        .await
+        .map_err(|e| error(stream_name, e))?;
+    // A delete request without `no_erase` makes the server overwrite the message: a secure
+    // erase, not only an unlink.
+    match stream.delete_message(sequence).await {
+        Ok(_) => Ok(()),
+        // Gone already (expired, or erased by an earlier run): nothing to do.
+        Err(e)
+            if matches!(e.kind(), DeleteMessageErrorKind::JetStream(ref j)
+                if j.error_code() == ErrorCode::NO_MESSAGE_FOUND) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(error(stream_name, format!("erasing {sequence}: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_user;
+
+    #[test]
+    fn a_user_is_named_as_author_or_participant_and_in_unreadable_payloads() {
+        let event = br#"{"participant_user_ids": ["p1"], "messages": [
+            {"role": "user", "user_id": "u9", "content": "hi"},
+            {"role": "persona", "content": "u7 is funny"}]}"#;
+        assert!(names_user(event, "u9"));
+        assert!(names_user(event, "p1"));
+        assert!(
+            !names_user(event, "u7"),
+            "mentioned in words, not named as a user"
+        );
+        assert!(!names_user(event, "u"), "whole ids only");
+        assert!(names_user(
+            br#"{"messages": [{"user_id": "u9", "content": "trunc"#,
+            "u9"
+        ));
+        assert!(!names_user(
+            br#"{"messages": [{"user_id": "u99", "content": "trunc"#,
+            "u9"
+        ));
+    }
+}
