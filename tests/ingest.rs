@@ -12,7 +12,7 @@ use persona_prefs::config::Config;
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::ingest::pipeline::Action;
 use persona_prefs::ingest::worker::{HEADER_REASON, HEADER_REASON_CODE, WorkerReport};
-use persona_prefs::store::{ListOptions, Preference, Stance, WriteGuard};
+use persona_prefs::store::{Preference, Stance, WriteGuard};
 use serde_json::{Value, json};
 
 /// An in-process worker on its own streams, consumer, key prefix and index.
@@ -67,18 +67,7 @@ impl Harness {
     }
 
     pub async fn preferences(&self, persona: &str) -> Vec<Preference> {
-        self.app
-            .store
-            .list_preferences(
-                persona,
-                &ListOptions {
-                    include_retracted: true,
-                    limit: 500,
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap()
+        common::all_preferences(&self.app.store, persona).await
     }
 
     pub async fn dead_letters(&self) -> Vec<(async_nats::HeaderMap, Vec<u8>, String)> {
@@ -700,7 +689,7 @@ async fn an_erased_users_earlier_conversations_never_bring_them_back() {
         .purge_user("ada", "u9", "erased-u9", WriteGuard::default())
         .await
         .unwrap();
-    let before = h_preferences(&app, "ada").await;
+    let before = common::all_preferences(&app.store, "ada").await;
     let coffee = find(&before, "coffee");
     assert_eq!(
         report.retracted,
@@ -736,7 +725,7 @@ async fn an_erased_users_earlier_conversations_never_bring_them_back() {
             outcome.decisions
         );
     }
-    let after = h_preferences(&app, "ada").await;
+    let after = common::all_preferences(&app.store, "ada").await;
     assert_eq!(mentions_u9(&after), Vec::<String>::new());
     assert!(
         !after.iter().any(|p| p.name == "storms"),
@@ -764,20 +753,6 @@ async fn an_erased_users_earlier_conversations_never_bring_them_back() {
     }
     let outcome = pipeline.process(&parse(&later)).await.unwrap();
     assert_eq!(outcome.decisions[0].action, Action::Add);
-    let storms = find(&h_preferences(&app, "ada").await, "storms").clone();
+    let storms = find(&common::all_preferences(&app.store, "ada").await, "storms").clone();
     assert_eq!(storms.provenance.triggering_user_id, "u9");
-}
-
-async fn h_preferences(app: &App, persona: &str) -> Vec<Preference> {
-    app.store
-        .list_preferences(
-            persona,
-            &ListOptions {
-                include_retracted: true,
-                limit: 500,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap()
 }

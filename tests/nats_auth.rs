@@ -208,17 +208,7 @@ async fn the_worker_authenticates_with_a_creds_file_on_an_operator_mode_server()
             {"message_id": "e1-1", "role": "persona", "content": "I love green tea.",
              "timestamp": "2026-11-20T08:01:00Z"}]
     });
-    running
-        .app
-        .js
-        .publish(
-            format!("{}.ada", config.ingest.subject_prefix),
-            serde_json::to_vec(&event).unwrap().into(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    running.publish_event(&event).await;
     running.drain().await;
     let stored = common::active_preferences(&running.app.store, "ada").await;
     assert_eq!(

@@ -211,15 +211,7 @@ async fn the_worker_ingests_and_serves_over_mutual_tls_to_redis_and_nats() {
     let event = json!({"event_id": "tls-1", "persona_id": "ada", "platform": "p", "channel_id": "c",
         "messages": [{"message_id": "m1", "role": "persona", "content": "I love green tea.",
                       "timestamp": "2026-11-20T08:00:00Z"}]});
-    app.js
-        .publish(
-            format!("{}.ada", config.ingest.subject_prefix),
-            serde_json::to_vec(&event).unwrap().into(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    running.publish_event(&event).await;
     running.drain().await;
     let stored = common::active_preferences(&app.store, "ada").await;
     assert_eq!(stored.len(), 1);

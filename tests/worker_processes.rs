@@ -118,13 +118,7 @@ async fn two_worker_processes_on_one_persona_make_no_twins_and_lose_no_reinforce
         publish(&app, "ada", n, "I love green tea.").await;
         publish(&app, "ada", n, "Honestly, jazz is wonderful.").await;
     }
-    wait_until_drained(
-        &app.js,
-        app.consumer().await.unwrap(),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap();
+    drained(&app).await;
 
     let stored = preferences(&app, "ada").await;
     let names: Vec<&str> = stored.iter().map(|p| p.name.as_str()).collect();
@@ -175,13 +169,7 @@ async fn a_worker_killed_mid_stream_loses_nothing_and_doubles_nothing_after_rest
     workers
         .0
         .push(spawn_worker(&config, &dir.path("second.log")));
-    wait_until_drained(
-        &app.js,
-        app.consumer().await.unwrap(),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap();
+    drained(&app).await;
     let stored = preferences(&app, "ada").await;
     assert_eq!(stored.len(), 1);
     assert_eq!(
@@ -215,13 +203,7 @@ async fn sigterm_stops_intake_and_exits_cleanly_with_nothing_lost() {
     assert!(log.contains("stopping intake"), "announces the shutdown");
 
     let _second = Workers(vec![spawn_worker(&config, &dir.path("second.log"))]);
-    wait_until_drained(
-        &app.js,
-        app.consumer().await.unwrap(),
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap();
+    drained(&app).await;
     let stored = preferences(&app, "ada").await;
     assert_eq!(stored[0].reinforcement_count, total as u64 - 1);
 }
@@ -308,4 +290,15 @@ mod tempdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// Waits until every event published so far is settled, by whichever workers are running.
+async fn drained(app: &App) {
+    wait_until_drained(
+        &app.js,
+        app.consumer().await.unwrap(),
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
 }

@@ -165,11 +165,29 @@ pub async fn active_preferences(
     store: &PreferenceStore,
     persona: &str,
 ) -> Vec<persona_prefs::store::Preference> {
+    listed(store, persona, false, 100).await
+}
+
+/// All of a persona's preferences, retracted ones too (at most 500).
+pub async fn all_preferences(
+    store: &PreferenceStore,
+    persona: &str,
+) -> Vec<persona_prefs::store::Preference> {
+    listed(store, persona, true, 500).await
+}
+
+async fn listed(
+    store: &PreferenceStore,
+    persona: &str,
+    include_retracted: bool,
+    limit: usize,
+) -> Vec<persona_prefs::store::Preference> {
     store
         .list_preferences(
             persona,
             &persona_prefs::store::ListOptions {
-                limit: 100,
+                include_retracted,
+                limit,
                 ..Default::default()
             },
         )
@@ -271,6 +289,21 @@ impl Running {
             .unwrap();
         running.services = Some(services);
         running
+    }
+
+    /// Publishes an event to its persona's subject and waits for JetStream to store it.
+    pub async fn publish_event(&self, event: &serde_json::Value) {
+        let persona = event["persona_id"].as_str().expect("persona_id");
+        self.app
+            .js
+            .publish(
+                format!("{}.{persona}", self.app.config.ingest.subject_prefix),
+                serde_json::to_vec(event).unwrap().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
 
     /// Waits until every published event is acked.
