@@ -2,10 +2,10 @@
 //! conversation events and dead letters that hold the erased user's own words are erased too,
 //! instead of waiting out the streams' retention.
 //!
-//! Only events the worker has settled (at or below the consumer's ack floor) are erased: one
-//! still to be processed also carries other users' and the persona's words, which must not be
-//! lost. Those are counted as pending; when processed, what the persona said to the erased user
-//! is decided `erased` (see the store's erasure records), and they expire with the stream.
+//! Only events the worker has settled (at or below the consumer's ack floor) are erased here:
+//! one still to be processed also carries other users' and the persona's words, which must not
+//! be lost. Those are counted as pending; the worker processes them under the erasure (what
+//! the persona said to the erased user is decided `erased`) and then erases them itself.
 //! Dead letters naming the user are erased whatever else they hold: they are failures kept for
 //! an operator, not a backlog. JetStream overwrites an erased message (secure erase), not
 //! only unlinks it.
@@ -175,7 +175,8 @@ pub fn names_user(payload: &[u8], user_id: &str) -> bool {
     }
 }
 
-async fn erase(
+/// Erases one message of a stream (overwritten); a message already gone is no error.
+pub(crate) async fn erase(
     js: &jetstream::Context,
     stream_name: &str,
     sequence: u64,

@@ -115,6 +115,9 @@ pub struct EventOutcome {
     pub opinions: usize,
     pub dropped_redacted: usize,
     pub decisions: Vec<Decision>,
+    /// The event names a user erased after some of its messages were written: once settled,
+    /// it is erased from the events stream.
+    pub predates_an_erasure: bool,
 }
 
 pub struct PipelineSettings {
@@ -171,6 +174,8 @@ impl Pipeline {
         let mut outcome = EventOutcome::default();
         let mut candidates = self.extract_all(event, &mut outcome).await?;
         if candidates.is_empty() {
+            let erasures = self.erasures(event, &candidates).await?;
+            outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
             return Ok(outcome);
         }
         let topics: Vec<String> = candidates.iter().map(|c| c.opinion.name.clone()).collect();
@@ -184,12 +189,23 @@ impl Pipeline {
             .acquire(&event.persona_id, self.settings.lock_patience)
             .await?
             .ok_or_else(|| PipelineError::LockBusy(event.persona_id.clone()))?;
-        let decided = self.decide_all(event, &candidates, &lock).await;
+        let decided = async {
+            // Read under the lock, which an erasure holds too: an erasure is either wholly
+            // before this event's decisions or wholly after them.
+            let erasures = self.erasures(event, &candidates).await?;
+            let decisions = self
+                .decide_all(event, &candidates, &erasures, &lock)
+                .await?;
+            Ok::<_, PipelineError>((decisions, erasures))
+        }
+        .await;
         // Release even after a failure; a failed release only delays the next holder by the TTL.
         if let Err(error) = self.locks.release(lock).await {
             tracing::warn!(persona_id = %event.persona_id, %error, "releasing persona lock failed");
         }
-        outcome.decisions = decided?;
+        let (decisions, erasures) = decided?;
+        outcome.decisions = decisions;
+        outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
         Ok(outcome)
     }
 
@@ -303,19 +319,17 @@ impl Pipeline {
         &self,
         event: &ConversationEvent,
         candidates: &[Candidate],
+        erasures: &HashMap<String, Erasure>,
         lock: &crate::store::LockToken,
     ) -> Result<Vec<Decision>, PipelineError> {
         let mut decisions = Vec::with_capacity(candidates.len());
         // Just taken: no renewal is due yet.
         let mut renewed = Some(std::time::Instant::now());
-        // Read under the lock, which an erasure holds too: an erasure is either wholly
-        // before this event's decisions or wholly after them.
-        let erasures = self.erasures(event, candidates).await?;
         for candidate in candidates {
             // A large event on a slow Redis can outlast the lock: renew it as it goes, so its
             // writes are not fenced halfway and the whole event retried.
             lock.keep_alive(&self.store, &mut renewed).await?;
-            let decision = self.decide(event, candidate, &erasures, lock).await?;
+            let decision = self.decide(event, candidate, erasures, lock).await?;
             telemetry::decision(decision.action.as_str());
             if decision.action.writes() && !decision.applied {
                 telemetry::effect_duplicate();
@@ -333,18 +347,19 @@ impl Pipeline {
         Ok(decisions)
     }
 
-    /// Erasures of the users the candidates would name (their triggering and related users).
+    /// Erasures of the users the event names and the candidates would name (their triggering
+    /// and related users). One round trip.
     async fn erasures(
         &self,
         event: &ConversationEvent,
         candidates: &[Candidate],
     ) -> Result<HashMap<String, Erasure>, PipelineError> {
-        let mut user_ids: Vec<&str> = candidates
-            .iter()
-            .flat_map(|c| {
-                std::iter::once(c.provenance.triggering_user_id.as_str())
-                    .chain(c.opinion.related_user_ids.iter().map(String::as_str))
-            })
+        let mut user_ids: Vec<&str> = event_user_ids(event)
+            .chain(
+                candidates
+                    .iter()
+                    .flat_map(|c| c.opinion.related_user_ids.iter().map(String::as_str)),
+            )
             .collect();
         user_ids.sort_unstable();
         user_ids.dedup();
@@ -517,6 +532,29 @@ impl Pipeline {
             best_similarity,
         })
     }
+}
+
+/// The users an event names: the authors of its messages and its participants.
+fn event_user_ids(event: &ConversationEvent) -> impl Iterator<Item = &str> {
+    event
+        .messages
+        .iter()
+        .map(|m| m.user_id.as_str())
+        .chain(event.participant_user_ids.iter().map(String::as_str))
+        .filter(|id| !id.is_empty())
+}
+
+/// Whether the event holds words from before the erasure of a user it names: then, once
+/// processed, it is erased from the stream too (erasure leaves unprocessed events alone).
+fn predates_an_erasure(event: &ConversationEvent, erasures: &HashMap<String, Erasure>) -> bool {
+    event_user_ids(event).any(|user_id| {
+        erasures.get(user_id).is_some_and(|erasure| {
+            event
+                .messages
+                .iter()
+                .any(|message| erasure.covers(&message.timestamp))
+        })
+    })
 }
 
 /// True when RFC 3339 time `a` is strictly before `b`. Unparseable or empty times are never

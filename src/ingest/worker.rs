@@ -314,6 +314,20 @@ impl Worker {
                 }
                 telemetry::event_processed(started.elapsed());
                 tracing::debug!(event_id = %event.event_id, persona_id = %event.persona_id, opinions = outcome.opinions, decisions = outcome.decisions.len(), "event processed");
+                if outcome.predates_an_erasure {
+                    // It was still pending when a user it names was erased: now that it is
+                    // settled, their words leave the stream as the erasure's did.
+                    match super::erasure::erase(&self.js, &self.config.stream, stream_sequence)
+                        .await
+                    {
+                        Ok(()) => {
+                            tracing::info!(event_id = %event.event_id, stream_sequence, "event erased: it names an erased user")
+                        }
+                        Err(error) => {
+                            tracing::warn!(event_id = %event.event_id, %error, "erasing a settled event that names an erased user failed; purge_user again erases it")
+                        }
+                    }
+                }
             }
             Err(error) if error.is_retryable() && delivered < self.config.max_deliver => {
                 let delay = self.retry_delay(delivered);
