@@ -8,89 +8,133 @@ use metrics::{counter, gauge, histogram};
 
 pub const NAMESPACE: &str = "persona_prefs";
 
+/// What kind of metric a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    /// Exported as a per-process summary (quantiles, `_sum`, `_count`).
+    Histogram,
+    /// A histogram of durations, in seconds.
+    Seconds,
+}
+
+/// Every metric this process exports: the one list `describe` registers, and what the
+/// alerting rules in `deploy/prometheus/` may name (a test holds both to it).
+pub const METRICS: &[(&str, MetricKind, &str)] = &[
+    (
+        "persona_prefs_store_op_seconds",
+        MetricKind::Seconds,
+        "Latency of one store operation, by op.",
+    ),
+    (
+        "persona_prefs_events_consumed_total",
+        MetricKind::Counter,
+        "JetStream events received by the ingest worker.",
+    ),
+    (
+        "persona_prefs_events_processed_total",
+        MetricKind::Counter,
+        "Events whose effects were stored and acked.",
+    ),
+    (
+        "persona_prefs_event_seconds",
+        MetricKind::Seconds,
+        "Time from receiving an event to its effects being stored and acked.",
+    ),
+    (
+        "persona_prefs_events_duplicate_total",
+        MetricKind::Counter,
+        "Opinion effects skipped because they were applied before (redelivery or re-publish).",
+    ),
+    (
+        "persona_prefs_events_dead_lettered_total",
+        MetricKind::Counter,
+        "Events sent to the dead-letter subject, by reason.",
+    ),
+    (
+        "persona_prefs_events_retried_total",
+        MetricKind::Counter,
+        "Events nak'ed for redelivery after a transient error, by stage.",
+    ),
+    (
+        "persona_prefs_opinions_extracted_total",
+        MetricKind::Counter,
+        "Opinions found in persona messages.",
+    ),
+    (
+        "persona_prefs_decisions_total",
+        MetricKind::Counter,
+        "Ingest decisions by action: reinforce, evolve, add, stale, echo, erased.",
+    ),
+    (
+        "persona_prefs_best_match_similarity",
+        MetricKind::Histogram,
+        "Similarity of the best existing match for each extracted opinion.",
+    ),
+    (
+        "persona_prefs_llm_requests_total",
+        MetricKind::Counter,
+        "LLM requests by outcome: ok, timeout, rate_limited, server_error, rejected, malformed.",
+    ),
+    (
+        "persona_prefs_llm_request_seconds",
+        MetricKind::Seconds,
+        "LLM request latency.",
+    ),
+    (
+        "persona_prefs_llm_tokens_total",
+        MetricKind::Counter,
+        "LLM tokens used, by kind (prompt, completion).",
+    ),
+    (
+        "persona_prefs_embed_batch_seconds",
+        MetricKind::Seconds,
+        "Latency of one embedding batch.",
+    ),
+    (
+        "persona_prefs_embed_batch_size",
+        MetricKind::Histogram,
+        "Texts per embedding batch.",
+    ),
+    (
+        "persona_prefs_in_flight_events",
+        MetricKind::Gauge,
+        "Events being processed right now.",
+    ),
+    (
+        "persona_prefs_consumer_pending",
+        MetricKind::Gauge,
+        "Messages pending for the durable consumer.",
+    ),
+    (
+        "persona_prefs_dead_letters_stored",
+        MetricKind::Gauge,
+        "Dead letters waiting in the dead-letter stream (`persona-prefs dlq list` shows them).",
+    ),
+    (
+        "persona_prefs_requests_total",
+        MetricKind::Counter,
+        "Service requests by endpoint and status.",
+    ),
+    (
+        "persona_prefs_request_seconds",
+        MetricKind::Seconds,
+        "Service request latency by endpoint.",
+    ),
+];
+
 /// Registers descriptions so `/metrics` documents itself.
 pub fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-    describe_histogram!(
-        "persona_prefs_store_op_seconds",
-        Unit::Seconds,
-        "Latency of one store operation, by op."
-    );
-    describe_counter!(
-        "persona_prefs_events_consumed_total",
-        "JetStream events received by the ingest worker."
-    );
-    describe_counter!(
-        "persona_prefs_events_processed_total",
-        "Events whose effects were stored and acked."
-    );
-    describe_counter!(
-        "persona_prefs_events_duplicate_total",
-        "Opinion effects skipped because they were applied before (redelivery or re-publish)."
-    );
-    describe_counter!(
-        "persona_prefs_events_dead_lettered_total",
-        "Events sent to the dead-letter subject, by reason."
-    );
-    describe_counter!(
-        "persona_prefs_events_retried_total",
-        "Events nak'ed for redelivery after a transient error, by stage."
-    );
-    describe_counter!(
-        "persona_prefs_opinions_extracted_total",
-        "Opinions found in persona messages."
-    );
-    describe_counter!(
-        "persona_prefs_decisions_total",
-        "Ingest decisions by action: reinforce, evolve, add, skip."
-    );
-    describe_histogram!(
-        "persona_prefs_best_match_similarity",
-        "Similarity of the best existing match for each extracted opinion."
-    );
-    describe_counter!(
-        "persona_prefs_llm_requests_total",
-        "LLM extraction requests by outcome."
-    );
-    describe_histogram!(
-        "persona_prefs_llm_request_seconds",
-        Unit::Seconds,
-        "LLM request latency."
-    );
-    describe_counter!(
-        "persona_prefs_llm_tokens_total",
-        "LLM tokens used, by kind (prompt, completion)."
-    );
-    describe_histogram!(
-        "persona_prefs_embed_batch_seconds",
-        Unit::Seconds,
-        "Latency of one embedding batch."
-    );
-    describe_histogram!(
-        "persona_prefs_embed_batch_size",
-        "Texts per embedding batch."
-    );
-    describe_gauge!(
-        "persona_prefs_in_flight_events",
-        "Events being processed right now."
-    );
-    describe_gauge!(
-        "persona_prefs_consumer_pending",
-        "Messages pending for the durable consumer."
-    );
-    describe_gauge!(
-        "persona_prefs_dead_letters_stored",
-        "Dead letters waiting in the dead-letter stream (`persona-prefs dlq list` shows them)."
-    );
-    describe_counter!(
-        "persona_prefs_requests_total",
-        "Service requests by endpoint and status."
-    );
-    describe_histogram!(
-        "persona_prefs_request_seconds",
-        Unit::Seconds,
-        "Service request latency by endpoint."
-    );
+    for &(name, kind, help) in METRICS {
+        match kind {
+            MetricKind::Counter => describe_counter!(name, help),
+            MetricKind::Gauge => describe_gauge!(name, help),
+            MetricKind::Histogram => describe_histogram!(name, help),
+            MetricKind::Seconds => describe_histogram!(name, Unit::Seconds, help),
+        }
+    }
 }
 
 pub fn store_op(op: &'static str, took: Duration) {

@@ -86,6 +86,16 @@ async fn metrics_health_and_readiness_report_the_pipeline() {
         assert!(body.contains(expected), "missing {expected:?} in\n{body}");
     }
     assert!(!body.contains("ada"), "no persona ids as labels");
+    let declared: Vec<&str> = persona_prefs::telemetry::METRICS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .collect();
+    for family in metric_names(&body) {
+        assert!(
+            declared.contains(&family.as_str()),
+            "{family} is exported but not in telemetry::METRICS"
+        );
+    }
 
     // The backlog gauges are sampled every few seconds: wait for the letter to show.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -102,4 +112,49 @@ async fn metrics_health_and_readiness_report_the_pipeline() {
     }
     let _ = stop.send(true);
     worker.await.unwrap().unwrap();
+}
+
+/// The metric families named in a text: `persona_prefs_…` words, less the suffixes Prometheus
+/// adds to summaries and histograms.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("persona_prefs_") {
+        let tail = &rest[start..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .unwrap_or(name);
+        names.insert(family.to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The shipped alerting rules name only metrics the worker exports: a renamed metric would
+/// otherwise leave an alert that can never fire.
+#[test]
+fn the_alerting_rules_name_only_exported_metrics() {
+    let rules = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/alerts.yml"),
+    )
+    .unwrap();
+    let declared: Vec<&str> = persona_prefs::telemetry::METRICS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .collect();
+    let named = metric_names(&rules);
+    assert!(named.len() >= 6, "{named:?}");
+    for name in named {
+        assert!(
+            declared.contains(&name.as_str()),
+            "alerts.yml names {name}, which is not exported"
+        );
+    }
+    // Histograms are exported as summaries: a rule must read quantiles, not buckets.
+    assert!(!rules.contains("_bucket"), "there are no _bucket series");
 }
