@@ -10,7 +10,8 @@
 //! an operator, not a backlog. JetStream overwrites an erased message (secure erase), not
 //! only unlinks it.
 
-use async_nats::jetstream::stream::DeleteMessageErrorKind;
+use async_nats::jetstream::context::GetStreamErrorKind;
+use async_nats::jetstream::stream::{ConsumerErrorKind, DeleteMessageErrorKind};
 use async_nats::jetstream::{self, ErrorCode, consumer};
 use futures::StreamExt;
 use serde::Serialize;
@@ -95,7 +96,20 @@ async fn settled_through(
         .await
     {
         Ok(consumer) => consumer,
-        Err(_) => return Ok(0),
+        // No worker has run: nothing is settled. Any other failure is an error, not "none".
+        Err(e)
+            if matches!(e.kind(), ConsumerErrorKind::JetStream(ref j)
+                if j.error_code() == ErrorCode::CONSUMER_NOT_FOUND
+                    || j.error_code() == ErrorCode::STREAM_NOT_FOUND) =>
+        {
+            return Ok(0);
+        }
+        Err(e) => {
+            return Err(error(
+                &config.stream,
+                format!("consumer {}: {e}", config.consumer),
+            ));
+        }
     };
     let info = consumer
         .info()
@@ -112,8 +126,16 @@ async fn naming(
     subject: &str,
     user_id: &str,
 ) -> Result<Vec<u64>, StoredEventsError> {
-    let Ok(stream) = js.get_stream(stream_name).await else {
-        return Ok(Vec::new());
+    let stream = match js.get_stream(stream_name).await {
+        Ok(stream) => stream,
+        // A stream never created holds nothing; a failure to ask is an error, not "nothing".
+        Err(e)
+            if matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
+                if j.error_code() == ErrorCode::STREAM_NOT_FOUND) =>
+        {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(error(stream_name, e)),
     };
     let consumer = stream
         .create_consumer(consumer::pull::OrderedConfig {
