@@ -75,9 +75,9 @@ pub enum Action {
     /// injection would feed reinforcement and the strongest opinions would only grow stronger.
     Echo,
     /// Voiced in reply to a user since erased (`purge_user`), in a conversation from before
-    /// the erasure: no longer evidence, so nothing is written. Such events are still about
-    /// after an erasure while they wait in the backlog, are redelivered or are replayed from
-    /// the dead letters; without this they would bring the erased id back.
+    /// the erasure: no longer evidence, so nothing is written. Such events can still arrive
+    /// after an erasure (waiting in the backlog, redelivered, or replayed from the dead
+    /// letters); without this they would bring the erased id back.
     Erased,
 }
 
