@@ -738,21 +738,42 @@ async fn an_erased_users_earlier_conversations_never_bring_them_back() {
     );
     assert_eq!(tea.provenance.triggering_user_id, "erased-u9");
 
-    // The same user talks to the persona again after the erasure: new evidence.
+    // A chat pipeline whose clock runs fast stamps a conversation held before the erasure
+    // with later times; JetStream stored it before the erasure, and that decides.
     let soon = (time::OffsetDateTime::now_utc() + time::Duration::minutes(1))
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
-    let mut later = event(
+    let mut fast_clock = event(
         "ada",
         "e5",
         30,
         &[("u9", "Weather?"), ("persona", "I adore storms.")],
     );
-    for message in later["messages"].as_array_mut().unwrap() {
+    for message in fast_clock["messages"].as_array_mut().unwrap() {
         message["timestamp"] = json!(soon);
     }
-    let outcome = pipeline.process(&parse(&later)).await.unwrap();
+    let mut stored_before = parse(&fast_clock);
+    stored_before.received_at = Some(an_hour_ago());
+    let outcome = pipeline.process(&stored_before).await.unwrap();
+    assert_eq!(outcome.decisions[0].action, Action::Erased);
+    assert!(
+        outcome.predates_an_erasure,
+        "so the worker erases it once settled"
+    );
+
+    // The same user talks to the persona again after the erasure: new evidence.
+    let mut later = parse(&fast_clock);
+    later.received_at = Some(soon.clone());
+    let outcome = pipeline.process(&later).await.unwrap();
+    assert!(!outcome.predates_an_erasure);
     assert_eq!(outcome.decisions[0].action, Action::Add);
     let storms = find(&common::all_preferences(&app.store, "ada").await, "storms").clone();
     assert_eq!(storms.provenance.triggering_user_id, "u9");
+}
+
+/// A time safely before any erasure a test makes now.
+fn an_hour_ago() -> String {
+    (time::OffsetDateTime::now_utc() - time::Duration::hours(1))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
 }

@@ -16,6 +16,11 @@ pub struct ConversationEvent {
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
     pub participant_user_ids: Vec<String>,
+    /// When JetStream stored the event (RFC 3339; set by the worker, never read from the
+    /// payload). The server's clock: it places the conversation before or after an erasure
+    /// even when the chat pipeline's clock, which wrote the message timestamps, runs fast.
+    #[serde(skip)]
+    pub received_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -381,7 +381,7 @@ impl Pipeline {
         let opinion = &candidate.opinion;
         if erasures
             .get(&candidate.provenance.triggering_user_id)
-            .is_some_and(|erasure| erasure.covers(&candidate.expressed_at))
+            .is_some_and(|erasure| erased_before(erasure, event, &candidate.expressed_at))
         {
             return Ok(Decision {
                 action: Action::Erased,
@@ -512,7 +512,9 @@ impl Pipeline {
                         .related_user_ids
                         .iter()
                         .map(|user_id| match erasures.get(user_id) {
-                            Some(erasure) if erasure.covers(&candidate.expressed_at) => {
+                            Some(erasure)
+                                if erased_before(erasure, event, &candidate.expressed_at) =>
+                            {
                                 erasure.pseudonym.clone()
                             }
                             _ => user_id.clone(),
@@ -534,6 +536,18 @@ impl Pipeline {
     }
 }
 
+/// Whether words written at `written_at` in `event` come from before `erasure`: by the
+/// message's own timestamp, or by when JetStream stored the event (the server's clock, right
+/// even when the chat pipeline's clock runs fast). Either one suffices: erasure errs on the
+/// side of forgetting.
+fn erased_before(erasure: &Erasure, event: &ConversationEvent, written_at: &str) -> bool {
+    erasure.covers(written_at)
+        || event
+            .received_at
+            .as_deref()
+            .is_some_and(|received_at| erasure.covers(received_at))
+}
+
 /// The users an event names: the authors of its messages and its participants.
 fn event_user_ids(event: &ConversationEvent) -> impl Iterator<Item = &str> {
     event
@@ -552,7 +566,7 @@ fn predates_an_erasure(event: &ConversationEvent, erasures: &HashMap<String, Era
             event
                 .messages
                 .iter()
-                .any(|message| erasure.covers(&message.timestamp))
+                .any(|message| erased_before(erasure, event, &message.timestamp))
         })
     })
 }

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer, consumer::pull, stream};
 use futures::StreamExt;
+use time::format_description::well_known::Rfc3339;
 use tokio::sync::{Semaphore, watch};
 
 use super::IngestConfig;
-use super::event::{EventLimits, InvalidEvent, parse_event, subject_persona};
+use super::event::{ConversationEvent, EventLimits, InvalidEvent, parse_event, subject_persona};
 use super::pipeline::Pipeline;
 use crate::store::validate;
 use crate::telemetry;
@@ -242,10 +243,16 @@ impl Worker {
     ) -> bool {
         telemetry::event_consumed();
         let started = Instant::now();
-        let (stream_sequence, delivered) = message
+        let (stream_sequence, delivered, received_at) = message
             .info()
-            .map(|info| (info.stream_sequence, info.delivered))
-            .unwrap_or((0, 1));
+            .map(|info| {
+                (
+                    info.stream_sequence,
+                    info.delivered,
+                    info.published.format(&Rfc3339).ok(),
+                )
+            })
+            .unwrap_or((0, 1, None));
         let subject = message.subject.to_string();
 
         if delivered > self.config.max_deliver {
@@ -272,7 +279,10 @@ impl Worker {
             &message.payload,
             &self.limits,
         ) {
-            Ok(event) => event,
+            Ok(event) => ConversationEvent {
+                received_at,
+                ..event
+            },
             Err(invalid) => {
                 tracing::warn!(%subject, code = invalid.code, reason = %invalid.message, "invalid event");
                 self.dead_letter(
