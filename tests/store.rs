@@ -1152,15 +1152,24 @@ async fn deleting_a_persona_leaves_nothing_of_it() {
             .await
             .unwrap();
     }
+    // The persona as a whole key segment: a random preference id of another persona can
+    // contain "ada" (a CI run drew one).
     let keys_of = |persona: &'static str| {
         let mut connection = t.connection();
-        let pattern = format!("{}:*{persona}*", t.config.redis.key_prefix);
+        let prefix = t.config.redis.key_prefix.clone();
         async move {
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg(pattern)
-                .query_async(&mut connection)
-                .await
-                .unwrap();
+            let mut keys = Vec::new();
+            for pattern in [
+                format!("{prefix}:*:{persona}"),
+                format!("{prefix}:*:{persona}:*"),
+            ] {
+                let found: Vec<String> = redis::cmd("KEYS")
+                    .arg(pattern)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
+                keys.extend(found);
+            }
             keys
         }
     };
