@@ -286,63 +286,51 @@ async fn a_listing_filters_and_limits_thousands_of_letters_in_order() {
             .collect::<Vec<_>>()
     };
 
+    // The event ids among the first `count` published for which `keep` holds.
+    let published = |count: usize, keep: fn(usize) -> bool| -> Vec<String> {
+        (0..count)
+            .filter(|n| keep(*n))
+            .map(|n| format!("e{n}"))
+            .collect()
+    };
+    let select = |persona: Option<&str>, code: Option<&str>, limit: usize| Selection {
+        persona_id: persona.map(str::to_string),
+        reason_code: code.map(str::to_string),
+        limit,
+    };
+
     let all = letters.list(&everything).await.unwrap();
     assert_eq!(
         (all.letters.len(), all.stored, all.truncated),
         (total, 1500, false)
     );
-    let expected: Vec<String> = (0..total).map(|n| format!("e{n}")).collect();
-    assert_eq!(event_ids(&all), expected, "oldest first, none missing");
+    assert_eq!(
+        event_ids(&all),
+        published(total, |_| true),
+        "oldest first, none missing"
+    );
 
     let outages = letters
-        .list(&Selection {
-            reason_code: Some("max_deliver".into()),
-            limit: 10_000,
-            ..Default::default()
-        })
+        .list(&select(None, Some("max_deliver"), 10_000))
         .await
         .unwrap();
-    let expected: Vec<String> = (0..total)
-        .filter(|n| n % 100 == 7)
-        .map(|n| format!("e{n}"))
-        .collect();
-    assert_eq!(event_ids(&outages), expected);
+    assert_eq!(event_ids(&outages), published(total, |n| n % 100 == 7));
 
     // n % 3 == 1 and n % 100 == 7: 7, 307, 607, …
     let persona_outages = letters
-        .list(&Selection {
-            persona_id: Some("p1".into()),
-            reason_code: Some("max_deliver".into()),
-            limit: 10_000,
-        })
+        .list(&select(Some("p1"), Some("max_deliver"), 10_000))
         .await
         .unwrap();
-    let expected: Vec<String> = (0..total)
-        .filter(|n| n % 100 == 7 && n % 3 == 1)
-        .map(|n| format!("e{n}"))
-        .collect();
-    assert_eq!(event_ids(&persona_outages), expected);
+    assert_eq!(
+        event_ids(&persona_outages),
+        published(total, |n| n % 100 == 7 && n % 3 == 1)
+    );
 
-    let first = letters
-        .list(&Selection {
-            persona_id: Some("p2".into()),
-            limit: 40,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let first = letters.list(&select(Some("p2"), None, 40)).await.unwrap();
     assert!(first.truncated, "more p2 letters remain");
-    let expected: Vec<String> = (0..120)
-        .filter(|n| n % 3 == 2)
-        .map(|n| format!("e{n}"))
-        .collect();
-    assert_eq!(event_ids(&first), expected);
+    assert_eq!(event_ids(&first), published(120, |n| n % 3 == 2));
     let exact = letters
-        .list(&Selection {
-            reason_code: Some("max_deliver".into()),
-            limit: 15,
-            ..Default::default()
-        })
+        .list(&select(None, Some("max_deliver"), 15))
         .await
         .unwrap();
     assert!(!exact.truncated, "exactly the limit, nothing left over");
