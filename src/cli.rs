@@ -692,7 +692,7 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
             let stored = &reply["stored_events"];
             writeln!(
                 out,
-                "events erased  {} ({} not yet processed: left to the worker, then to expire)",
+                "events erased  {} ({} not yet processed: the worker erases them once done)",
                 stored["events_erased"].as_u64().unwrap_or(0),
                 stored["events_pending"].as_u64().unwrap_or(0)
             )?;
