@@ -9,7 +9,7 @@ use clap::Subcommand;
 use persona_prefs::app::{self, DemoReport};
 use persona_prefs::config::Config;
 use persona_prefs::ingest::dead_letters::{
-    DeadLetterError, DeadLetters, MAX_LIST_LIMIT, Selection,
+    DeadLetterError, DeadLetters, MAX_LIST_BYTES, MAX_LIST_LIMIT, Selection,
 };
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::migrate::{MigrateOptions, migrate};
@@ -733,6 +733,7 @@ async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<ExitCode> {
         persona_id: filter.persona,
         reason_code: filter.code,
         limit,
+        max_bytes: 0,
     };
     let failed = |error: DeadLetterError| {
         eprintln!("persona-prefs: {error}");
@@ -785,7 +786,7 @@ async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<ExitCode> {
                 listing.letters.len(),
                 listing.stored,
                 if listing.truncated {
-                    " (more match: raise --limit)"
+                    " (more match: raise --limit or narrow with --persona / --code)"
                 } else {
                     ""
                 }
@@ -873,7 +874,8 @@ async fn bulk(
             Ok(listing) => {
                 if listing.truncated {
                     eprintln!(
-                        "persona-prefs: more than {MAX_LIST_LIMIT} letters match; run again for the rest"
+                        "persona-prefs: more letters match than one run takes ({MAX_LIST_LIMIT} letters or {} MiB); run again for the rest",
+                        MAX_LIST_BYTES >> 20
                     );
                 }
                 sequences = listing.letters.iter().map(|l| l.sequence).collect();

@@ -297,6 +297,7 @@ async fn a_listing_filters_and_limits_thousands_of_letters_in_order() {
         persona_id: persona.map(str::to_string),
         reason_code: code.map(str::to_string),
         limit,
+        max_bytes: 0,
     };
 
     let all = letters.list(&everything).await.unwrap();
@@ -334,6 +335,18 @@ async fn a_listing_filters_and_limits_thousands_of_letters_in_order() {
         .await
         .unwrap();
     assert!(!exact.truncated, "exactly the limit, nothing left over");
+
+    // Letters can be large: a listing also stops at a payload byte cap, and says so.
+    let payload_bytes = all.letters[0].payload.len();
+    let capped = letters
+        .list(&Selection {
+            max_bytes: payload_bytes * 10,
+            ..select(None, None, 10_000)
+        })
+        .await
+        .unwrap();
+    assert!(capped.truncated);
+    assert_eq!(event_ids(&capped), published(10, |_| true));
 
     for letter in [&all.letters[0], &outages.letters[3], &first.letters[39]] {
         let shown = letters.get(letter.sequence).await.unwrap();

@@ -27,6 +27,10 @@ pub const HEADER_REPLAYED_FROM: &str = "Persona-Prefs-Replayed-From";
 /// Most letters one listing returns (all are held in memory at once).
 pub const MAX_LIST_LIMIT: usize = 10_000;
 
+/// Most payload bytes one listing holds: letters can be up to the server's max payload each,
+/// and 10 000 of those would not fit in memory. A listing stops there and says it was cut.
+pub const MAX_LIST_BYTES: usize = 64 << 20;
+
 /// How long a listing waits for the next letter before taking the stream as read.
 const LISTING_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -126,6 +130,8 @@ pub struct Selection {
     /// Only letters with this reason code (`max_deliver`, `schema`, …).
     pub reason_code: Option<String>,
     pub limit: usize,
+    /// Payload bytes a listing may hold; 0 means [`MAX_LIST_BYTES`].
+    pub max_bytes: usize,
 }
 
 /// A listing: the letters selected (oldest first) and how many the stream holds in all.
@@ -133,7 +139,7 @@ pub struct Selection {
 pub struct Listing {
     pub letters: Vec<DeadLetter>,
     pub stored: u64,
-    /// True when `limit` stopped the listing before the end of the stream.
+    /// True when `limit` (or the byte cap) stopped the listing before the end of the stream.
     pub truncated: bool,
 }
 
@@ -210,6 +216,11 @@ impl DeadLetters {
             .map_err(|e| self.stream_error(format!("listing: {e}")))?;
         let mut letters = Vec::new();
         let mut truncated = false;
+        let max_bytes = match selection.max_bytes {
+            0 => MAX_LIST_BYTES,
+            bytes => bytes.min(MAX_LIST_BYTES),
+        };
+        let mut bytes = 0usize;
         if consumer.cached_info().num_pending == 0 {
             return Ok(Listing {
                 letters,
@@ -247,7 +258,8 @@ impl DeadLetters {
                 .as_ref()
                 .is_none_or(|code| *code == letter.reason_code);
             if selected {
-                if letters.len() == selection.limit {
+                bytes += letter.payload.len();
+                if letters.len() == selection.limit || (bytes > max_bytes && !letters.is_empty()) {
                     truncated = true;
                     break;
                 }
