@@ -11,7 +11,7 @@
 //! only unlinks it.
 
 use async_nats::jetstream::context::GetStreamErrorKind;
-use async_nats::jetstream::stream::{ConsumerErrorKind, DeleteMessageErrorKind};
+use async_nats::jetstream::stream::{self, ConsumerErrorKind, DeleteMessageErrorKind};
 use async_nats::jetstream::{self, ErrorCode, consumer};
 use futures::StreamExt;
 use serde::Serialize;
@@ -49,31 +49,35 @@ pub async fn erase_stored_events(
 ) -> Result<StoredEventsReport, StoredEventsError> {
     let mut report = StoredEventsReport::default();
     let settled_through = settled_through(js, config).await?;
-    let events = naming(
+    if let Some((stream, events)) = naming(
         js,
         &config.stream,
         &format!("{}.{persona_id}", config.subject_prefix),
         user_id,
     )
-    .await?;
-    for sequence in events {
-        if sequence <= settled_through {
-            erase(js, &config.stream, sequence).await?;
-            report.events_erased += 1;
-        } else {
-            report.events_pending += 1;
+    .await?
+    {
+        for sequence in events {
+            if sequence <= settled_through {
+                erase_from(&stream, &config.stream, sequence).await?;
+                report.events_erased += 1;
+            } else {
+                report.events_pending += 1;
+            }
         }
     }
-    let letters = naming(
+    if let Some((stream, letters)) = naming(
         js,
         &config.dlq_stream,
         &format!("{}.{persona_id}", config.dlq_subject_prefix),
         user_id,
     )
-    .await?;
-    for sequence in letters {
-        erase(js, &config.dlq_stream, sequence).await?;
-        report.dead_letters_erased += 1;
+    .await?
+    {
+        for sequence in letters {
+            erase_from(&stream, &config.dlq_stream, sequence).await?;
+            report.dead_letters_erased += 1;
+        }
     }
     Ok(report)
 }
@@ -118,14 +122,14 @@ async fn settled_through(
     Ok(info.ack_floor.stream_sequence)
 }
 
-/// Sequences of the messages on `subject` whose payload names `user_id`. A missing stream
-/// holds nothing.
+/// The stream and the sequences of its messages on `subject` whose payload names `user_id`;
+/// `None` when the stream does not exist (it holds nothing).
 async fn naming(
     js: &jetstream::Context,
     stream_name: &str,
     subject: &str,
     user_id: &str,
-) -> Result<Vec<u64>, StoredEventsError> {
+) -> Result<Option<(stream::Stream, Vec<u64>)>, StoredEventsError> {
     let stream = match js.get_stream(stream_name).await {
         Ok(stream) => stream,
         // A stream never created holds nothing; a failure to ask is an error, not "nothing".
@@ -133,7 +137,7 @@ async fn naming(
             if matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
                 if j.error_code() == ErrorCode::STREAM_NOT_FOUND) =>
         {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         Err(e) => return Err(error(stream_name, e)),
     };
@@ -147,7 +151,7 @@ async fn naming(
         .map_err(|e| error(stream_name, e))?;
     let mut found = Vec::new();
     if consumer.cached_info().num_pending == 0 {
-        return Ok(found);
+        return Ok(Some((stream, found)));
     }
     let mut messages = consumer
         .messages()
@@ -170,7 +174,7 @@ async fn naming(
             break;
         }
     }
-    Ok(found)
+    Ok(Some((stream, found)))
 }
 
 /// Whether an event payload names the user: as the author of a message or as a participant.
@@ -207,6 +211,14 @@ pub(crate) async fn erase(
         .get_stream(stream_name)
         .await
         .map_err(|e| error(stream_name, e))?;
+    erase_from(&stream, stream_name, sequence).await
+}
+
+async fn erase_from(
+    stream: &stream::Stream,
+    stream_name: &str,
+    sequence: u64,
+) -> Result<(), StoredEventsError> {
     // A delete request without `no_erase` makes the server overwrite the message: a secure
     // erase, not only an unlink.
     match stream.delete_message(sequence).await {
