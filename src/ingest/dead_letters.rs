@@ -7,15 +7,17 @@
 //! derived from the letter (JetStream drops a repeat inside its duplicate window) and every
 //! effect of an event is keyed by the persona message it came from.
 
+use std::ops::ControlFlow;
+
 use async_nats::HeaderMap;
 use async_nats::jetstream::stream::{self, DeleteMessageErrorKind, RawMessageErrorKind};
-use async_nats::jetstream::{self, ErrorCode, consumer, message::StreamMessage};
+use async_nats::jetstream::{self, ErrorCode, message::StreamMessage};
 use bytes::Bytes;
-use futures::StreamExt;
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
 use super::IngestConfig;
+use super::scan::scan_subject;
 use super::worker::{
     HEADER_DELIVERIES, HEADER_ORIGINAL_SUBJECT, HEADER_REASON, HEADER_REASON_CODE,
     HEADER_STREAM_SEQUENCE, HEADER_TRUNCATED_FROM,
@@ -30,9 +32,6 @@ pub const MAX_LIST_LIMIT: usize = 10_000;
 /// Most payload bytes one listing holds: letters can be up to the server's max payload each,
 /// and 10 000 of those would not fit in memory. A listing stops there and says it was cut.
 pub const MAX_LIST_BYTES: usize = 64 << 20;
-
-/// How long a listing waits for the next letter before taking the stream as read.
-const LISTING_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeadLetterError {
@@ -204,16 +203,6 @@ impl DeadLetters {
             .map_err(|e| self.stream_error(e))?
             .state
             .messages;
-        // One ordered consumer streams the letters in batches; asking for them one request
-        // each cost ~270 µs a letter (5 s to filter 20 000 letters by reason code).
-        let consumer = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: subject,
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| self.stream_error(format!("listing: {e}")))?;
         let mut letters = Vec::new();
         let mut truncated = false;
         let max_bytes = match selection.max_bytes {
@@ -221,37 +210,17 @@ impl DeadLetters {
             bytes => bytes.min(MAX_LIST_BYTES),
         };
         let mut bytes = 0usize;
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(Listing {
-                letters,
-                stored,
-                truncated,
-            });
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| self.stream_error(format!("listing: {e}")))?;
-        loop {
-            // Letters discarded while we list can leave the server's pending count promising
-            // a letter that never comes: a quiet stream means the listing is complete.
-            let message = match tokio::time::timeout(LISTING_IDLE, messages.next()).await {
-                Err(_) | Ok(None) => break,
-                Ok(Some(Err(error))) => return Err(self.stream_error(format!("listing: {error}"))),
-                Ok(Some(Ok(message))) => message,
-            };
-            let (sequence, stored_at, last) = {
-                let info = message
-                    .info()
-                    .map_err(|e| self.stream_error(format!("listing: {e}")))?;
-                (info.stream_sequence, info.published, info.pending == 0)
-            };
+        scan_subject(&stream, &subject, |scanned| {
             let letter = DeadLetter::from_parts(
-                sequence,
-                message.subject.to_string(),
-                stored_at,
-                message.headers.as_ref().unwrap_or(&HeaderMap::new()),
-                message.payload.clone(),
+                scanned.sequence,
+                scanned.message.subject.to_string(),
+                scanned.stored_at,
+                scanned
+                    .message
+                    .headers
+                    .as_ref()
+                    .unwrap_or(&HeaderMap::new()),
+                scanned.message.payload.clone(),
             );
             let selected = selection
                 .reason_code
@@ -261,14 +230,14 @@ impl DeadLetters {
                 bytes += letter.payload.len();
                 if letters.len() == selection.limit || (bytes > max_bytes && !letters.is_empty()) {
                     truncated = true;
-                    break;
+                    return ControlFlow::Break(());
                 }
                 letters.push(letter);
             }
-            if last {
-                break;
-            }
-        }
+            ControlFlow::Continue(())
+        })
+        .await
+        .map_err(|e| self.stream_error(format!("listing: {e}")))?;
         Ok(Listing {
             letters,
             stored,

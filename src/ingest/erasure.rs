@@ -10,16 +10,15 @@
 //! an operator, not a backlog. JetStream overwrites an erased message (secure erase), not
 //! only unlinks it.
 
+use std::ops::ControlFlow;
+
 use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::stream::{self, ConsumerErrorKind, DeleteMessageErrorKind};
 use async_nats::jetstream::{self, ErrorCode, consumer};
-use futures::StreamExt;
 use serde::Serialize;
 
 use super::IngestConfig;
-
-/// How long a scan waits for the next message before taking the stream as read.
-const SCAN_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+use super::scan::scan_subject;
 
 #[derive(Debug, thiserror::Error)]
 #[error("stream {stream}: {message}")]
@@ -141,39 +140,15 @@ async fn naming(
         }
         Err(e) => return Err(error(stream_name, e)),
     };
-    let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: subject.into(),
-            deliver_policy: consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| error(stream_name, e))?;
     let mut found = Vec::new();
-    if consumer.cached_info().num_pending == 0 {
-        return Ok(Some((stream, found)));
-    }
-    let mut messages = consumer
-        .messages()
-        .await
-        .map_err(|e| error(stream_name, e))?;
-    loop {
-        let message = match tokio::time::timeout(SCAN_IDLE, messages.next()).await {
-            Err(_) | Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(error(stream_name, e)),
-            Ok(Some(Ok(message))) => message,
-        };
-        let (sequence, last) = {
-            let info = message.info().map_err(|e| error(stream_name, e))?;
-            (info.stream_sequence, info.pending == 0)
-        };
-        if names_user(&message.payload, user_id) {
-            found.push(sequence);
+    scan_subject(&stream, subject, |scanned| {
+        if names_user(&scanned.message.payload, user_id) {
+            found.push(scanned.sequence);
         }
-        if last {
-            break;
-        }
-    }
+        ControlFlow::Continue(())
+    })
+    .await
+    .map_err(|e| error(stream_name, e))?;
     Ok(Some((stream, found)))
 }
 

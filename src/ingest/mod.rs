@@ -10,6 +10,7 @@ pub mod dead_letters;
 pub mod erasure;
 pub mod event;
 pub mod pipeline;
+mod scan;
 pub mod worker;
 
 use serde::Deserialize;
