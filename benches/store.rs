@@ -1,35 +1,48 @@
-//! Store latency against its floor, measured in the same run on the same connection.
+//! Store hot paths against the original system's plan and against the new floor, measured in
+//! the same run on the same Redis.
 //!
-//! Data: one persona with `BENCH_PREFS` (default 10 000) preferences among 100 personas (the
-//! other 99 hold `BENCH_OTHER_PREFS`, default 100, each), 384-dim random unit vectors.
-//! For each call it prints p50/p99 of the store method and of its floor: the identical
-//! FT.SEARCH command(s) sent raw over the same connection, with the reply left unparsed.
-//! Target: store call p50 within 1.3x of the floor.
+//! Data: persona `p0` with `BENCH_PREFS` (default 10 000) preferences among 100 personas (the
+//! other 99 hold `BENCH_OTHER_PREFS`, default 1 000, each: 109 000 in all), 384-dim random unit
+//! vectors, every tenth preference about a user. The same data is loaded twice: through the
+//! store (this layout: per-persona vector sets) and in the original system's layout (one
+//! shared RediSearch HNSW index filtered by a persona TAG).
 //!
-//! Run with `scripts/bench store` (starts the services) or `cargo bench --bench store` with
-//! REDIS_URL set.
+//! For each path it prints p50/p99 of:
+//! - the store call (`nearest_topics`, ingest's find_conflicts; injection with two users);
+//! - the original system's plan on its own layout, sent by the same client (injection: one
+//!   KNN, then one query per user, each awaited);
+//! - the new floor: one raw VSIM over the persona's vector set, reply unparsed.
+//!
+//! Targets: injection p50 ≤ 0.2 × the original plan and p99 ≤ 0.3 × it; store calls ≤ 1.3 ×
+//! the new floor. `BENCH_MEMORY=1` also prints used memory per preference of this layout
+//! beside the raw bytes of a vector plus its fields (run it on an otherwise empty Redis).
+//!
+//! `scripts/bench store` (starts the services) or `cargo bench --bench store` with REDIS_URL
+//! (or REDIS_CLUSTER_NODES) set.
 
 mod support;
 
 use std::time::Instant;
 
 use persona_prefs::config::Config;
-use persona_prefs::store::query::{knn_command, knn_query, persona_filter, vector_to_bytes};
-use persona_prefs::store::record::field;
 use persona_prefs::store::{InjectionQuery, PreferenceStore};
 use rand::SeedableRng;
-use support::{env_or, load_personas, measure, random_unit, raw_injection_floor};
+use support::{
+    Percentiles, bench_data, env_or, load_original_layout, load_personas, measure,
+    original_find_conflicts, original_injection_plan, random_unit, raw_vsim,
+};
 
-const TARGET_RATIO: f64 = 1.3;
+const TARGET_FLOOR_RATIO: f64 = 1.3;
+const TARGET_ORIGINAL_P50: f64 = 0.2;
+const TARGET_ORIGINAL_P99: f64 = 0.3;
 
 #[tokio::main]
 async fn main() {
     let prefs: usize = env_or("BENCH_PREFS", 10_000);
-    let other: usize = env_or("BENCH_OTHER_PREFS", 100);
+    let other: usize = env_or("BENCH_OTHER_PREFS", 1_000);
     let iterations: usize = env_or("BENCH_ITERATIONS", 2_000);
-    let mut config = Config::defaults();
-    config.redis.url =
-        std::env::var("REDIS_URL").expect("set REDIS_URL, or run scripts/bench store");
+    let config = Config::load(None).expect("config (set REDIS_URL, or run scripts/bench store)");
+    let mut config = config;
     let name = format!("bench{}", std::process::id());
     config.redis.key_prefix = name.clone();
     config.redis.index_name = format!("idx:{name}");
@@ -37,46 +50,51 @@ async fn main() {
         .await
         .unwrap();
     store.ensure_index().await.unwrap();
+    let cluster = !config.redis.cluster_nodes.is_empty();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let data = bench_data(prefs, other, &mut rng);
+    let memory_before = used_memory(&store).await;
     let loading = Instant::now();
-    let total = load_personas(&store, prefs, other, &mut rng).await;
+    let total = load_personas(&store, &data).await;
     println!(
-        "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s",
-        loading.elapsed().as_secs_f64()
+        "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s{}",
+        loading.elapsed().as_secs_f64(),
+        if cluster { " on the cluster" } else { "" }
     );
+    let memory_after = used_memory(&store).await;
+    let mut connection = store.connection();
+    let original_index = format!("idx:{name}_original");
+    let original_prefix = format!("{name}_original");
+    // The original layout has one shared index: it only exists on a single node.
+    if !cluster {
+        let loading = Instant::now();
+        load_original_layout(&mut connection, &original_prefix, &original_index, &data).await;
+        println!(
+            "loaded the same data in the original layout in {:.1}s",
+            loading.elapsed().as_secs_f64()
+        );
+    }
 
     let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
-    let mut connection = store.connection();
-    let index = config.redis.index_name.clone();
+    let keys = store.keys().clone();
 
-    // find_conflicts vs the same KNN command raw.
     let conflicts = measure(iterations, |i| {
         let store = store.clone();
         let q = queries[i % queries.len()].clone();
         async move {
-            store.find_conflicts("p0", &q, None).await.unwrap();
+            store.nearest_topics("p0", &q).await.unwrap();
         }
     })
     .await;
     let conflicts_floor = measure(iterations, |i| {
-        let q = vector_to_bytes(&queries[i % queries.len()]);
-        let cmd = knn_command(
-            &index,
-            &knn_query(&persona_filter("p0", false), 5),
-            &q,
-            5,
-            &field::ALL_BUT_EMBEDDING,
-        );
         let mut connection = connection.clone();
-        async move {
-            let _: redis::Value = cmd.query_async(&mut connection).await.unwrap();
-        }
+        let keys = keys.clone();
+        let q = queries[i % queries.len()].clone();
+        async move { raw_vsim(&mut connection, &keys, &q, 5).await }
     })
     .await;
-
-    // get_preferences_for_injection vs the same two-command pipeline raw.
     let injection = measure(iterations, |i| {
         let store = store.clone();
         let q = queries[i % queries.len()].clone();
@@ -93,44 +111,136 @@ async fn main() {
         }
     })
     .await;
-    let injection_floor =
-        raw_injection_floor(&connection, &index, &queries, &users, iterations).await;
+    let injection_floor = measure(iterations, |i| {
+        let mut connection = connection.clone();
+        let keys = keys.clone();
+        let q = queries[i % queries.len()].clone();
+        async move { raw_vsim(&mut connection, &keys, &q, 16).await }
+    })
+    .await;
+    let (conflicts_original, injection_original) = if cluster {
+        (None, None)
+    } else {
+        let conflicts = measure(iterations, |i| {
+            let mut connection = connection.clone();
+            let index = original_index.clone();
+            let q = queries[i % queries.len()].clone();
+            async move { original_find_conflicts(&mut connection, &index, &q).await }
+        })
+        .await;
+        let injection = measure(iterations, |i| {
+            let mut connection = connection.clone();
+            let index = original_index.clone();
+            let users = users.clone();
+            let q = queries[i % queries.len()].clone();
+            async move { original_injection_plan(&mut connection, &index, &q, &users).await }
+        })
+        .await;
+        (Some(conflicts), Some(injection))
+    };
 
     println!();
     println!(
-        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
-        "call", "p50 ms", "p99 ms", "floor p50", "floor p99", "ratio", "target"
+        "{:<26} {:>8} {:>8} | {:>11} {:>11} {:>7} | {:>13} {:>13} {:>11} {:>11}",
+        "path (ms)",
+        "p50",
+        "p99",
+        "floor p50",
+        "floor p99",
+        "ratio",
+        "original p50",
+        "original p99",
+        "p50 ratio",
+        "p99 ratio"
     );
     let mut ok = true;
-    for (label, measured, floor) in [
-        ("find_conflicts", &conflicts, &conflicts_floor),
+    for (label, measured, floor, original, is_injection) in [
         (
-            "get_preferences_for_injection",
+            "find_conflicts (ingest)",
+            &conflicts,
+            &conflicts_floor,
+            conflicts_original.as_ref(),
+            false,
+        ),
+        (
+            "injection, 2 users",
             &injection,
             &injection_floor,
+            injection_original.as_ref(),
+            true,
         ),
     ] {
         let ratio = measured.p50 / floor.p50;
-        ok &= ratio <= TARGET_RATIO;
+        ok &= ratio <= TARGET_FLOOR_RATIO;
+        let (original_text, p50_ratio, p99_ratio) = match original {
+            Some(Percentiles { p50, p99 }) => {
+                let (r50, r99) = (measured.p50 / p50, measured.p99 / p99);
+                if is_injection {
+                    ok &= r50 <= TARGET_ORIGINAL_P50 && r99 <= TARGET_ORIGINAL_P99;
+                }
+                (
+                    format!("{p50:>13.3} {p99:>13.3}"),
+                    format!("{r50:.2}"),
+                    format!("{r99:.2}"),
+                )
+            }
+            None => (
+                format!("{:>13} {:>13}", "n/a", "n/a"),
+                "-".into(),
+                "-".into(),
+            ),
+        };
         println!(
-            "{label:<34} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8}",
-            measured.p50,
-            measured.p99,
-            floor.p50,
-            floor.p99,
-            ratio,
-            format!("<={TARGET_RATIO}")
+            "{label:<26} {:>8.3} {:>8.3} | {:>11.3} {:>11.3} {:>7.2} | {original_text} {p50_ratio:>11} {p99_ratio:>11}",
+            measured.p50, measured.p99, floor.p50, floor.p99, ratio,
+        );
+    }
+    println!(
+        "targets: store call <= {TARGET_FLOOR_RATIO} x floor p50; injection <= {TARGET_ORIGINAL_P50} x original p50 and <= {TARGET_ORIGINAL_P99} x original p99"
+    );
+    if std::env::var("BENCH_MEMORY").is_ok() {
+        // Raw bytes of one preference: its FP32 vector and the fields the bench writes.
+        let raw = 384 * 4 + 180;
+        let per = (memory_after.saturating_sub(memory_before)) as f64 / total as f64;
+        println!(
+            "memory: {per:.0} bytes per preference in this layout (hash with FP32 vector, vector set, \
+             sorted sets, index), raw vector + fields {raw} bytes, ratio {:.2}",
+            per / raw as f64
         );
     }
     println!(
         "\nresult: {}",
-        if ok { "within target" } else { "OVER TARGET" }
+        if ok { "within targets" } else { "OVER TARGET" }
     );
 
-    let _: redis::Value = redis::cmd("FT.DROPINDEX")
-        .arg(&index)
-        .arg("DD")
-        .query_async(&mut connection)
+    for id in 0..100 {
+        let _ = store.delete_persona(&format!("p{id}")).await;
+    }
+    let _ = store.drop_index().await;
+    if !cluster {
+        let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
+            .arg(&original_index)
+            .arg("DD")
+            .query_async(&mut connection)
+            .await;
+    }
+}
+
+/// `used_memory` summed over the masters.
+async fn used_memory(store: &PreferenceStore) -> u64 {
+    let mut connection = store.connection();
+    let replies = connection
+        .query_every_master(redis::cmd("INFO").arg("memory"))
         .await
         .unwrap();
+    replies
+        .into_iter()
+        .map(|(_, reply)| {
+            let text = persona_prefs::store::query::value_to_string(&reply);
+            text.lines()
+                .find_map(|line| line.strip_prefix("used_memory:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
 }

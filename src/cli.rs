@@ -279,6 +279,10 @@ pub enum IndexCommand {
         /// Report what would change; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Stop after moving this many preferences of an earlier layout (a migration in
+        /// steps; run again to go on).
+        #[arg(long, value_name = "N")]
+        max_moves: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -347,7 +351,6 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                 Some(info) if json => {
                     let value = serde_json::json!({
                         "name": info.name, "prefixes": info.prefixes, "num_docs": info.num_docs,
-                        "vector_dims": info.vector_dims, "vector_metric": info.vector_metric,
                         "attributes": info.attributes,
                     });
                     println!("{}", serde_json::to_string_pretty(&value)?);
@@ -357,10 +360,6 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                     println!("index      {}", info.name);
                     println!("prefixes   {}", info.prefixes.join(", "));
                     println!("documents  {}", info.num_docs);
-                    println!(
-                        "vector     {:?} dims, {:?}",
-                        info.vector_dims, info.vector_metric
-                    );
                     for (name, kind) in info.attributes {
                         println!("  {name:<24} {kind}");
                     }
@@ -371,6 +370,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         ClientCommand::Index(IndexCommand::Migrate {
             reembed_all,
             dry_run,
+            max_moves,
             json,
         }) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
@@ -378,6 +378,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             let options = MigrateOptions {
                 reembed_all,
                 dry_run,
+                max_moves,
                 ..MigrateOptions::default()
             };
             let report = migrate(&store, embedder.as_ref(), options).await?;
@@ -393,7 +394,25 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             for problem in &report.index_problems {
                 println!("  because    {problem}");
             }
-            println!("preferences  {}", report.preferences);
+            let found = if report.dry_run { " found" } else { "" };
+            println!(
+                "moved        {} preferences, {} effect records, {} erasure records{found} \
+                 (earlier layouts into persona slots)",
+                report.moved, report.effects_moved, report.erasures_moved
+            );
+            println!(
+                "preferences  {} of {} personas",
+                report.preferences, report.personas
+            );
+            if report.vector_sets_rebuilt > 0 {
+                println!(
+                    "vector sets  {} rebuilt (another quantisation or size)",
+                    report.vector_sets_rebuilt
+                );
+            }
+            if !report.complete {
+                println!("incomplete   stopped early: run it again to finish");
+            }
             println!(
                 "re-embedded  {}{}",
                 report.reembedded,
@@ -417,10 +436,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         ClientCommand::Index(IndexCommand::Ensure) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
             let info = store.ensure_index().await?;
-            println!(
-                "index {} ready ({} documents, {:?} dims)",
-                info.name, info.num_docs, info.vector_dims
-            );
+            println!("index {} ready ({} documents)", info.name, info.num_docs);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -6,7 +6,8 @@
 //! 1. `config/default.toml` (compiled in, so the binary runs with no files around it);
 //! 2. a TOML file (`--config PATH` or `PERSONA_PREFS_CONFIG`), which may set any subset of keys;
 //! 3. `PERSONA_PREFS__<SECTION>__<KEY>=value` environment variables (value parsed as TOML,
-//!    falling back to a plain string), plus the short forms `REDIS_URL`, `NATS_URL` and
+//!    falling back to a plain string), plus the short forms `REDIS_URL`, `REDIS_CLUSTER_NODES`
+//!    (comma-separated), `NATS_URL` and
 //!    `PERSONA_PREFS_MODEL_DIR`.
 
 use std::path::Path;
@@ -38,6 +39,9 @@ pub struct Config {
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
     pub url: String,
+    /// Seed nodes of a Redis Cluster (`redis://host:port` each). Non-empty: cluster mode, and
+    /// `url` is not used.
+    pub cluster_nodes: Vec<String>,
     pub key_prefix: String,
     pub index_name: String,
     pub response_timeout_ms: u64,
@@ -79,6 +83,37 @@ pub struct StoreConfig {
     pub max_reinforcement_log: usize,
     /// Lifetime of idempotency records, in hours; 0 keeps them for ever.
     pub effect_ttl_hours: u64,
+    /// How each persona's vector set stores its vectors: "q8", "fp32" or "bin".
+    pub vector_quantisation: VectorQuantisation,
+}
+
+/// Vector set quantisation (`VADD … Q8 | NOQUANT | BIN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VectorQuantisation {
+    Q8,
+    Fp32,
+    Bin,
+}
+
+impl VectorQuantisation {
+    /// The VADD option.
+    pub fn vadd_option(self) -> &'static str {
+        match self {
+            VectorQuantisation::Q8 => "Q8",
+            VectorQuantisation::Fp32 => "NOQUANT",
+            VectorQuantisation::Bin => "BIN",
+        }
+    }
+
+    /// What `VINFO` reports as `quant-type`.
+    pub fn vinfo_name(self) -> &'static str {
+        match self {
+            VectorQuantisation::Q8 => "int8",
+            VectorQuantisation::Fp32 => "f32",
+            VectorQuantisation::Bin => "bin",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -222,6 +257,22 @@ impl Config {
             merge(&mut value, overlay);
         }
         for (variable, raw) in env {
+            if variable == "REDIS_CLUSTER_NODES" {
+                let nodes: Vec<toml::Value> = raw
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|node| !node.is_empty())
+                    .map(|node| toml::Value::String(node.to_string()))
+                    .collect();
+                let path = ["redis".to_string(), "cluster_nodes".to_string()];
+                set_path(&mut value, &path, toml::Value::Array(nodes)).map_err(|message| {
+                    ConfigError::Env {
+                        variable: variable.clone(),
+                        message,
+                    }
+                })?;
+                continue;
+            }
             let path: Vec<String> = match variable.as_str() {
                 "REDIS_URL" => vec!["redis".into(), "url".into()],
                 "NATS_URL" => vec!["nats".into(), "url".into()],
@@ -323,6 +374,36 @@ impl Config {
                     ),
                 ));
             }
+        }
+        // Every key of a persona shares a hash slot through the tag `{persona}`; a brace in the
+        // prefix would become the tag instead, and glob characters would widen every SCAN.
+        if let Some(bad) = self
+            .redis
+            .key_prefix
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+        {
+            return Err(invalid(
+                "redis.key_prefix",
+                format!("contains {bad:?}; allowed are A-Z a-z 0-9 _ - . :"),
+            ));
+        }
+        if self.redis.key_prefix.is_empty() {
+            return Err(invalid("redis.key_prefix", "must not be empty".into()));
+        }
+        if let Some(bad) = self
+            .redis
+            .cluster_nodes
+            .iter()
+            .find(|node| !(node.starts_with("redis://") || node.starts_with("rediss://")))
+        {
+            return Err(invalid(
+                "redis.cluster_nodes",
+                format!(
+                    "{:?} must start with redis:// or rediss://",
+                    redact_url(bad)
+                ),
+            ));
         }
         if self.redis.response_timeout_ms == 0 {
             return Err(invalid(

@@ -1,11 +1,19 @@
-//! Bringing existing preference hashes up to this build: data written by the original system
-//! (its index lacks CASESENSITIVE ids; its vectors are 3072-dim Gemini embeddings of the whole
-//! opinion), or by this service under another embedder.
+//! Bringing existing data up to this build: data written by the original system (its keys
+//! lack the persona hash tag, its index lacks CASESENSITIVE ids and indexes 3072-dim Gemini
+//! embeddings of the whole opinion), by this service before persona slots (same keys, a VECTOR
+//! field in the shared index), or under another embedder or quantisation.
 //!
-//! Steps: drop an index whose schema does not fit (the hashes stay); re-embed every preference
-//! whose vector does not fit the configured dimensions (or all of them, when the embedder
-//! changed but not its size) from its topic, this build's matching key; create the index and
-//! wait until it has read every hash. Safe to run again: a second run finds nothing to do.
+//! Steps, each safe to repeat, so a run cut short is simply run again:
+//! 1. move every preference hash of an earlier layout into the persona's slot (`keys.rs`): the
+//!    new key is written with its structures by one script unless an earlier run already
+//!    wrote it, then the old key is deleted;
+//! 2. drop an index whose schema does not fit (the hashes stay; until then start-up refuses,
+//!    so no worker runs on a half-moved memory), and move effect and erasure records;
+//! 3. for every persona: drop a vector set of another quantisation or size, re-embed every
+//!    preference whose vector does not fit (or all of them, after a change of embedder) from
+//!    its topic, and bring the structures in step with each hash;
+//! 4. create the index (on every master) and wait until it has read every hash.
+//!
 //! Run it with the workers stopped: a change of mind written during the run could have its new
 //! vector overwritten.
 
@@ -14,6 +22,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::embed::{EmbedError, Embedder};
+use crate::store::record::field;
 use crate::store::{PreferenceStore, StoreError, index};
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +43,9 @@ pub struct MigrateOptions {
     pub batch: usize,
     /// How long to wait for the new index to read every hash.
     pub index_patience: Duration,
+    /// Stop after moving this many preferences of an earlier layout (tests of a run cut
+    /// short; `None` = all).
+    pub max_moves: Option<usize>,
 }
 
 impl Default for MigrateOptions {
@@ -43,7 +55,34 @@ impl Default for MigrateOptions {
             dry_run: false,
             batch: 32,
             index_patience: Duration::from_secs(600),
+            max_moves: None,
         }
+    }
+}
+
+/// What the index step found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexAction {
+    Kept,
+    Created,
+    Rebuilt,
+    WouldCreate,
+    WouldRebuild,
+    /// A run cut short (`max_moves`) before the index step.
+    Pending,
+}
+
+impl std::fmt::Display for IndexAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IndexAction::Kept => "kept",
+            IndexAction::Created => "created",
+            IndexAction::Rebuilt => "rebuilt",
+            IndexAction::WouldCreate => "would create",
+            IndexAction::WouldRebuild => "would rebuild",
+            IndexAction::Pending => "pending (run cut short: run it again)",
+        })
     }
 }
 
@@ -51,19 +90,28 @@ impl Default for MigrateOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct MigrationReport {
     pub index: String,
-    /// `kept`, `created`, `rebuilt` (dropped for `index_problems`, then created), or in a dry
-    /// run what would happen: `would create`, `would rebuild`.
-    pub index_action: String,
+    pub index_action: IndexAction,
     pub index_problems: Vec<String>,
+    /// Preferences of an earlier layout moved into their persona's slot (in a dry run: found).
+    pub moved: usize,
+    /// Effect records and erasure records of an earlier layout moved (dry run: found).
+    pub effects_moved: usize,
+    pub erasures_moved: usize,
+    /// Personas and preferences in this layout after the moves.
+    pub personas: usize,
     pub preferences: usize,
     /// Preferences given a new vector (in a dry run: that would be).
     pub reembedded: usize,
-    /// Keys whose hash has no topic to embed; left as they are.
+    /// Personas whose vector set was rebuilt (another quantisation or size).
+    pub vector_sets_rebuilt: usize,
+    /// Preferences whose hash has no topic to embed; left as they are.
     pub without_topic: Vec<String>,
     /// Documents in the index afterwards, and hashes it could not index.
     pub indexed: u64,
     pub indexing_failures: u64,
     pub dry_run: bool,
+    /// False when `max_moves` stopped the run early: run it again.
+    pub complete: bool,
 }
 
 pub async fn migrate(
@@ -71,86 +119,205 @@ pub async fn migrate(
     embedder: &dyn Embedder,
     options: MigrateOptions,
 ) -> Result<MigrationReport, MigrateError> {
+    let keys = store.keys().clone();
     let existing = store.index_info().await?;
-    let mut problems = existing
+    let problems = existing
         .as_ref()
-        .map(|info| index::mismatches(info, &store.hash_prefix(), store.config().embedding_dims))
+        .map(|info| index::mismatches(info, &store.hash_prefix()))
         .unwrap_or_default();
-    let keys = store.all_preference_keys().await?;
-    let mut to_embed = Vec::new();
-    let mut without_topic = Vec::new();
-    // Hashes this run cannot fix: no topic to embed, and a vector the index cannot take.
-    let mut stuck = 0u64;
-    for chunk in keys.chunks(500) {
-        for status in store.embedding_status(chunk).await? {
-            if status.topic.trim().is_empty() {
-                stuck += u64::from(!status.fits);
-                without_topic.push(status.key);
-            } else if options.reembed_all || !status.fits {
-                to_embed.push((status.key, status.topic));
-            }
-        }
-    }
-    // RediSearch keeps counting a hash that once failed to index, even after it is fixed:
-    // when more failed than this run leaves broken, rebuild so the count means something.
-    if let Some(info) = &existing
-        && info.hash_indexing_failures > stuck
-    {
-        problems.push(format!(
-            "{} hashes failed to index (vectors of another size?)",
-            info.hash_indexing_failures
-        ));
-    }
+    let rebuild = existing.is_some() && !problems.is_empty();
+    let patterns = keys.legacy_patterns();
+    let legacy_preferences: Vec<(String, String, String)> = store
+        .scan_every_master(&patterns.preferences)
+        .await?
+        .into_iter()
+        .filter_map(|key| {
+            keys.parse_legacy_preference(&key)
+                .map(|(persona, id)| (key, persona, id))
+        })
+        .collect();
+    let legacy_effects: Vec<(String, String, String)> = store
+        .scan_every_master(&patterns.effects)
+        .await?
+        .into_iter()
+        .filter_map(|key| {
+            keys.parse_legacy_effect(&key)
+                .map(|(persona, effect)| (key, persona, effect))
+        })
+        .collect();
+    let legacy_erasures: Vec<(String, String)> = store
+        .scan_every_master(&patterns.erasures)
+        .await?
+        .into_iter()
+        .filter_map(|key| {
+            keys.parse_legacy_erasures(&key)
+                .map(|persona| (key, persona))
+        })
+        .collect();
     let mut report = MigrationReport {
         index: store.index_name().to_string(),
-        index_action: String::new(),
+        index_action: IndexAction::Kept,
         index_problems: problems.clone(),
-        preferences: keys.len(),
-        reembedded: to_embed.len(),
-        without_topic,
+        moved: legacy_preferences.len(),
+        effects_moved: legacy_effects.len(),
+        erasures_moved: legacy_erasures.len(),
+        personas: 0,
+        preferences: 0,
+        reembedded: 0,
+        vector_sets_rebuilt: 0,
+        without_topic: Vec::new(),
         indexed: existing.as_ref().map_or(0, |info| info.num_docs),
         indexing_failures: existing
             .as_ref()
             .map_or(0, |info| info.hash_indexing_failures),
         dry_run: options.dry_run,
-    };
-    let action = match (&existing, problems.is_empty()) {
-        (None, _) => "create",
-        (Some(_), true) => "kept",
-        (Some(_), false) => "rebuild",
+        complete: true,
     };
     if options.dry_run {
-        report.index_action = match action {
-            "kept" => "kept".into(),
-            other => format!("would {other}"),
+        report.index_action = match (&existing, rebuild) {
+            (None, _) => IndexAction::WouldCreate,
+            (Some(_), true) => IndexAction::WouldRebuild,
+            (Some(_), false) => IndexAction::Kept,
         };
+        let personas = personas_in_layout(store).await?;
+        report.personas = personas.len();
+        for persona in &personas {
+            let ids = store.preference_ids(persona).await?;
+            report.preferences += ids.len();
+            for status in store.embedding_status(persona, &ids).await? {
+                if status.topic.trim().is_empty() {
+                    report.without_topic.push(status.key);
+                } else if options.reembed_all || !status.fits {
+                    report.reembedded += 1;
+                }
+            }
+        }
+        // Moved preferences are re-embedded too when their vector does not fit (the
+        // original's 3072-dim vectors); count them by their vector's length.
+        for (key, _, _) in &legacy_preferences {
+            let fields = store.raw_hash(key).await?;
+            let value = |wanted: &str| {
+                fields
+                    .iter()
+                    .find(|(name, _)| name == wanted)
+                    .map(|(_, value)| value.as_slice())
+                    .unwrap_or_default()
+            };
+            let fits = value(field::EMBEDDING).len() == store.config().embedding_dims * 4;
+            if String::from_utf8_lossy(value(field::NAME))
+                .trim()
+                .is_empty()
+            {
+                report.without_topic.push(key.clone());
+            } else if options.reembed_all || !fits {
+                report.reembedded += 1;
+            }
+        }
         return Ok(report);
     }
+    // The old index stays until every key is moved: a run cut short leaves it in place, so
+    // start-up keeps refusing until a run finishes.
+    let mut moved = 0;
+    for (key, persona, id) in &legacy_preferences {
+        if options.max_moves.is_some_and(|max| moved >= max) {
+            report.moved = moved;
+            report.complete = false;
+            report.index_action = IndexAction::Pending;
+            return Ok(report);
+        }
+        let fields = store.raw_hash(key).await?;
+        if !fields.is_empty() {
+            store.import_preference(persona, id, &fields).await?;
+        }
+        store.delete_key(key).await?;
+        moved += 1;
+        if moved % 1000 == 0 {
+            tracing::info!(
+                moved,
+                of = legacy_preferences.len(),
+                "moved into persona slots"
+            );
+        }
+    }
+    report.moved = moved;
     // Drop before re-embedding so the old index does not chase every write.
-    if action == "rebuild" {
+    if rebuild {
         store.drop_index().await?;
     }
-    let mut written = 0usize;
-    for chunk in to_embed.chunks(options.batch.max(1)) {
-        let topics: Vec<String> = chunk.iter().map(|(_, topic)| topic.clone()).collect();
-        let vectors = embedder.embed(&topics).await?;
-        let updates: Vec<(String, Vec<f32>)> = chunk
-            .iter()
-            .map(|(key, _)| key.clone())
-            .zip(vectors)
-            .collect();
-        written += store.set_embeddings(&updates).await? as usize;
-        tracing::info!(written, of = to_embed.len(), "re-embedded");
+    for (key, persona, effect) in &legacy_effects {
+        store.import_effect(key, persona, effect).await?;
     }
-    report.reembedded = written;
+    for (key, persona) in &legacy_erasures {
+        store.import_erasures(key, persona).await?;
+    }
+    // Locks of the earlier layout are short-lived and held by no one while workers are stopped;
+    // tokens carry the server's time, so a fresh counter cannot repeat one.
+    for key in store.scan_every_master(&patterns.locks).await? {
+        if keys.is_legacy_lock(&key) {
+            store.delete_key(&key).await?;
+        }
+    }
+    let personas = personas_in_layout(store).await?;
+    report.personas = personas.len();
+    let mut reembedded = 0;
+    for persona in &personas {
+        if store.drop_misfit_vector_set(persona).await? {
+            report.vector_sets_rebuilt += 1;
+        }
+        let ids = store.preference_ids(persona).await?;
+        report.preferences += ids.len();
+        let mut to_embed = Vec::new();
+        for status in store.embedding_status(persona, &ids).await? {
+            if status.topic.trim().is_empty() {
+                report.without_topic.push(status.key);
+            } else if options.reembed_all || !status.fits {
+                to_embed.push((status.preference_id, status.topic));
+            }
+        }
+        for chunk in to_embed.chunks(options.batch.max(1)) {
+            let topics: Vec<String> = chunk.iter().map(|(_, topic)| topic.clone()).collect();
+            let vectors = embedder.embed(&topics).await?;
+            let updates: Vec<(String, Vec<f32>)> = chunk
+                .iter()
+                .map(|(id, _)| id.clone())
+                .zip(vectors)
+                .collect();
+            reembedded += store.set_embeddings(persona, &updates).await? as usize;
+        }
+        for id in &ids {
+            store.resync_preference(persona, id).await?;
+        }
+        tracing::info!(persona, preferences = ids.len(), "persona migrated");
+    }
+    report.reembedded = reembedded;
     store.ensure_index().await?;
     let info = store.wait_until_indexed(options.index_patience).await?;
-    report.index_action = match action {
-        "create" => "created".into(),
-        "rebuild" => "rebuilt".into(),
-        other => other.into(),
+    report.index_action = match (&existing, rebuild) {
+        (None, _) => IndexAction::Created,
+        (Some(_), true) => IndexAction::Rebuilt,
+        (Some(_), false) => IndexAction::Kept,
     };
     report.indexed = info.num_docs;
     report.indexing_failures = info.hash_indexing_failures;
     Ok(report)
+}
+
+/// Every persona with preferences in this layout, from the id sets' keys.
+async fn personas_in_layout(store: &PreferenceStore) -> Result<Vec<String>, MigrateError> {
+    let keys = store.keys();
+    let sample = keys.ids("PERSONA");
+    let (head, tail) = sample
+        .split_once("{PERSONA}")
+        .expect("the id set key holds the persona tag");
+    let pattern = format!("{head}{{*}}{tail}");
+    Ok(store
+        .scan_every_master(&pattern)
+        .await?
+        .into_iter()
+        .filter_map(|key| {
+            key.strip_prefix(&format!("{head}{{"))
+                .and_then(|rest| rest.strip_suffix(&format!("}}{tail}")))
+                .map(str::to_string)
+        })
+        .collect())
 }

@@ -101,8 +101,7 @@ async fn redis_status(
             schema_problems: Vec::new(),
         });
     };
-    let schema_problems =
-        index::mismatches(&info, &store.hash_prefix(), config.store.embedding_dims);
+    let schema_problems = index::mismatches(&info, &store.hash_prefix());
     if !schema_problems.is_empty() {
         problems.push(format!(
             "index {} does not fit this build: {} (`persona-prefs index migrate`)",

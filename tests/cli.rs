@@ -159,10 +159,9 @@ async fn the_cli_drives_every_administration_endpoint() {
         stdout(&purged)
     );
     let index = cli(&config, &["index", "info", "--json"]).await;
-    assert_eq!(
-        serde_json::from_slice::<Value>(&index.stdout).unwrap()["vector_dims"],
-        384
-    );
+    let index: Value = serde_json::from_slice(&index.stdout).unwrap();
+    assert_eq!(index["name"], config.redis.index_name.as_str());
+    assert!(index["num_docs"].as_u64().unwrap() >= 1, "{index}");
 
     // Exit codes: 1 for an error reply, 2 for usage, 3 when no service answers.
     let missing = cli(&config, &["prefs", "get", "--persona", "ada", "nope"]).await;

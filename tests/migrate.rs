@@ -1,7 +1,9 @@
-//! Taking over the original system's memory: its hashes and its index (case-insensitive ids,
-//! vectors of another size; 8 dims stand in for its 3072) are refused at start-up with the
-//! reason; `persona-prefs index migrate` rebuilds the index and re-embeds the topics; then the
-//! worker reinforces the original preferences instead of duplicating them.
+//! Taking over earlier memory: the original system's hashes and index (case-insensitive ids,
+//! vectors of another size; 8 dims stand in for its 3072), and this service's own layout from
+//! before persona slots, are refused at start-up with the reason; `persona-prefs index
+//! migrate` moves every key into its persona's slot, rebuilds the index and re-embeds the
+//! topics, in a run that can be cut short and run again; then the worker reinforces the
+//! original preferences instead of duplicating them.
 
 mod common;
 
@@ -18,6 +20,17 @@ const ORIGINAL_DIMS: usize = 8;
 
 /// Writes the original system's index and hashes, field for field as its `add_preference` did.
 async fn write_original_memory(config: &Config) -> redis::aio::MultiplexedConnection {
+    write_memory(config, "stargazer", ORIGINAL_DIMS, false).await
+}
+
+/// Writes an index and four hashes in the layout before persona slots: the original system's
+/// (`dims` = its size, no CASESENSITIVE), or this service's own (`cased`).
+async fn write_memory(
+    config: &Config,
+    persona: &str,
+    dims: usize,
+    cased: bool,
+) -> redis::aio::MultiplexedConnection {
     let mut connection = redis::Client::open(config.redis.url.as_str())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -28,20 +41,16 @@ async fn write_original_memory(config: &Config) -> redis::aio::MultiplexedConnec
         .arg(&config.redis.index_name)
         .arg(&["ON", "HASH", "PREFIX", "1"][..])
         .arg(&prefix)
-        .arg(
-            &[
-                "SCHEMA",
-                "persona_id",
-                "TAG",
-                "category",
-                "TAG",
-                "active",
-                "TAG",
-            ][..],
-        )
+        .arg(&["SCHEMA", "persona_id", "TAG"][..])
+        .arg(if cased {
+            &["CASESENSITIVE"][..]
+        } else {
+            &[][..]
+        })
+        .arg(&["category", "TAG", "active", "TAG"][..])
         .arg(&["related_user_ids_index", "TAG", "strength", "NUMERIC"][..])
         .arg(&["embedding", "VECTOR", "HNSW", "6", "TYPE", "FLOAT32", "DIM"][..])
-        .arg(ORIGINAL_DIMS)
+        .arg(dims)
         .arg(&["DISTANCE_METRIC", "COSINE"][..])
         .query_async(&mut connection)
         .await
@@ -59,17 +68,17 @@ async fn write_original_memory(config: &Config) -> redis::aio::MultiplexedConnec
             "personal",
         ),
     ] {
-        let vector: Vec<u8> = (0..ORIGINAL_DIMS)
+        let vector: Vec<u8> = (0..dims)
             .flat_map(|_| rng.random_range(-1.0f32..1.0).to_le_bytes())
             .collect();
         let _: i64 = redis::cmd("HSET")
-            .arg(format!("{prefix}stargazer:{id}"))
+            .arg(format!("{prefix}{persona}:{id}"))
             .arg(
                 &[
                     "id",
                     id,
                     "persona_id",
-                    "stargazer",
+                    persona,
                     "name",
                     name,
                     "opinion",
@@ -121,11 +130,12 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
         .expect("the original index does not fit")
         .to_string();
     assert!(refused.contains("not CASESENSITIVE"), "{refused}");
-    assert!(refused.contains("DIM is 8"), "{refused}");
+    assert!(refused.contains("VECTOR field"), "{refused}");
+    assert!(refused.contains("index migrate"), "{refused}");
 
     let planned = migrate(&config, &["--dry-run"]).await;
-    assert_eq!(planned["index_action"], "would rebuild");
-    assert_eq!(planned["preferences"], 4);
+    assert_eq!(planned["index_action"], "would_rebuild");
+    assert_eq!(planned["moved"], 4, "{planned}");
     assert_eq!(planned["reembedded"], 3);
     assert_eq!(planned["without_topic"].as_array().unwrap().len(), 1);
     let untouched: i64 = redis::cmd("HSTRLEN")
@@ -145,11 +155,22 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
 
     let done = migrate(&config, &[]).await;
     assert_eq!(done["index_action"], "rebuilt", "{done}");
+    assert_eq!(done["moved"], 4);
     assert_eq!(done["reembedded"], 3);
-    assert_eq!(done["indexed"], 3, "{done}");
-    assert_eq!(
-        done["indexing_failures"], 1,
-        "the record without a topic keeps its old vector and stays out of the index: {done}"
+    assert_eq!(done["indexed"], 4, "{done}");
+    assert_eq!(done["indexing_failures"], 0, "{done}");
+    assert_eq!(done["complete"], true);
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg(format!(
+            "{}:persona_pref:stargazer:*",
+            config.redis.key_prefix
+        ))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "no key of the old layout is left: {left:?}"
     );
 
     // The worker starts, and the persona saying it again reinforces the original record.
@@ -174,30 +195,155 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
 
     let again = migrate(&config, &[]).await;
     assert_eq!(again["index_action"], "kept");
+    assert_eq!(again["moved"], 0);
     assert_eq!(again["reembedded"], 0, "a second run finds nothing to do");
 }
 
-/// Vectors of the wrong size written under a sound index (an embedder swapped without
-/// migrating) fail to index; `status` warns, and a migration re-embeds them and rebuilds the
-/// index so its failure count starts again from zero.
+/// This service's own layout before persona slots (keys without the hash tag, one key per
+/// effect record, an erasure record, a VECTOR field in the shared index), migrated by a run
+/// cut short after two preferences and then run again: nothing is lost, nothing doubled, and
+/// exactly-once and erasure still hold across the move.
 #[tokio::test(flavor = "multi_thread")]
-async fn vectors_of_the_wrong_size_under_a_sound_index_are_re_embedded() {
+async fn a_migration_cut_short_finishes_when_run_again() {
+    let config = test_config("migratesteps");
+    let _cleanup = Cleanup(config.clone());
+    let mut connection = write_memory(&config, "ada", common::DIMS, true).await;
+    let prefix = &config.redis.key_prefix;
+    // An effect record (an event already applied) and an erasure record, as that build wrote
+    // them: an erased user's digest is the same in every layout.
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}:persona_pref_effect:ada:discord:c1:m5#0"))
+        .arg("a1")
+        .arg("EX")
+        .arg(3600)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let store = persona_prefs::store::PreferenceStore::connect(&config.redis, &config.store)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{prefix}:persona_pref_erased:ada"))
+        .arg("not-a-real-digest")
+        .arg(r#"{"pseudonym":"erased-1","erased_at":"2026-01-01T00:00:00Z"}"#)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+
+    let first = migrate(&config, &["--max-moves", "2"]).await;
+    assert_eq!(first["moved"], 2, "{first}");
+    assert_eq!(first["complete"], false);
+    assert_eq!(first["index_action"], "pending");
+    assert!(
+        App::start(config.clone()).await.is_err(),
+        "the index is not rebuilt yet: start-up still refuses"
+    );
+
+    let second = migrate(&config, &[]).await;
+    assert_eq!(second["moved"], 2, "the other two: {second}");
+    assert_eq!(second["effects_moved"], 1);
+    assert_eq!(second["erasures_moved"], 1);
+    assert_eq!(second["preferences"], 4);
+    assert_eq!(second["personas"], 1);
+    assert_eq!(second["complete"], true);
+    assert_eq!(
+        second["reembedded"], 0,
+        "vectors of the configured size are kept: {second}"
+    );
+    let third = migrate(&config, &[]).await;
+    assert_eq!(third["moved"], 0, "{third}");
+    assert_eq!(third["index_action"], "kept");
+
+    for pattern in [
+        format!("{prefix}:persona_pref:ada:*"),
+        format!("{prefix}:persona_pref_effect:*"),
+        format!("{prefix}:persona_pref_erased:ada"),
+    ] {
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(left.is_empty(), "{pattern}: {left:?}");
+    }
+    let erasures: Vec<String> = redis::cmd("HKEYS")
+        .arg(store.keys().erasures("ada"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(erasures, vec!["not-a-real-digest".to_string()]);
+    let ttl: Vec<i64> = redis::cmd("HTTL")
+        .arg(store.keys().effects("ada"))
+        .arg("FIELDS")
+        .arg(1)
+        .arg("discord:c1:m5#0")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(
+        (3500..=3600).contains(&ttl[0]),
+        "the record keeps its lifetime: {ttl:?}"
+    );
+
+    // Every preference once, searchable where its vector fits, and the moved effect record
+    // still makes its effect happen once only.
+    let all = common::all_preferences(&store, "ada").await;
+    let mut ids: Vec<&str> = all.iter().map(|p| p.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["a1", "a2", "a3", "a4"]);
+    let a1 = store.get_preference("ada", "a1").await.unwrap().unwrap();
+    let found = store
+        .search_preferences(
+            "ada",
+            &persona_prefs::store::query::bytes_to_vector(
+                &store
+                    .raw_hash(&store.preference_key("ada", "a1"))
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .find(|(name, _)| name == "embedding")
+                    .unwrap()
+                    .1,
+            ),
+            1,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found[0].preference.id, a1.id);
+    let repeat = store
+        .reinforce_preference(
+            "ada",
+            "a1",
+            persona_prefs::store::WriteGuard {
+                effect_id: Some("discord:c1:m5#0"),
+                lock: None,
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !repeat.applied,
+        "the effect recorded before the move is not applied again"
+    );
+}
+
+/// Vectors of the wrong size in this layout (an embedder swapped without migrating) are not
+/// searchable; a migration re-embeds them from their topics and puts them in the persona's
+/// vector set.
+#[tokio::test(flavor = "multi_thread")]
+async fn vectors_of_the_wrong_size_are_re_embedded() {
     let config = test_config("migratekept");
     let _cleanup = Cleanup(config.clone());
     let store = persona_prefs::store::PreferenceStore::connect(&config.redis, &config.store)
         .await
         .unwrap();
     store.ensure_index().await.unwrap();
-    // A new index first scans the keyspace in the background; a write racing that scan can be
-    // indexed (and fail) twice, and RediSearch counts both failures.
-    store
-        .wait_until_indexed(std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
     let mut connection = store.connection();
     for (id, name) in [("b1", "green tea"), ("b2", "jazz")] {
         let _: i64 = redis::cmd("HSET")
-            .arg(format!("{}ada:{id}", store.hash_prefix()))
+            .arg(store.preference_key("ada", id))
             .arg(&["id", id, "persona_id", "ada", "name", name, "opinion", name][..])
             .arg(&["category", "culinary", "strength", "0.5", "active", "1"][..])
             .arg("embedding")
@@ -205,24 +351,29 @@ async fn vectors_of_the_wrong_size_under_a_sound_index_are_re_embedded() {
             .query_async(&mut connection)
             .await
             .unwrap();
+        assert!(store.resync_preference("ada", id).await.unwrap());
     }
-    let info = store
-        .wait_until_indexed(std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert_eq!(info.hash_indexing_failures, 2);
-    let status = run(&config, &["status", "--json", "--listen-ms", "100"]).await;
+    let topic = |text: &str| {
+        let config = config.clone();
+        let text = text.to_string();
+        async move {
+            let embedder = persona_prefs::embed::from_config(&config.embed).unwrap();
+            embedder.embed(&[text]).await.unwrap().remove(0)
+        }
+    };
+    let jazz = topic("jazz").await;
     assert!(
-        stdout(&status).contains("could not be indexed"),
-        "{}",
-        stdout(&status)
+        store.nearest_topics("ada", &jazz).await.unwrap().is_empty(),
+        "a vector of another size is not searchable"
     );
 
     let done = migrate(&config, &[]).await;
-    assert_eq!(done["index_action"], "rebuilt", "{done}");
+    assert_eq!(done["index_action"], "kept", "{done}");
     assert_eq!(done["reembedded"], 2);
     assert_eq!(done["indexed"], 2);
-    assert_eq!(done["indexing_failures"], 0);
+    let nearest = store.nearest_topics("ada", &jazz).await.unwrap();
+    assert_eq!(nearest[0].preference.id, "b2");
+    assert!(nearest[0].similarity() > 0.99, "{nearest:?}");
     let again = migrate(&config, &[]).await;
-    assert_eq!(again["index_action"], "kept", "{again}");
+    assert_eq!(again["reembedded"], 0, "{again}");
 }

@@ -33,9 +33,10 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     assert_eq!(added.reinforcement_count, 0);
     assert!(added.evolution_history.is_empty());
 
-    // The raw hash sits at {prefix}:persona_pref:{persona}:{id} with the original's fields.
+    // The raw hash sits at {prefix}:persona_pref:{<persona>}:{id} (the persona's hash slot)
+    // with the original's fields.
     let key = format!(
-        "{}:persona_pref:ada:{}",
+        "{}:persona_pref:{{ada}}:{}",
         t.config.redis.key_prefix, added.id
     );
     let mut connection = t.connection();
@@ -64,6 +65,46 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
 
     let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     assert_eq!(fetched, added);
+
+    // The persona's structures hold it: its id, its vector, its strength, who it is about.
+    let keys = t.keys();
+    let member = |command: &str, key: String, member: String| {
+        let mut connection = t.connection();
+        let command = command.to_string();
+        async move {
+            let value: redis::Value = redis::cmd(&command)
+                .arg(key)
+                .arg(member)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            value
+        }
+    };
+    assert_eq!(
+        member("SISMEMBER", keys.ids("ada"), added.id.clone()).await,
+        redis::Value::Int(1)
+    );
+    assert_eq!(
+        member("VISMEMBER", keys.vectors("ada"), added.id.clone()).await,
+        redis::Value::Int(1)
+    );
+    assert_ne!(
+        member("ZSCORE", keys.strongest("ada"), added.id.clone()).await,
+        redis::Value::Nil
+    );
+    for user in ["u1", "u2"] {
+        assert_ne!(
+            member(
+                "ZSCORE",
+                keys.about("ada"),
+                persona_prefs::store::Keys::about_member(user, &added.id)
+            )
+            .await,
+            redis::Value::Nil,
+            "{user}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -906,22 +947,44 @@ async fn limits_are_enforced_with_errors_that_name_the_field() {
 }
 
 #[tokio::test]
-async fn ensure_index_is_idempotent_and_refuses_another_dimension() {
+async fn ensure_index_is_idempotent() {
     let t = TestStore::new("index").await;
+    let first = t.index_info().await.unwrap().unwrap();
     let again = t.ensure_index().await.unwrap();
-    assert_eq!(again.vector_dims, Some(common::DIMS));
-    let mut other = t.config.clone();
-    other.store.embedding_dims = 768;
-    let store = PreferenceStore::connect(&other.redis, &other.store)
+    assert_eq!(again.attributes, first.attributes);
+    assert!(
+        !again.attributes.iter().any(|(_, kind)| kind == "VECTOR"),
+        "vectors live in the personas' vector sets, not in the shared index: {:?}",
+        again.attributes
+    );
+}
+
+/// A persona's vector set made under another embedding size or quantisation refuses a write
+/// as a whole (naming the fix), instead of writing the hash and failing halfway.
+#[tokio::test]
+async fn a_write_to_a_vector_set_of_another_size_or_quantisation_is_refused_whole() {
+    let t = TestStore::new("misfit").await;
+    let added = t
+        .add_preference(new_preference("ada", "tea", "I love tea.", unit_vector(3)))
         .await
         .unwrap();
-    let error = store.ensure_index().await.unwrap_err();
-    let text = error.to_string();
-    assert!(matches!(error, StoreError::IndexMismatch { .. }));
-    assert!(
-        text.contains("384") && text.contains("768") && text.contains(&t.config.redis.index_name),
-        "{text}"
-    );
+    let mut bigger = t.config.clone();
+    bigger.store.embedding_dims = 768;
+    let mut binary = t.config.clone();
+    binary.store.vector_quantisation = persona_prefs::config::VectorQuantisation::Bin;
+    for other in [bigger, binary] {
+        let store = PreferenceStore::connect(&other.redis, &other.store)
+            .await
+            .unwrap();
+        let error = store
+            .reinforce_preference("ada", &added.id, WriteGuard::default())
+            .await
+            .unwrap_err();
+        assert!(!error.is_retryable(), "{error}");
+        assert!(error.to_string().contains("index migrate"), "{error}");
+    }
+    let unchanged = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(unchanged.reinforcement_count, 0, "nothing written");
 }
 
 #[tokio::test]
@@ -952,7 +1015,45 @@ async fn an_index_with_a_foreign_schema_is_refused() {
     common::cleanup_redis(&config);
     assert!(
         error.contains("persona_id is TEXT, expected TAG")
-            && error.contains("embedding (VECTOR) is missing"),
+            && error.contains("category (TAG) is missing")
+            && error.contains("index migrate"),
+        "{error}"
+    );
+}
+
+/// The shared index of the layout before per-persona vector sets (an HNSW field over every
+/// persona's vectors) is refused, naming the migration.
+#[tokio::test]
+async fn an_index_of_the_earlier_layout_is_refused() {
+    let config = common::test_config("oldschema");
+    let mut connection = redis::Client::open(config.redis.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut create = persona_prefs::store::index::create_command(
+        &config.redis.index_name,
+        &format!("{}:persona_pref:", config.redis.key_prefix),
+    );
+    create
+        .arg("embedding")
+        .arg("VECTOR")
+        .arg("HNSW")
+        .arg(6)
+        .arg("TYPE")
+        .arg("FLOAT32")
+        .arg("DIM")
+        .arg(common::DIMS)
+        .arg("DISTANCE_METRIC")
+        .arg("COSINE");
+    let _: redis::Value = create.query_async(&mut connection).await.unwrap();
+    let store = PreferenceStore::connect(&config.redis, &config.store)
+        .await
+        .unwrap();
+    let error = store.ensure_index().await.unwrap_err().to_string();
+    common::cleanup_redis(&config);
+    assert!(
+        error.contains("VECTOR field") && error.contains("index migrate"),
         "{error}"
     );
 }
@@ -961,8 +1062,10 @@ async fn an_index_with_a_foreign_schema_is_refused() {
 async fn a_failed_search_is_an_error_not_an_empty_result() {
     let t = TestStore::new("failsearch").await;
     let mut connection = t.connection();
-    let _: redis::Value = redis::cmd("FT.DROPINDEX")
-        .arg(&t.config.redis.index_name)
+    // The persona's vector set is not a vector set: every search of it fails.
+    let _: () = redis::cmd("SET")
+        .arg(t.keys().vectors("ada"))
+        .arg("not a vector set")
         .query_async(&mut connection)
         .await
         .unwrap();
@@ -972,8 +1075,9 @@ async fn a_failed_search_is_an_error_not_an_empty_result() {
         .unwrap_err();
     assert!(
         !error.is_retryable(),
-        "a missing index will not fix itself: {error}"
+        "a broken structure will not fix itself: {error}"
     );
+    assert!(t.nearest_topics("ada", &unit_vector(1)).await.is_err());
     let query = InjectionQuery {
         persona_id: "ada",
         query_embedding: &unit_vector(1),
@@ -1025,20 +1129,23 @@ async fn effect_records_last_as_long_as_configured_or_for_ever() {
         .await
         .unwrap();
         let mut connection = t.connection();
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!(
-                "{}:persona_pref_effect:ada:*",
-                t.config.redis.key_prefix
-            ))
+        // One field of the persona's effect hash, with a lifetime of its own.
+        let effects = t.keys().effects("ada");
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(&effects)
             .query_async(&mut connection)
             .await
             .unwrap();
-        assert_eq!(keys.len(), 1, "{keys:?}");
-        let ttl: i64 = redis::cmd("TTL")
-            .arg(&keys[0])
+        assert_eq!(fields, vec!["discord:c1:m1#0".to_string()]);
+        let ttls: Vec<i64> = redis::cmd("HTTL")
+            .arg(&effects)
+            .arg("FIELDS")
+            .arg(1)
+            .arg(&fields[0])
             .query_async(&mut connection)
             .await
             .unwrap();
+        let ttl = ttls[0];
         assert!(
             (expected_ttl - 5..=expected_ttl).contains(&ttl) || (expected_ttl == -1 && ttl == -1),
             "effect_ttl_hours {hours}: TTL {ttl}"
@@ -1159,10 +1266,8 @@ async fn deleting_a_persona_leaves_nothing_of_it() {
         let prefix = t.config.redis.key_prefix.clone();
         async move {
             let mut keys = Vec::new();
-            for pattern in [
-                format!("{prefix}:*:{persona}"),
-                format!("{prefix}:*:{persona}:*"),
-            ] {
+            // The hash tag delimits the persona id in every key.
+            for pattern in [format!("{prefix}:*{{{persona}}}*")] {
                 let found: Vec<String> = redis::cmd("KEYS")
                     .arg(pattern)
                     .query_async(&mut connection)
@@ -1251,10 +1356,9 @@ async fn a_write_with_a_lost_lock_is_fenced() {
 #[tokio::test]
 async fn records_written_by_the_original_system_decode() {
     let t = TestStore::new("legacy").await;
-    let key = format!(
-        "{}:persona_pref:stargazer:abc123",
-        t.config.redis.key_prefix
-    );
+    // The original's hash as `index migrate` leaves it: at this layout's key, then brought
+    // into the persona's structures.
+    let key = t.keys().preference("stargazer", "abc123");
     let mut connection = t.connection();
     let history = r#"[{"old_opinion":"I like X.","new_opinion":"I love X.","timestamp":"2025-01-01T00:00:00+00:00","reason":"grew on me"}]"#;
     let embedding = persona_prefs::store::query::vector_to_bytes(&unit_vector(90));
@@ -1285,6 +1389,7 @@ async fn records_written_by_the_original_system_decode() {
         .query_async(&mut connection)
         .await
         .unwrap();
+    assert!(t.resync_preference("stargazer", "abc123").await.unwrap());
     let legacy = t
         .get_preference("stargazer", "abc123")
         .await

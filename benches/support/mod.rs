@@ -50,78 +50,204 @@ pub fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// One preference of the bench data set.
+pub struct BenchPreference {
+    pub persona: String,
+    pub strength: f64,
+    pub related_user: Option<String>,
+    pub embedding: Vec<f32>,
+}
+
 /// The data set the store and inject benches share: persona `p0` with `prefs` preferences
 /// among 99 personas of `other` each, random unit topic vectors and strengths, every tenth
-/// preference about a user. Returns how many were loaded once the index holds them all (the
-/// HNSW graph is built in the background; timing before that measures indexing too).
-pub async fn load_personas(
-    store: &persona_prefs::store::PreferenceStore,
-    prefs: usize,
-    other: usize,
-    rng: &mut impl Rng,
-) -> usize {
-    use futures::StreamExt;
-    use persona_prefs::store::{NewPreference, Provenance, Stance};
-    let mut jobs = Vec::new();
+/// preference about a user.
+pub fn bench_data(prefs: usize, other: usize, rng: &mut impl Rng) -> Vec<BenchPreference> {
+    let mut data = Vec::new();
     for persona in 0..100 {
         for i in 0..(if persona == 0 { prefs } else { other }) {
-            jobs.push(NewPreference {
-                persona_id: format!("p{persona}"),
-                name: "bench topic".into(),
-                opinion: "I hold a benchmark opinion about something or other.".into(),
-                category: "intellectual".into(),
-                stance: Some(Stance::For),
-                stance_at: None,
-                strength: Some(rng.random_range(0.1..1.0)),
-                provenance: Provenance::default(),
-                related_user_ids: if i % 10 == 0 {
-                    vec![format!("user{}", i % 50)]
-                } else {
-                    Vec::new()
-                },
-                related_kg_uuids: Vec::new(),
+            data.push(BenchPreference {
+                persona: format!("p{persona}"),
+                strength: rng.random_range(0.1..1.0),
+                related_user: (i % 10 == 0).then(|| format!("user{}", i % 50)),
                 embedding: random_unit(rng),
             });
         }
     }
-    let total = jobs.len();
-    let mut adds = futures::stream::iter(jobs.into_iter().map(|new| {
+    data
+}
+
+/// Loads the data set through the store (this layout: hashes, per-persona vector sets and
+/// sorted sets). Returns how many were loaded.
+pub async fn load_personas(
+    store: &persona_prefs::store::PreferenceStore,
+    data: &[BenchPreference],
+) -> usize {
+    use futures::StreamExt;
+    use persona_prefs::store::{NewPreference, Provenance, Stance};
+    let mut adds = futures::stream::iter(data.iter().map(|preference| {
         let store = store.clone();
+        let new = NewPreference {
+            persona_id: preference.persona.clone(),
+            name: "bench topic".into(),
+            opinion: "I hold a benchmark opinion about something or other.".into(),
+            category: "intellectual".into(),
+            stance: Some(Stance::For),
+            stance_at: None,
+            strength: Some(preference.strength),
+            provenance: Provenance::default(),
+            related_user_ids: preference.related_user.iter().cloned().collect(),
+            related_kg_uuids: Vec::new(),
+            embedding: preference.embedding.clone(),
+        };
         async move { store.add_preference(new).await.unwrap() }
     }))
     .buffer_unordered(64);
     while adds.next().await.is_some() {}
-    for _ in 0..600 {
-        if store.index_info().await.unwrap().unwrap().num_docs as usize >= total {
-            break;
+    data.len()
+}
+
+/// The original system's layout for the same data (seed 000): hashes `<prefix>:persona_pref:
+/// <persona>:<id>` under one shared RediSearch index with a persona TAG filter and an HNSW
+/// field. Waits until the index has read every hash.
+pub async fn load_original_layout(
+    connection: &mut persona_prefs::store::RedisConnection,
+    prefix: &str,
+    index: &str,
+    data: &[BenchPreference],
+) {
+    let _: redis::Value = redis::cmd("FT.CREATE")
+        .arg(index)
+        .arg(&["ON", "HASH", "PREFIX", "1"][..])
+        .arg(format!("{prefix}:persona_pref:"))
+        .arg(
+            &[
+                "SCHEMA",
+                "persona_id",
+                "TAG",
+                "category",
+                "TAG",
+                "active",
+                "TAG",
+            ][..],
+        )
+        .arg(&["related_user_ids_index", "TAG", "strength", "NUMERIC"][..])
+        .arg(&["embedding", "VECTOR", "HNSW", "6", "TYPE", "FLOAT32", "DIM"][..])
+        .arg(DIMS)
+        .arg(&["DISTANCE_METRIC", "COSINE"][..])
+        .query_async(connection)
+        .await
+        .unwrap();
+    for (chunk_number, chunk) in data.chunks(1000).enumerate() {
+        let mut pipe = redis::pipe();
+        for (i, preference) in chunk.iter().enumerate() {
+            let id = format!("o{}", chunk_number * 1000 + i);
+            pipe.cmd("HSET")
+                .arg(format!("{prefix}:persona_pref:{}:{id}", preference.persona))
+                .arg(&["id", id.as_str(), "persona_id", preference.persona.as_str()][..])
+                .arg(
+                    &[
+                        "name",
+                        "bench topic",
+                        "category",
+                        "intellectual",
+                        "active",
+                        "1",
+                    ][..],
+                )
+                .arg("opinion")
+                .arg("I hold a benchmark opinion about something or other.")
+                .arg("strength")
+                .arg(preference.strength)
+                .arg("related_user_ids_index")
+                .arg(preference.related_user.clone().unwrap_or_default())
+                .arg("embedding")
+                .arg(persona_prefs::store::query::vector_to_bytes(
+                    &preference.embedding,
+                ))
+                .ignore();
+        }
+        let _: () = pipe.query_async(connection).await.unwrap();
+    }
+    for _ in 0..3000 {
+        let info: Vec<redis::Value> = redis::cmd("FT.INFO")
+            .arg(index)
+            .query_async(connection)
+            .await
+            .unwrap();
+        let words: Vec<String> = info
+            .iter()
+            .map(persona_prefs::store::query::value_to_string)
+            .collect();
+        let at = words.iter().position(|w| w == "percent_indexed").unwrap();
+        if words[at + 1].parse::<f64>().unwrap_or(0.0) >= 1.0 {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    total
 }
 
-/// The floor both benches compare injection with: its two KNN queries, built by the store's
-/// own `injection_pipeline`, sent raw over the same connection.
-pub async fn raw_injection_floor(
-    connection: &redis::aio::ConnectionManager,
+/// The original system's injection plan (seed 000): one KNN over the shared index filtered to
+/// the persona, then one hard-filter query per present user, each awaited before the next.
+pub async fn original_injection_plan(
+    connection: &mut persona_prefs::store::RedisConnection,
     index: &str,
-    queries: &[Vec<f32>],
+    query: &[f32],
     users: &[String],
-    iterations: usize,
-) -> Percentiles {
-    use persona_prefs::store::query::{injection_pipeline, vector_to_bytes};
-    measure(iterations, |i| {
-        let pipe = injection_pipeline(
-            index,
-            "p0",
-            &vector_to_bytes(&queries[i % queries.len()]),
-            16,
-            users,
-        );
-        let mut connection = connection.clone();
-        async move {
-            let _: Vec<redis::Value> = pipe.query_async(&mut connection).await.unwrap();
-        }
-    })
-    .await
+) {
+    let bytes = persona_prefs::store::query::vector_to_bytes(query);
+    let _: redis::Value = redis::cmd("FT.SEARCH")
+        .arg(index)
+        .arg("(@persona_id:{p0} @active:{1})=>[KNN 16 @embedding $vec AS score]")
+        .arg(&["PARAMS", "2", "vec"][..])
+        .arg(bytes)
+        .arg(&["SORTBY", "score", "LIMIT", "0", "16", "DIALECT", "2"][..])
+        .query_async(connection)
+        .await
+        .unwrap();
+    for user in users {
+        let _: redis::Value = redis::cmd("FT.SEARCH")
+            .arg(index)
+            .arg(format!(
+                "@persona_id:{{p0}} @active:{{1}} @related_user_ids_index:{{{user}}}"
+            ))
+            .arg(&["LIMIT", "0", "16", "DIALECT", "2"][..])
+            .query_async(connection)
+            .await
+            .unwrap();
+    }
+}
+
+/// The original system's find_conflicts: a top-5 KNN over the shared index, persona-filtered.
+pub async fn original_find_conflicts(
+    connection: &mut persona_prefs::store::RedisConnection,
+    index: &str,
+    query: &[f32],
+) {
+    let _: redis::Value = redis::cmd("FT.SEARCH")
+        .arg(index)
+        .arg("(@persona_id:{p0} @active:{1})=>[KNN 5 @embedding $vec AS score]")
+        .arg(&["PARAMS", "2", "vec"][..])
+        .arg(persona_prefs::store::query::vector_to_bytes(query))
+        .arg(&["SORTBY", "score", "LIMIT", "0", "5", "DIALECT", "2"][..])
+        .query_async(connection)
+        .await
+        .unwrap();
+}
+
+/// The new floor: one raw VSIM of `count` over persona p0's vector set, reply unparsed.
+pub async fn raw_vsim(
+    connection: &mut persona_prefs::store::RedisConnection,
+    keys: &persona_prefs::store::Keys,
+    query: &[f32],
+    count: usize,
+) {
+    let _: redis::Value = redis::cmd("VSIM")
+        .arg(keys.vectors("p0"))
+        .arg("FP32")
+        .arg(persona_prefs::store::query::vector_to_bytes(query))
+        .arg(&["WITHSCORES", "WITHATTRIBS", "COUNT"][..])
+        .arg(count)
+        .query_async(connection)
+        .await
+        .unwrap();
 }

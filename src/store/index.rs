@@ -27,7 +27,11 @@ pub struct IndexInfo {
 
 /// The fields and types this build queries. TAG fields holding ids are CASESENSITIVE: persona
 /// "Ada" and persona "ada" are different personas.
-pub const SCHEMA: [(&str, &str); 8] = [
+///
+/// No VECTOR field: vector search runs on each persona's own vector set (`keys.rs`), which
+/// holds only that persona's active preferences. An HNSW field here would keep a second graph
+/// of every vector of every persona, re-indexed on each write, that no query needs.
+pub const SCHEMA: [(&str, &str); 7] = [
     (field::PERSONA_ID, "TAG"),
     (field::CATEGORY, "TAG"),
     (field::ACTIVE, "TAG"),
@@ -35,13 +39,12 @@ pub const SCHEMA: [(&str, &str); 8] = [
     (field::STRENGTH, "NUMERIC"),
     (field::NAME, "TEXT"),
     (field::OPINION, "TEXT"),
-    (field::EMBEDDING, "VECTOR"),
 ];
 
 /// The TAG fields holding ids, which must compare case-sensitively.
 pub const CASE_SENSITIVE: [&str; 2] = [field::PERSONA_ID, field::RELATED_USER_IDS_INDEX];
 
-pub fn create_command(index: &str, prefix: &str, dims: usize) -> redis::Cmd {
+pub fn create_command(index: &str, prefix: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("FT.CREATE");
     cmd.arg(index)
         .arg("ON")
@@ -68,17 +71,7 @@ pub fn create_command(index: &str, prefix: &str, dims: usize) -> redis::Cmd {
         .arg(field::NAME)
         .arg("TEXT")
         .arg(field::OPINION)
-        .arg("TEXT")
-        .arg(field::EMBEDDING)
-        .arg("VECTOR")
-        .arg("HNSW")
-        .arg(6)
-        .arg("TYPE")
-        .arg("FLOAT32")
-        .arg("DIM")
-        .arg(dims)
-        .arg("DISTANCE_METRIC")
-        .arg("COSINE");
+        .arg("TEXT");
     cmd
 }
 
@@ -165,7 +158,7 @@ pub fn parse_info(name: &str, reply: Value) -> Result<IndexInfo, StoreError> {
 }
 
 /// Every way `info` differs from what this build needs, as readable phrases.
-pub fn mismatches(info: &IndexInfo, prefix: &str, dims: usize) -> Vec<String> {
+pub fn mismatches(info: &IndexInfo, prefix: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if !info.prefixes.iter().any(|p| p == prefix) {
         problems.push(format!(
@@ -195,22 +188,12 @@ pub fn mismatches(info: &IndexInfo, prefix: &str, dims: usize) -> Vec<String> {
             ));
         }
     }
-    if let Some(existing) = info.vector_dims
-        && existing != dims
-    {
-        problems.push(format!(
-            "its embedding DIM is {existing}, configured store.embedding_dims is {dims}"
-        ));
-    }
-    if let Some(metric) = &info.vector_metric
-        && !metric.eq_ignore_ascii_case("COSINE")
-    {
-        problems.push(format!("its distance metric is {metric}, expected COSINE"));
-    }
-    if let Some(kind) = &info.vector_type
-        && !kind.eq_ignore_ascii_case("FLOAT32")
-    {
-        problems.push(format!("its vector type is {kind}, expected FLOAT32"));
+    if info.attributes.iter().any(|(_, kind)| kind == "VECTOR") {
+        problems.push(
+            "it indexes the embedding as a VECTOR field (the layout before per-persona vector \
+             sets; the original system's too)"
+                .into(),
+        );
     }
     problems
 }

@@ -1,12 +1,17 @@
-//! The preference store: a persona's opinions as Redis hashes, searched through a RediSearch
-//! HNSW index. Implements every operation of the original `PersonaPreferenceManager` (seed 000)
-//! plus what exactly-once ingest needs: idempotency keys and lock fencing on every write.
+//! The preference store: a persona's opinions as Redis hashes, with per-persona structures in
+//! the persona's own hash slot (a vector set of its active preferences, its strongest, who each
+//! is about: `keys.rs`) for the hot paths, and a RediSearch index for the administrative ones
+//! (list, stats, keyword search). Implements every operation of the original
+//! `PersonaPreferenceManager` (seed 000) plus what exactly-once ingest needs: idempotency keys
+//! and lock fencing on every write. Works on one Redis node or a Redis Cluster.
 //!
 //! **Invariant:** only this module talks to Redis. Every query that takes a caller's value
 //! escapes it ([`query::escape_tag`]) and is restricted to one persona.
 
+pub mod connection;
 mod error;
 pub mod index;
+pub mod keys;
 pub mod lock;
 pub mod query;
 pub mod record;
@@ -20,12 +25,16 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+pub use connection::RedisConnection;
 pub use error::StoreError;
 pub use index::IndexInfo;
+pub use keys::Keys;
 
 /// A stored preference's topic and whether its vector fits the index (migration).
 #[derive(Debug, Clone)]
 pub struct EmbeddingStatus {
+    pub persona_id: String,
+    pub preference_id: String,
     pub key: String,
     pub topic: String,
     /// The stored vector has `store.embedding_dims` FLOAT32 values.
@@ -40,10 +49,7 @@ pub use record::{
 
 use crate::config::{RedisConfig, StoreConfig};
 use crate::telemetry;
-use query::{
-    escape_tag, knn_command, knn_query, parse_knn_reply, parse_search_reply, persona_filter,
-    vector_to_bytes,
-};
+use query::{escape_tag, parse_search_reply, persona_filter, vector_to_bytes};
 use record::field;
 
 /// Options for an idempotent, fenced write. The default is a plain write.
@@ -68,11 +74,12 @@ pub struct ListOptions {
 /// The store. Cheap to clone: clones share one multiplexed, reconnecting connection.
 #[derive(Clone)]
 pub struct PreferenceStore {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     settings: Arc<Settings>,
 }
 
 struct Settings {
+    keys: Keys,
     key_prefix: String,
     index_name: String,
     store: StoreConfig,
@@ -118,16 +125,21 @@ impl PreferenceStore {
         redis: &RedisConfig,
         store: &StoreConfig,
     ) -> Result<PreferenceStore, StoreError> {
-        let client = redis_client(redis)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
-            .set_connection_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_secs(2));
-        let connection = ConnectionManager::new_with_config(client, config).await?;
+        let connection = if redis.cluster_nodes.is_empty() {
+            let client = redis_client(redis)?;
+            let config = ConnectionManagerConfig::new()
+                .set_response_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
+                .set_connection_timeout(Some(Duration::from_millis(redis.response_timeout_ms)))
+                .set_number_of_retries(2)
+                .set_max_delay(Duration::from_secs(2));
+            RedisConnection::Single(ConnectionManager::new_with_config(client, config).await?)
+        } else {
+            RedisConnection::Cluster(cluster_connection(redis).await?)
+        };
         Ok(PreferenceStore {
             connection,
             settings: Arc::new(Settings {
+                keys: Keys::new(&redis.key_prefix),
                 key_prefix: redis.key_prefix.clone(),
                 index_name: redis.index_name.clone(),
                 store: store.clone(),
@@ -137,8 +149,13 @@ impl PreferenceStore {
 
     /// The shared connection, for callers that measure raw Redis cost (benches) or need a
     /// command the store does not wrap.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConnection {
         self.connection.clone()
+    }
+
+    /// Every key and pattern of the layout.
+    pub fn keys(&self) -> &Keys {
+        &self.settings.keys
     }
 
     pub fn index_name(&self) -> &str {
@@ -155,101 +172,146 @@ impl PreferenceStore {
 
     /// `{key_prefix}:persona_pref:` — what the index covers.
     pub fn hash_prefix(&self) -> String {
-        format!("{}:persona_pref:", self.settings.key_prefix)
+        self.settings.keys.preference_prefix()
     }
 
     pub fn preference_key(&self, persona_id: &str, preference_id: &str) -> String {
-        format!(
-            "{}:persona_pref:{persona_id}:{preference_id}",
-            self.settings.key_prefix
-        )
-    }
-
-    fn effect_key(&self, persona_id: &str, effect_id: &str) -> String {
-        format!(
-            "{}:persona_pref_effect:{persona_id}:{effect_id}",
-            self.settings.key_prefix
-        )
+        self.settings.keys.preference(persona_id, preference_id)
     }
 
     /// Erasure records of one persona: digest of an erased user id → [`Erasure`].
     fn erasures_key(&self, persona_id: &str) -> String {
-        format!(
-            "{}:persona_pref_erased:{persona_id}",
-            self.settings.key_prefix
-        )
+        self.settings.keys.erasures(persona_id)
     }
 
     pub(crate) fn lock_key(&self, persona_id: &str) -> String {
-        format!(
-            "{}:persona_pref_lock:{persona_id}",
-            self.settings.key_prefix
-        )
+        self.settings.keys.lock(persona_id)
+    }
+
+    /// The key a persona's RediSearch queries are routed by: the index on the master that owns
+    /// the persona's slot holds all of its preferences.
+    fn route_key(&self, persona_id: &str) -> String {
+        self.settings.keys.ids(persona_id)
     }
 
     // ----- index -------------------------------------------------------------------------
 
-    /// Creates the index if missing. If it exists with another schema or DIM, fails with an
-    /// error naming both, so vectors are never written where they cannot be searched.
+    /// Creates the index if missing (on every master of a cluster: each indexes its own keys).
+    /// If it exists with another schema, fails with an error naming the difference, so nothing
+    /// is written where it cannot be found.
     pub async fn ensure_index(&self) -> Result<IndexInfo, StoreError> {
-        if let Some(info) = self.index_info().await? {
-            let problems = index::mismatches(
-                &info,
-                &self.hash_prefix(),
-                self.settings.store.embedding_dims,
-            );
+        let nodes = self.index_info_per_node().await?;
+        for (node, info) in &nodes {
+            let Some(info) = info else { continue };
+            let problems = index::mismatches(info, &self.hash_prefix());
             if !problems.is_empty() {
+                let at = if self.connection.is_cluster() {
+                    format!(" on {node}")
+                } else {
+                    String::new()
+                };
                 return Err(StoreError::IndexMismatch {
                     index: info.name.clone(),
                     reason: format!(
-                        "{}. Drop it with `FT.DROPINDEX {}` (hashes are kept) and restart to rebuild it, or fix the configuration",
+                        "{}{at}. Run `persona-prefs index migrate` (it rebuilds the index and moves \
+                         data of earlier layouts; hashes are kept), or fix the configuration",
                         problems.join("; "),
-                        info.name
                     ),
                 });
             }
-            return Ok(info);
         }
-        let mut connection = self.connection.clone();
-        let created: Result<Value, redis::RedisError> = index::create_command(
-            &self.settings.index_name,
-            &self.hash_prefix(),
-            self.settings.store.embedding_dims,
-        )
-        .query_async(&mut connection)
-        .await;
-        match created {
-            Ok(_) => {}
-            // Another worker created it between our probe and our create: verify theirs.
-            Err(error) if loose_text(&error).contains("already exists") => {}
-            Err(error) => return Err(error.into()),
+        if nodes.iter().any(|(_, info)| info.is_none()) {
+            let mut connection = self.connection.clone();
+            let create = index::create_command(&self.settings.index_name, &self.hash_prefix());
+            for (node, reply) in connection.query_every_master(&create).await? {
+                if let Value::ServerError(error) = reply {
+                    let text = loose_text(&error.to_string());
+                    // Another worker created it between our probe and our create: verify theirs.
+                    if !text.contains("already exists") {
+                        return Err(StoreError::UnexpectedReply(format!(
+                            "FT.CREATE on {node}: {error}"
+                        )));
+                    }
+                }
+            }
         }
-        self.index_info().await?.ok_or_else(|| {
+        let mut again = self.index_info().await?;
+        let info = again.take().ok_or_else(|| {
             StoreError::UnexpectedReply("index missing right after FT.CREATE".into())
-        })
-    }
-
-    /// `FT.INFO`, or `None` when the index does not exist.
-    pub async fn index_info(&self) -> Result<Option<IndexInfo>, StoreError> {
-        let mut connection = self.connection.clone();
-        let reply: Result<Value, redis::RedisError> = redis::cmd("FT.INFO")
-            .arg(&self.settings.index_name)
-            .query_async(&mut connection)
-            .await;
-        match reply {
-            Ok(reply) => Ok(Some(index::parse_info(&self.settings.index_name, reply)?)),
-            Err(error) if is_unknown_index(&error) => Ok(None),
-            Err(error) => Err(error.into()),
+        })?;
+        let problems = index::mismatches(&info, &self.hash_prefix());
+        if !problems.is_empty() {
+            return Err(StoreError::IndexMismatch {
+                index: info.name.clone(),
+                reason: problems.join("; "),
+            });
         }
+        Ok(info)
     }
 
-    /// Drops the index definition; the hashes stay (no `DD`).
+    /// `FT.INFO`, or `None` when the index does not exist. On a cluster, the masters' answers
+    /// summed (documents, failures) and the least caught-up share indexed; `None` when any
+    /// master lacks the index.
+    pub async fn index_info(&self) -> Result<Option<IndexInfo>, StoreError> {
+        let mut combined: Option<IndexInfo> = None;
+        for (_, info) in self.index_info_per_node().await? {
+            let Some(info) = info else { return Ok(None) };
+            combined = Some(match combined {
+                None => info,
+                Some(mut total) => {
+                    total.num_docs += info.num_docs;
+                    total.hash_indexing_failures += info.hash_indexing_failures;
+                    total.percent_indexed = total.percent_indexed.min(info.percent_indexed);
+                    total
+                }
+            });
+        }
+        Ok(combined)
+    }
+
+    /// `FT.INFO` of every master (one entry on a single node).
+    pub async fn index_info_per_node(
+        &self,
+    ) -> Result<Vec<(String, Option<IndexInfo>)>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("FT.INFO");
+        command.arg(&self.settings.index_name);
+        let mut nodes = Vec::new();
+        for (node, reply) in connection.query_every_master(&command).await? {
+            let info = match reply {
+                Value::ServerError(error) => {
+                    let text = loose_text(&error.to_string());
+                    if text.contains("unknown index name") || text.contains("no such index") {
+                        None
+                    } else {
+                        return Err(StoreError::UnexpectedReply(format!(
+                            "FT.INFO on {node}: {error}"
+                        )));
+                    }
+                }
+                reply => Some(index::parse_info(&self.settings.index_name, reply)?),
+            };
+            nodes.push((node, info));
+        }
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(nodes)
+    }
+
+    /// Drops the index definition on every master; the hashes stay (no `DD`).
     pub async fn drop_index(&self) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
-        let _: Value = redis::cmd("FT.DROPINDEX")
-            .arg(&self.settings.index_name)
-            .query_async(&mut connection)
-            .await?;
+        let mut command = redis::cmd("FT.DROPINDEX");
+        command.arg(&self.settings.index_name);
+        for (node, reply) in connection.query_every_master(&command).await? {
+            if let Value::ServerError(error) = reply {
+                let text = loose_text(&error.to_string());
+                if !(text.contains("unknown index name") || text.contains("no such index")) {
+                    return Err(StoreError::UnexpectedReply(format!(
+                        "FT.DROPINDEX on {node}: {error}"
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -270,57 +332,277 @@ impl PreferenceStore {
 
     // ----- migration ---------------------------------------------------------------------
 
-    /// Every preference hash of every persona under the key prefix (by SCAN).
-    pub async fn all_preference_keys(&self) -> Result<Vec<String>, StoreError> {
-        self.scan_keys(&format!("{}*", self.hash_prefix())).await
+    /// Every key matching `pattern` on every master, by SCAN so Redis is never blocked.
+    /// For migration only: the service itself never scans.
+    pub async fn scan_every_master(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut found = Vec::new();
+        for node in connection.masters().await? {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let (next, keys): (u64, Vec<String>) =
+                    connection.query_at_node(&node, &scan).await?;
+                found.extend(keys);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        found.sort();
+        found.dedup();
+        Ok(found)
     }
 
-    /// For each key, its topic (`name`) and whether its stored vector has the configured size,
-    /// in one pipelined round trip.
+    /// The ids of every preference of one persona, retracted too.
+    pub async fn preference_ids(&self, persona_id: &str) -> Result<Vec<String>, StoreError> {
+        validate::persona_id(persona_id)?;
+        let mut connection = self.connection.clone();
+        let mut ids: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.settings.keys.ids(persona_id))
+            .query_async(&mut connection)
+            .await?;
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// For each preference of one persona, its topic (`name`) and whether its stored vector has
+    /// the configured size, in one pipelined round trip.
     pub async fn embedding_status(
         &self,
-        keys: &[String],
+        persona_id: &str,
+        preference_ids: &[String],
     ) -> Result<Vec<EmbeddingStatus>, StoreError> {
+        if preference_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut pipe = redis::pipe();
-        for key in keys {
-            pipe.cmd("HGET").arg(key).arg(field::NAME);
-            pipe.cmd("HSTRLEN").arg(key).arg(field::EMBEDDING);
+        for id in preference_ids {
+            let key = self.preference_key(persona_id, id);
+            pipe.cmd("HGET").arg(&key).arg(field::NAME);
+            pipe.cmd("HSTRLEN").arg(&key).arg(field::EMBEDDING);
         }
         let mut connection = self.connection.clone();
-        let replies: Vec<Value> = pipe.query_async(&mut connection).await?;
+        let replies = connection
+            .pipeline_for_key(&self.route_key(persona_id), &pipe)
+            .await?;
         let expected = (self.settings.store.embedding_dims * 4) as i64;
-        Ok(keys
+        Ok(preference_ids
             .iter()
             .zip(replies.chunks(2))
-            .map(|(key, pair)| EmbeddingStatus {
-                key: key.clone(),
+            .map(|(id, pair)| EmbeddingStatus {
+                persona_id: persona_id.to_string(),
+                preference_id: id.clone(),
+                key: self.preference_key(persona_id, id),
                 topic: query::value_to_string(&pair[0]),
                 fits: matches!(pair[1], Value::Int(length) if length == expected),
             })
             .collect())
     }
 
-    /// Stores new vectors for existing hashes (a hash deleted meanwhile stays deleted).
-    /// Returns how many were written.
-    pub async fn set_embeddings(&self, updates: &[(String, Vec<f32>)]) -> Result<u64, StoreError> {
+    /// Stores new vectors for existing preferences of one persona (a preference deleted
+    /// meanwhile stays deleted) and puts them in the persona's vector set. Returns how many
+    /// were written.
+    pub async fn set_embeddings(
+        &self,
+        persona_id: &str,
+        updates: &[(String, Vec<f32>)],
+    ) -> Result<u64, StoreError> {
         let dims = self.settings.store.embedding_dims;
-        let mut pipe = redis::pipe();
-        for (key, vector) in updates {
+        let mut written = 0;
+        for (preference_id, vector) in updates {
             validate::embedding(vector, dims)?;
-            pipe.invoke_script(
-                scripts::SET_EMBEDDING
-                    .key(key)
-                    .arg(query::vector_to_bytes(vector)),
-            );
+            let mut invocation = self.invocation(
+                &scripts::SET_EMBEDDING,
+                persona_id,
+                preference_id,
+                WriteGuard::default(),
+            )?;
+            invocation
+                .arg(query::vector_to_bytes(vector))
+                .arg(preference_id.as_str());
+            let mut connection = self.connection.clone();
+            let done: u64 = invocation.invoke_async(&mut connection).await?;
+            written += done;
+        }
+        Ok(written)
+    }
+
+    /// Migration: every field of a hash, as bytes (the embedding is binary).
+    pub async fn raw_hash(&self, key: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let mut connection = self.connection.clone();
+        let fields: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(key)
+            .query_async(&mut connection)
+            .await?;
+        Ok(fields)
+    }
+
+    /// Migration: writes a preference read from an earlier layout into this one, with its
+    /// structures, unless an earlier run already did. True when written.
+    pub async fn import_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+        fields: &[(String, Vec<u8>)],
+    ) -> Result<bool, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::preference_id(preference_id)?;
+        let mut invocation = self.invocation(
+            &scripts::IMPORT,
+            persona_id,
+            preference_id,
+            WriteGuard::default(),
+        )?;
+        // The id first: the script reads it from ARGV[7]. The key's id is the truth, as the
+        // original system wrote it to both.
+        invocation.arg(field::ID).arg(preference_id);
+        for (name, value) in fields {
+            if name != field::ID {
+                invocation.arg(name.as_str()).arg(value.as_slice());
+            }
         }
         let mut connection = self.connection.clone();
-        // A pipeline sends EVALSHA only, so the script must be loaded first.
-        let _: String = scripts::SET_EMBEDDING
-            .prepare_invoke()
-            .load_async(&mut connection)
+        let written: u64 = invocation.invoke_async(&mut connection).await?;
+        Ok(written == 1)
+    }
+
+    /// Migration: brings a preference's structures in step with its hash.
+    pub async fn resync_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut invocation = self.invocation(
+            &scripts::RESYNC,
+            persona_id,
+            preference_id,
+            WriteGuard::default(),
+        )?;
+        invocation.arg(preference_id);
+        let mut connection = self.connection.clone();
+        let done: u64 = invocation.invoke_async(&mut connection).await?;
+        Ok(done == 1)
+    }
+
+    /// Migration: a persona's vector set, when its quantisation or size no longer fits the
+    /// configuration, is deleted (a resync of every preference rebuilds it). True when deleted.
+    pub async fn drop_misfit_vector_set(&self, persona_id: &str) -> Result<bool, StoreError> {
+        let key = self.settings.keys.vectors(persona_id);
+        let mut connection = self.connection.clone();
+        let info: Value = match redis::cmd("VINFO")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await
+        {
+            Ok(info) => info,
+            Err(_) => return Ok(false),
+        };
+        let pairs: Vec<String> = match &info {
+            Value::Array(items) => items.iter().map(query::value_to_string).collect(),
+            Value::Map(items) => items
+                .iter()
+                .flat_map(|(k, v)| [query::value_to_string(k), query::value_to_string(v)])
+                .collect(),
+            _ => return Ok(false),
+        };
+        let get = |name: &str| {
+            pairs
+                .chunks(2)
+                .find(|pair| pair[0] == name)
+                .map(|pair| pair[1].clone())
+        };
+        let quantisation = self.settings.store.vector_quantisation.vinfo_name();
+        let fits = get("quant-type").as_deref() == Some(quantisation)
+            && get("vector-dim").and_then(|d| d.parse().ok())
+                == Some(self.settings.store.embedding_dims);
+        if fits {
+            return Ok(false);
+        }
+        let _: i64 = redis::cmd("DEL")
+            .arg(&key)
+            .query_async(&mut connection)
             .await?;
-        let written: Vec<u64> = pipe.query_async(&mut connection).await?;
-        Ok(written.into_iter().sum())
+        Ok(true)
+    }
+
+    /// Deletes one key (migration: a legacy key once its data is in this layout).
+    pub async fn delete_key(&self, key: &str) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+
+    /// Migration: an effect record of the earlier layout (one key each) becomes a field of the
+    /// persona's effect hash, keeping its remaining lifetime; then the old key goes.
+    pub async fn import_effect(
+        &self,
+        legacy_key: &str,
+        persona_id: &str,
+        effect_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let value: Option<String> = redis::cmd("GET")
+            .arg(legacy_key)
+            .query_async(&mut connection)
+            .await?;
+        let ttl_ms: i64 = redis::cmd("PTTL")
+            .arg(legacy_key)
+            .query_async(&mut connection)
+            .await?;
+        if let Some(value) = value {
+            let effects = self.settings.keys.effects(persona_id);
+            let mut pipe = redis::pipe();
+            pipe.cmd("HSET")
+                .arg(&effects)
+                .arg(effect_id)
+                .arg(value)
+                .ignore();
+            if ttl_ms > 0 {
+                pipe.cmd("HPEXPIRE")
+                    .arg(&effects)
+                    .arg(ttl_ms)
+                    .arg("FIELDS")
+                    .arg(1)
+                    .arg(effect_id)
+                    .ignore();
+            }
+            let _: () = pipe.atomic().query_async(&mut connection).await?;
+        }
+        self.delete_key(legacy_key).await
+    }
+
+    /// Migration: the erasure records of the earlier layout join the persona's erasure hash
+    /// (records already there win); then the old key goes.
+    pub async fn import_erasures(
+        &self,
+        legacy_key: &str,
+        persona_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let records: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(legacy_key)
+            .query_async(&mut connection)
+            .await?;
+        let erasures = self.settings.keys.erasures(persona_id);
+        for (digest, record) in records {
+            let _: i64 = redis::cmd("HSETNX")
+                .arg(&erasures)
+                .arg(digest)
+                .arg(record)
+                .query_async(&mut connection)
+                .await?;
+        }
+        self.delete_key(legacy_key).await
     }
 
     // ----- writes ------------------------------------------------------------------------
@@ -483,8 +765,8 @@ impl PreferenceStore {
             ),
             (field::REINFORCEMENT_COUNT, b"0".to_vec()),
         ];
-        let key = self.preference_key(&preference.persona_id, &preference.id);
-        let mut invocation = self.invocation(&scripts::ADD, &key, &preference.persona_id, guard)?;
+        let mut invocation =
+            self.invocation(&scripts::ADD, &preference.persona_id, &preference.id, guard)?;
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }
@@ -550,14 +832,14 @@ impl PreferenceStore {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
         validate::provenance(provenance)?;
-        let key = self.preference_key(persona_id, preference_id);
         let now = now_iso();
         let entry = serde_json::to_string(&Reinforcement {
             timestamp: now.clone(),
             provenance: provenance.clone(),
         })
         .map_err(|e| StoreError::UnexpectedReply(format!("encoding a reinforcement: {e}")))?;
-        let mut invocation = self.invocation(&scripts::REINFORCE, &key, persona_id, guard)?;
+        let mut invocation =
+            self.invocation(&scripts::REINFORCE, persona_id, preference_id, guard)?;
         invocation
             .arg(format_float(self.settings.store.reinforce_rate))
             .arg(now)
@@ -606,8 +888,7 @@ impl PreferenceStore {
         }
         let reason = validate::truncate_chars(evolution.reason, config.max_opinion_chars);
         let now = now_iso();
-        let key = self.preference_key(persona_id, preference_id);
-        let mut invocation = self.invocation(&scripts::EVOLVE, &key, persona_id, guard)?;
+        let mut invocation = self.invocation(&scripts::EVOLVE, persona_id, preference_id, guard)?;
         invocation
             .arg(opinion.as_str())
             .arg(vector_to_bytes(evolution.new_embedding))
@@ -649,8 +930,8 @@ impl PreferenceStore {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
         let reason = validate::truncate_chars(reason.trim(), self.settings.store.max_opinion_chars);
-        let key = self.preference_key(persona_id, preference_id);
-        let mut invocation = self.invocation(&scripts::RETRACT, &key, persona_id, guard)?;
+        let mut invocation =
+            self.invocation(&scripts::RETRACT, persona_id, preference_id, guard)?;
         invocation.arg(reason.as_str()).arg(now_iso());
         let mut connection = self.connection.clone();
         let reply: Value = invocation
@@ -668,22 +949,17 @@ impl PreferenceStore {
         }))
     }
 
+    /// A write script's invocation with the shared keys and arguments (see `scripts.rs`).
     fn invocation<'s>(
         &self,
         script: &'s redis::Script,
-        key: &str,
         persona_id: &str,
+        preference_id: &str,
         guard: WriteGuard<'_>,
     ) -> Result<redis::ScriptInvocation<'s>, StoreError> {
-        let mut invocation = script.prepare_invoke();
-        let effect_key = match guard.effect_id {
-            Some(effect_id) => {
-                validate::effect_id(effect_id)?;
-                self.effect_key(persona_id, effect_id)
-            }
-            None => self.effect_key(persona_id, "-"),
-        };
-        let lock_key = self.lock_key(persona_id);
+        if let Some(effect_id) = guard.effect_id {
+            validate::effect_id(effect_id)?;
+        }
         if let Some(lock) = guard.lock
             && lock.persona_id() != persona_id
         {
@@ -695,15 +971,23 @@ impl PreferenceStore {
                 ),
             ));
         }
+        let config = &self.settings.store;
+        let mut invocation = script.prepare_invoke();
+        for key in self
+            .settings
+            .keys
+            .write_script_keys(persona_id, preference_id)
+        {
+            invocation.key(key);
+        }
         invocation
-            .key(key)
-            .key(effect_key)
-            .key(lock_key)
-            .arg(if guard.effect_id.is_some() { "1" } else { "" })
+            .arg(guard.effect_id.unwrap_or_default())
             // How long an idempotency record outlives its write (`store.effect_ttl_hours`,
             // at least as long as events and dead letters are kept; 0 = for ever).
-            .arg(self.settings.store.effect_ttl_hours * 3600)
-            .arg(guard.lock.map(LockToken::token).unwrap_or_default());
+            .arg(config.effect_ttl_hours * 3600)
+            .arg(guard.lock.map(LockToken::token).unwrap_or_default())
+            .arg(config.vector_quantisation.vadd_option())
+            .arg(config.embedding_dims * 4);
         Ok(invocation)
     }
 
@@ -771,7 +1055,9 @@ impl PreferenceStore {
             .arg("DIALECT")
             .arg(2);
         let mut connection = self.connection.clone();
-        let reply: Value = cmd.query_async(&mut connection).await?;
+        let reply: Value = connection
+            .query_for_key(&self.route_key(persona_id), &cmd)
+            .await?;
         let (_, hits) = parse_search_reply(reply)?;
         Ok(hits
             .into_iter()
@@ -814,8 +1100,12 @@ impl PreferenceStore {
             .arg(2);
         pipe.add_command(aggregate);
         let mut connection = self.connection.clone();
-        let (total, active, groups): (Value, Value, Value) =
-            pipe.query_async(&mut connection).await?;
+        let replies = connection
+            .pipeline_for_key(&self.route_key(persona_id), &pipe)
+            .await?;
+        let [total, active, groups]: [Value; 3] = replies.try_into().map_err(|replies| {
+            StoreError::UnexpectedReply(format!("stats pipeline returned {replies:?}"))
+        })?;
         let total = parse_search_reply(total)?.0;
         let active = parse_search_reply(active)?.0;
         let mut by_category = std::collections::BTreeMap::new();
@@ -845,7 +1135,10 @@ impl PreferenceStore {
     }
 
     /// KNN over one persona's preferences; `score` is the cosine distance, nearest first.
-    /// A failed search is an error, never an empty list.
+    /// Active preferences come from the persona's vector set; with `include_retracted`, every
+    /// preference of the persona is scored exactly from its stored vector instead (an
+    /// administrative search, proportional to the persona's size). A failed search is an error,
+    /// never an empty list.
     pub async fn search_preferences(
         &self,
         persona_id: &str,
@@ -853,14 +1146,37 @@ impl PreferenceStore {
         top_k: usize,
         include_retracted: bool,
     ) -> Result<Vec<ScoredPreference>, StoreError> {
-        self.knn(
-            persona_id,
-            query_embedding,
-            top_k,
-            include_retracted,
-            &field::ALL_BUT_EMBEDDING,
-        )
-        .await
+        let started = Instant::now();
+        validate::persona_id(persona_id)?;
+        validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
+        let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
+        let scored: Vec<(String, f64)> = if include_retracted {
+            self.exact_neighbours(persona_id, query_embedding, top_k)
+                .await?
+        } else {
+            self.vector_neighbours(persona_id, query_embedding, top_k)
+                .await?
+                .into_iter()
+                .map(|hit| (hit.id, hit.similarity))
+                .collect()
+        };
+        let records = self
+            .preferences_by_id(
+                persona_id,
+                &scored.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+            )
+            .await?;
+        telemetry::store_op("search", started.elapsed());
+        Ok(scored
+            .into_iter()
+            .zip(records)
+            .filter_map(|((_, similarity), preference)| {
+                preference.map(|preference| ScoredPreference {
+                    preference,
+                    score: 1.0 - similarity,
+                })
+            })
+            .collect())
     }
 
     /// Full-text search of one persona's topics and opinions (BM25 over the TEXT fields),
@@ -884,7 +1200,8 @@ impl PreferenceStore {
         let mut returned: Vec<&str> = field::ALL_BUT_EMBEDDING.to_vec();
         returned.push(field::EMBEDDING);
         let mut connection = self.connection.clone();
-        let reply: Value = redis::cmd("FT.SEARCH")
+        let mut command = redis::cmd("FT.SEARCH");
+        command
             .arg(&self.settings.index_name)
             .arg(format!("{filter} {words}"))
             .arg("WITHSCORES")
@@ -897,8 +1214,9 @@ impl PreferenceStore {
             .arg(returned.len())
             .arg(&returned[..])
             .arg("DIALECT")
-            .arg(2)
-            .query_async(&mut connection)
+            .arg(2);
+        let reply: Value = connection
+            .query_for_key(&self.route_key(persona_id), &command)
             .await?;
         Ok(query::parse_keyword_reply(reply)?
             .into_iter()
@@ -912,51 +1230,129 @@ impl PreferenceStore {
 
     /// The ingest decision's search: the persona's active preferences nearest to a topic,
     /// `store.conflict_top_k` of them, carrying only what deciding reads (id, topic, stance and
-    /// its time). Every event runs it, and RediSearch loads each returned field of each hit.
+    /// its time). Every event runs it: one VSIM over the persona's own vector set, whose
+    /// attributes carry those fields, so no hash is read.
     pub async fn nearest_topics(
         &self,
         persona_id: &str,
         topic_embedding: &[f32],
     ) -> Result<Vec<ScoredPreference>, StoreError> {
-        self.knn(
-            persona_id,
-            topic_embedding,
-            self.settings.store.conflict_top_k,
-            false,
-            &field::DECISION,
-        )
-        .await
-    }
-
-    async fn knn(
-        &self,
-        persona_id: &str,
-        query_embedding: &[f32],
-        top_k: usize,
-        include_retracted: bool,
-        returned: &[&str],
-    ) -> Result<Vec<ScoredPreference>, StoreError> {
         let started = Instant::now();
         validate::persona_id(persona_id)?;
-        validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
-        let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
-        let query = knn_query(&persona_filter(persona_id, include_retracted), top_k);
-        let mut connection = self.connection.clone();
-        let reply: Value = knn_command(
-            &self.settings.index_name,
-            &query,
-            &vector_to_bytes(query_embedding),
-            top_k,
-            returned,
-        )
-        .query_async(&mut connection)
-        .await?;
-        let hits = parse_knn_reply(reply)?;
+        validate::embedding(topic_embedding, self.settings.store.embedding_dims)?;
+        let hits = self
+            .vector_neighbours(
+                persona_id,
+                topic_embedding,
+                self.settings.store.conflict_top_k,
+            )
+            .await?;
         telemetry::store_op("search", started.elapsed());
         Ok(hits
             .into_iter()
-            .filter(|hit| hit.preference.persona_id == persona_id)
+            .map(|hit| ScoredPreference {
+                score: 1.0 - hit.similarity,
+                preference: hit.attributes.into_preference(hit.id, persona_id),
+            })
             .collect())
+    }
+
+    /// `VSIM` over the persona's vector set: the nearest active preferences with their cosine
+    /// similarity and attributes.
+    async fn vector_neighbours(
+        &self,
+        persona_id: &str,
+        embedding: &[f32],
+        top_k: usize,
+    ) -> Result<Vec<query::VectorHit>, StoreError> {
+        let mut connection = self.connection.clone();
+        let reply: Value = redis::cmd("VSIM")
+            .arg(self.settings.keys.vectors(persona_id))
+            .arg("FP32")
+            .arg(vector_to_bytes(embedding))
+            .arg("WITHSCORES")
+            .arg("WITHATTRIBS")
+            .arg("COUNT")
+            .arg(top_k)
+            .query_async(&mut connection)
+            .await?;
+        query::parse_vector_hits(reply, query::VectorScore::VsimScore)
+    }
+
+    /// Every preference of the persona (retracted too) scored exactly against `embedding`
+    /// from its stored vector: (id, cosine similarity), nearest first, at most `top_k`.
+    async fn exact_neighbours(
+        &self,
+        persona_id: &str,
+        embedding: &[f32],
+        top_k: usize,
+    ) -> Result<Vec<(String, f64)>, StoreError> {
+        let ids = self.preference_ids(persona_id).await?;
+        let mut scored = Vec::with_capacity(ids.len());
+        let mut connection = self.connection.clone();
+        for chunk in ids.chunks(500) {
+            let mut pipe = redis::pipe();
+            for id in chunk {
+                pipe.cmd("HGET")
+                    .arg(self.preference_key(persona_id, id))
+                    .arg(field::EMBEDDING);
+            }
+            let vectors = connection
+                .pipeline_for_key(&self.route_key(persona_id), &pipe)
+                .await?;
+            for (id, vector) in chunk.iter().zip(vectors) {
+                if let Value::BulkString(bytes) = vector {
+                    let similarity = cosine(&query::bytes_to_vector(&bytes), embedding);
+                    scored.push((id.clone(), similarity));
+                }
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        scored.truncate(top_k);
+        Ok(scored)
+    }
+
+    /// Whole records of one persona by id, in order, in one pipelined round trip; `None` for
+    /// an id whose hash is gone.
+    async fn preferences_by_id(
+        &self,
+        persona_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<Option<Preference>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET")
+                .arg(self.preference_key(persona_id, id))
+                .arg(&field::ALL_BUT_EMBEDDING[..]);
+        }
+        let mut connection = self.connection.clone();
+        let replies = connection
+            .pipeline_for_key(&self.route_key(persona_id), &pipe)
+            .await?;
+        replies
+            .into_iter()
+            .map(|reply| {
+                let values: Vec<Option<Vec<u8>>> =
+                    redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
+                let fields: HashMap<String, String> = field::ALL_BUT_EMBEDDING
+                    .iter()
+                    .zip(values)
+                    .filter_map(|(name, value)| {
+                        value.map(|v: Vec<u8>| {
+                            (name.to_string(), String::from_utf8_lossy(&v).into_owned())
+                        })
+                    })
+                    .collect();
+                if fields.is_empty() {
+                    return Ok(None);
+                }
+                let preference = Preference::from_fields(&fields)?;
+                Ok((preference.persona_id == persona_id).then_some(preference))
+            })
+            .collect()
     }
 
     /// Active preferences whose similarity (1 − distance) to `embedding` is at least
@@ -982,10 +1378,11 @@ impl PreferenceStore {
             .collect())
     }
 
-    /// The preferences worth putting into a system prompt: a semantic pass (KNN, top
-    /// `max_count·2`) and a user pass (KNN restricted to preferences about the present users),
-    /// sent in one pipelined round trip; merged by id, ranked by relevance × strength, capped by
-    /// count and by total opinion characters. Each result says why it was chosen.
+    /// The preferences worth putting into a system prompt: a semantic pass (the persona's
+    /// `max_count·2` nearest active preferences) and a user pass (its preferences about the
+    /// present users, nearest first), in one round trip; merged by id, ranked by relevance ×
+    /// strength, capped by count and by total opinion characters. Each result says why it was
+    /// chosen.
     pub async fn get_preferences_for_injection(
         &self,
         query: &InjectionQuery<'_>,
@@ -998,8 +1395,8 @@ impl PreferenceStore {
 
     /// [`PreferenceStore::get_preferences_for_injection`] plus up to `resident_count` of the
     /// persona's strongest active preferences regardless of the query ("always-on" context),
-    /// deduplicated against the query's results. The resident query rides in the same
-    /// pipelined round trip.
+    /// deduplicated against the query's results. All three passes are one script over the
+    /// persona's own structures (`scripts::INJECT`): one round trip, one node.
     pub async fn get_preferences_for_injection_with_resident(
         &self,
         query: &InjectionQuery<'_>,
@@ -1027,74 +1424,64 @@ impl PreferenceStore {
             config.max_related_ids,
             validate::user_id,
         )?;
-        let top_k = (query.max_count * 2).min(config.max_top_k);
-        let filter = persona_filter(query.persona_id, false);
-        let mut pipe = query::injection_pipeline(
-            &self.settings.index_name,
-            query.persona_id,
-            &vector_to_bytes(query.query_embedding),
-            top_k,
-            query.active_user_ids,
-        );
-        let user_pass = !query.active_user_ids.is_empty();
         if resident_count > config.max_injection_count {
             return Err(StoreError::invalid(
                 "resident_count",
                 format!("must be at most {}", config.max_injection_count),
             ));
         }
-        if resident_count > 0 {
-            // Fetch a few extra: some of the strongest may already be among the query results.
-            let mut strongest = redis::cmd("FT.SEARCH");
-            strongest
-                .arg(&self.settings.index_name)
-                .arg(&filter)
-                .arg("SORTBY")
-                .arg(field::STRENGTH)
-                .arg("DESC")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(resident_count + query.max_count)
-                .arg("RETURN")
-                .arg(field::INJECTION.len())
-                .arg(&field::INJECTION[..])
-                .arg("DIALECT")
-                .arg(2);
-            pipe.add_command(strongest);
-        }
-        let mut connection = self.connection.clone();
-        let replies: Vec<Value> = pipe.query_async(&mut connection).await?;
-        let mut replies = replies.into_iter();
-        let semantic = parse_knn_reply(replies.next().unwrap_or(Value::Nil))?;
-        let by_user = if user_pass {
-            parse_knn_reply(replies.next().unwrap_or(Value::Nil))?
+        let top_k = (query.max_count * 2).min(config.max_top_k);
+        // Fetch a few extra strongest: some may already be among the query's results.
+        let strongest = if resident_count > 0 {
+            resident_count + query.max_count
         } else {
-            Vec::new()
+            0
         };
-        let selected = rank_for_injection(query, semantic, by_user, config);
+        let mut connection = self.connection.clone();
+        let reply: Value = query::injection_invocation(
+            self.keys(),
+            query.persona_id,
+            &vector_to_bytes(query.query_embedding),
+            top_k,
+            strongest,
+            query.active_user_ids,
+        )
+        .invoke_async(&mut connection)
+        .await?;
+        let passes = query::parse_injection_reply(reply)?;
+        let to_scored = |hits: Vec<query::VectorHit>| -> Vec<ScoredPreference> {
+            hits.into_iter()
+                .map(|hit| ScoredPreference {
+                    score: 1.0 - hit.similarity,
+                    preference: hit.attributes.into_preference(hit.id, query.persona_id),
+                })
+                .collect()
+        };
+        let selected = rank_for_injection(
+            query,
+            to_scored(passes.semantic),
+            to_scored(passes.about_users),
+            config,
+        );
         let mut resident = Vec::new();
-        if resident_count > 0 {
-            let (_, strongest) = parse_search_reply(replies.next().unwrap_or(Value::Nil))?;
-            for (preference, _) in strongest {
-                if resident.len() == resident_count {
-                    break;
-                }
-                if preference.persona_id != query.persona_id
-                    || selected.iter().any(|s| s.id == preference.id)
-                {
-                    continue;
-                }
-                resident.push(InjectedPreference {
-                    score: preference.strength,
-                    relevance: 0.0,
-                    strength: preference.strength,
-                    id: preference.id,
-                    name: preference.name,
-                    opinion: preference.opinion,
-                    category: preference.category,
-                    matched_by: vec![MatchReason::Resident],
-                });
+        for (id, attributes) in passes.strongest {
+            if resident.len() == resident_count {
+                break;
             }
+            if selected.iter().any(|s| s.id == id) {
+                continue;
+            }
+            let preference = attributes.into_preference(id, query.persona_id);
+            resident.push(InjectedPreference {
+                score: preference.strength,
+                relevance: 0.0,
+                strength: preference.strength,
+                id: preference.id,
+                name: preference.name,
+                opinion: preference.opinion,
+                category: preference.category,
+                matched_by: vec![MatchReason::Resident],
+            });
         }
         telemetry::store_op("inject", started.elapsed());
         Ok((selected, resident))
@@ -1213,22 +1600,20 @@ impl PreferenceStore {
         // otherwise bring the id back); a purge cut short is simply run again.
         self.record_erasure(persona_id, user_id, pseudonym, &now)
             .await?;
-        // Every key of the persona, without a cap: an erasure must not stop at a page size.
-        // The script itself leaves preferences that do not name the user untouched.
-        let key_prefix = self.preference_key(persona_id, "");
-        let keys = self.scan_keys(&format!("{key_prefix}*")).await?;
-        // An erasure over a large persona can outlast the lock: renew it before starting (the
-        // scan took time too) and whenever a third of its lifetime has passed.
+        // Every preference of the persona, without a cap: an erasure must not stop at a page
+        // size. The script itself leaves preferences that do not name the user untouched.
+        let preference_ids = self.preference_ids(persona_id).await?;
+        // An erasure over a large persona can outlast the lock: renew it before starting and
+        // whenever a third of its lifetime has passed.
         let mut renewed = None;
-        for key in keys {
+        for preference_id in preference_ids {
             if let Some(lock) = guard.lock {
                 lock.keep_alive(self, &mut renewed).await?;
             }
-            let preference_id = key[key_prefix.len()..].to_string();
             let mut invocation = self.invocation(
                 &scripts::PURGE_USER,
-                &key,
                 persona_id,
+                &preference_id,
                 WriteGuard {
                     effect_id: None,
                     ..guard
@@ -1303,54 +1688,37 @@ impl PreferenceStore {
         Ok(found)
     }
 
-    /// Deletes every key of one persona (preferences, idempotency records, lock), by SCAN so
-    /// Redis is never blocked. Returns how many keys went. For demos, tests and erasure of a
-    /// whole persona; ordinary forgetting is [`PreferenceStore::retract_preference`].
+    /// Deletes every key of one persona (preferences, their structures, idempotency records,
+    /// lock, erasure records); the persona's id set names every preference, so nothing is
+    /// scanned. Returns how many keys went. For demos, tests and erasure of a whole persona;
+    /// ordinary forgetting is [`PreferenceStore::retract_preference`].
     pub async fn delete_persona(&self, persona_id: &str) -> Result<u64, StoreError> {
         validate::persona_id(persona_id)?;
-        let prefix = &self.settings.key_prefix;
-        let patterns = [
-            format!("{prefix}:persona_pref:{persona_id}:*"),
-            format!("{prefix}:persona_pref_effect:{persona_id}:*"),
-            format!("{prefix}:persona_pref_lock:{persona_id}"),
-            format!("{prefix}:persona_pref_lock:{persona_id}:fence"),
-            format!("{prefix}:persona_pref_erased:{persona_id}"),
-        ];
+        let keys = &self.settings.keys;
+        let ids = self.preference_ids(persona_id).await?;
         let mut connection = self.connection.clone();
         let mut deleted = 0u64;
-        for pattern in patterns {
-            let keys = self.scan_keys(&pattern).await?;
-            for chunk in keys.chunks(1000) {
-                let removed: u64 = redis::cmd("UNLINK")
-                    .arg(chunk)
-                    .query_async(&mut connection)
-                    .await?;
-                deleted += removed;
-            }
-        }
-        Ok(deleted)
-    }
-
-    /// Every key matching `pattern`, by SCAN so Redis is never blocked (never `KEYS`).
-    async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
-        let mut found = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000)
+        // Preference hashes first: the id set that lists them goes last, so a deletion cut
+        // short can be run again.
+        for chunk in ids.chunks(1000) {
+            let hashes: Vec<String> = chunk
+                .iter()
+                .map(|id| keys.preference(persona_id, id))
+                .collect();
+            let removed: u64 = redis::cmd("UNLINK")
+                .arg(&hashes)
                 .query_async(&mut connection)
                 .await?;
-            found.extend(keys);
-            if next == 0 {
-                return Ok(found);
-            }
-            cursor = next;
+            deleted += removed;
         }
+        let mut structures = keys.persona_structures(persona_id).to_vec();
+        // The id set last (see above).
+        structures.rotate_left(1);
+        let removed: u64 = redis::cmd("UNLINK")
+            .arg(&structures)
+            .query_async(&mut connection)
+            .await?;
+        Ok(deleted + removed)
     }
 
     fn coerce_category(&self, category: &str) -> String {
@@ -1387,23 +1755,34 @@ fn fenced(persona_id: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
     }
 }
 
-fn is_unknown_index(error: &redis::RedisError) -> bool {
-    // RediSearch answers "Unknown index name" (or "Unknown Index name", "no such index" in other
-    // versions); redis-rs splits the first word off as an error code, so compare loosely.
-    let text = loose_text(error);
-    text.contains("unknown index name") || text.contains("no such index")
-}
-
 /// An error's text lower-cased with only letters, digits and single spaces, so matching does not
-/// depend on how the client quotes or splits the server's message.
-fn loose_text(error: &redis::RedisError) -> String {
-    let text: String = error
-        .to_string()
+/// depend on how the client quotes or splits the server's message (RediSearch answers "Unknown
+/// index name", which the client splits into a code and details).
+fn loose_text(text: &str) -> String {
+    let text: String = text
         .to_ascii_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { ' ' })
         .collect();
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A client for a Redis Cluster from its seed nodes (`redis.cluster_nodes`). It follows MOVED
+/// and ASK redirects and refreshes its slot map after a failover.
+async fn cluster_connection(
+    redis: &RedisConfig,
+) -> Result<redis::cluster_async::ClusterConnection, StoreError> {
+    let timeout = Duration::from_millis(redis.response_timeout_ms);
+    let client = redis::cluster::ClusterClientBuilder::new(redis.cluster_nodes.clone())
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .retries(6)
+        .build()
+        .map_err(|error| StoreError::InvalidInput {
+            field: "redis.cluster_nodes",
+            reason: error.to_string(),
+        })?;
+    Ok(client.get_async_connection().await?)
 }
 
 /// Shortest text that parses back to the same f64.

@@ -1,14 +1,16 @@
-//! RediSearch query text and reply parsing.
+//! RediSearch query text and reply parsing, and the vector set replies of the hot paths.
 //!
 //! Everything user-supplied that reaches a query goes through [`escape_tag`]; vectors travel as
-//! PARAMS, never inline.
+//! binary arguments, never inline.
 
 use std::collections::HashMap;
 
 use redis::Value;
 
 use super::error::StoreError;
-use super::record::{Preference, ScoredPreference, field};
+use super::keys::Keys;
+use super::record::{Preference, VectorAttributes, field};
+use super::scripts;
 
 /// Escapes a TAG value for a RediSearch query: every ASCII character other than letters, digits
 /// and `_` gets a backslash, so punctuation and whitespace (`{ } | @ : - , . ' "` …) are literal
@@ -55,77 +57,156 @@ pub fn persona_filter(persona_id: &str, include_retracted: bool) -> String {
     filter
 }
 
-/// A KNN query over `filter`, scoring into the `score` field.
-pub fn knn_query(filter: &str, top_k: usize) -> String {
-    format!(
-        "({filter})=>[KNN {top_k} @{} $vec AS score]",
-        field::EMBEDDING
-    )
-}
+/// At most this many preferences about the present users are scored per injection (the user
+/// pass reads each one's vector; a persona holds few opinions about any one user).
+pub const USER_PASS_CANDIDATES: usize = 256;
 
-/// Builds `FT.SEARCH index query PARAMS 2 vec <blob> SORTBY score LIMIT 0 k RETURN … DIALECT 2`,
-/// returning `returned` and the score.
-pub fn knn_command(
-    index: &str,
-    query: &str,
-    vector_bytes: &[u8],
-    top_k: usize,
-    returned: &[&str],
-) -> redis::Cmd {
-    let mut cmd = redis::cmd("FT.SEARCH");
-    cmd.arg(index)
-        .arg(query)
-        .arg("PARAMS")
-        .arg(2)
-        .arg("vec")
-        .arg(vector_bytes)
-        .arg("SORTBY")
-        .arg("score")
-        .arg("LIMIT")
-        .arg(0)
-        .arg(top_k)
-        .arg("RETURN")
-        .arg(returned.len() + 1)
-        .arg(returned)
-        .arg("score")
-        .arg("DIALECT")
-        .arg(2);
-    cmd
-}
-
-/// The injection's queries, pipelined for one round trip: the semantic pass (KNN over the
-/// persona's active preferences) and, when users are present, the user pass (the same KNN
-/// restricted to preferences about them). Public so benches measure exactly these commands.
-pub fn injection_pipeline(
-    index: &str,
+/// The injection script's invocation: all three passes over one persona's structures.
+/// Public so benches measure exactly what the store sends.
+pub fn injection_invocation(
+    keys: &Keys,
     persona_id: &str,
     vector_bytes: &[u8],
     top_k: usize,
+    strongest: usize,
     active_user_ids: &[String],
-) -> redis::Pipeline {
-    let filter = persona_filter(persona_id, false);
-    let mut pipe = redis::pipe();
-    pipe.add_command(knn_command(
-        index,
-        &knn_query(&filter, top_k),
-        vector_bytes,
-        top_k,
-        &field::INJECTION,
-    ));
-    if !active_user_ids.is_empty() {
-        let user_filter = format!(
-            "{filter} {}",
-            tag_clause(field::RELATED_USER_IDS_INDEX, active_user_ids)
-        );
-        pipe.add_command(knn_command(
-            index,
-            &knn_query(&user_filter, top_k),
-            vector_bytes,
-            top_k,
-            &field::INJECTION,
-        ));
+) -> redis::ScriptInvocation<'static> {
+    let mut invocation = scripts::INJECT.prepare_invoke();
+    invocation
+        .key(keys.vectors(persona_id))
+        .key(keys.strongest(persona_id))
+        .key(keys.about(persona_id))
+        .arg(vector_bytes)
+        .arg(top_k)
+        .arg(strongest)
+        .arg(USER_PASS_CANDIDATES);
+    for user in active_user_ids {
+        invocation.arg(user.as_str());
     }
-    pipe
+    invocation
+}
+
+/// A hit of a vector set search: the preference id, its cosine similarity to the query and
+/// the attributes stored beside its vector.
+#[derive(Debug, Clone)]
+pub struct VectorHit {
+    pub id: String,
+    pub similarity: f64,
+    pub attributes: VectorAttributes,
+}
+
+/// How a reply states closeness.
+#[derive(Debug, Clone, Copy)]
+pub enum VectorScore {
+    /// `VSIM … WITHSCORES`: (1 + cosine similarity) / 2, in [0, 1].
+    VsimScore,
+    /// The cosine similarity itself (what the injection script computes for the user pass).
+    Cosine,
+}
+
+/// Reads `id, score, attributes` triples (RESP2: a flat array; RESP3: a map of id to
+/// `[score, attributes]`).
+pub fn parse_vector_hits(reply: Value, score: VectorScore) -> Result<Vec<VectorHit>, StoreError> {
+    let triples: Vec<(Value, Value, Value)> = match reply {
+        Value::Nil => Vec::new(),
+        Value::Array(items) => {
+            if items.len() % 3 != 0 {
+                return Err(StoreError::UnexpectedReply(format!(
+                    "vector search returned {} items, not triples",
+                    items.len()
+                )));
+            }
+            let mut items = items.into_iter();
+            let mut triples = Vec::new();
+            while let (Some(id), Some(score), Some(attributes)) =
+                (items.next(), items.next(), items.next())
+            {
+                triples.push((id, score, attributes));
+            }
+            triples
+        }
+        Value::Map(entries) => entries
+            .into_iter()
+            .map(|(id, pair)| match pair {
+                Value::Array(mut pair) if pair.len() == 2 => {
+                    let attributes = pair.pop().unwrap_or(Value::Nil);
+                    let score = pair.pop().unwrap_or(Value::Nil);
+                    Ok((id, score, attributes))
+                }
+                other => Err(StoreError::UnexpectedReply(format!(
+                    "vector search entry {other:?}"
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(StoreError::UnexpectedReply(format!(
+                "vector search returned {other:?}"
+            )));
+        }
+    };
+    triples
+        .into_iter()
+        .map(|(id, raw_score, attributes)| {
+            let value = match &raw_score {
+                Value::Double(value) => *value,
+                other => value_to_string(other).parse::<f64>().map_err(|_| {
+                    StoreError::UnexpectedReply(format!("vector search score {other:?}"))
+                })?,
+            };
+            let similarity = match score {
+                VectorScore::VsimScore => 2.0 * value - 1.0,
+                VectorScore::Cosine => value,
+            };
+            Ok(VectorHit {
+                id: value_to_string(&id),
+                similarity,
+                attributes: VectorAttributes::parse(&value_to_string(&attributes))?,
+            })
+        })
+        .collect()
+}
+
+/// The injection script's three passes, decoded.
+#[derive(Debug, Default)]
+pub struct InjectionPasses {
+    pub semantic: Vec<VectorHit>,
+    pub about_users: Vec<VectorHit>,
+    /// Strongest first: (id, attributes).
+    pub strongest: Vec<(String, VectorAttributes)>,
+}
+
+pub fn parse_injection_reply(reply: Value) -> Result<InjectionPasses, StoreError> {
+    let Value::Array(parts) = reply else {
+        return Err(StoreError::UnexpectedReply(format!(
+            "injection script returned {reply:?}"
+        )));
+    };
+    let [semantic, about_users, strongest]: [Value; 3] = parts.try_into().map_err(|parts| {
+        StoreError::UnexpectedReply(format!("injection script returned {parts:?}"))
+    })?;
+    let strongest = match strongest {
+        Value::Array(items) => {
+            let mut pairs = Vec::with_capacity(items.len() / 2);
+            let mut items = items.into_iter();
+            while let (Some(id), Some(attributes)) = (items.next(), items.next()) {
+                pairs.push((
+                    value_to_string(&id),
+                    VectorAttributes::parse(&value_to_string(&attributes))?,
+                ));
+            }
+            pairs
+        }
+        other => {
+            return Err(StoreError::UnexpectedReply(format!(
+                "strongest pass returned {other:?}"
+            )));
+        }
+    };
+    Ok(InjectionPasses {
+        semantic: parse_vector_hits(semantic, VectorScore::VsimScore)?,
+        about_users: parse_vector_hits(about_users, VectorScore::Cosine)?,
+        strongest,
+    })
 }
 
 /// A decoded preference with its `score` field when the query returned one.
@@ -242,19 +323,6 @@ pub fn parse_keyword_reply(reply: Value) -> Result<Vec<KeywordHit>, StoreError> 
         });
     }
     Ok(hits)
-}
-
-/// Parses a KNN reply, where every hit must carry a score.
-pub fn parse_knn_reply(reply: Value) -> Result<Vec<ScoredPreference>, StoreError> {
-    let (_, hits) = parse_search_reply(reply)?;
-    hits.into_iter()
-        .map(|(preference, score)| {
-            let score = score.ok_or_else(|| {
-                StoreError::UnexpectedReply(format!("KNN hit {} without score", preference.id))
-            })?;
-            Ok(ScoredPreference { preference, score })
-        })
-        .collect()
 }
 
 pub fn value_to_string(value: &Value) -> String {

@@ -36,24 +36,6 @@ pub mod field {
     pub const REINFORCEMENT_COUNT: &str = "reinforcement_count";
     pub const REINFORCEMENTS: &str = "reinforcements";
 
-    /// What injection reads of each hit. Its queries RETURN only these: RediSearch loads every
-    /// returned field of every hit from the hash, and the full record cost the injection bench
-    /// about a third of its server time. Decoding a projection leaves the other fields at their
-    /// defaults, so the result is only fit for ranking and rendering.
-    pub const INJECTION: [&str; 8] = [
-        ID,
-        PERSONA_ID,
-        NAME,
-        OPINION,
-        CATEGORY,
-        STRENGTH,
-        RELATED_USER_IDS,
-        ACTIVE,
-    ];
-
-    /// What the ingest decision reads of its nearest topics (see `nearest_topics`).
-    pub const DECISION: [&str; 6] = [ID, PERSONA_ID, NAME, STANCE, STANCE_AT, ACTIVE];
-
     /// Everything but the embedding: what searches RETURN.
     pub const ALL_BUT_EMBEDDING: [&str; 23] = [
         ID,
@@ -270,12 +252,81 @@ impl Preference {
     }
 }
 
+/// What a persona's vector set keeps beside each active preference's vector (`VSETATTR`,
+/// written by the scripts' `sync`): everything injection ranks and renders and ingest decides
+/// by, so neither reads the hash. Short names: this is stored once per preference.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct VectorAttributes {
+    /// Topic.
+    #[serde(default)]
+    pub n: String,
+    /// Opinion.
+    #[serde(default)]
+    pub o: String,
+    /// Category.
+    #[serde(default)]
+    pub c: String,
+    /// Strength.
+    #[serde(default)]
+    pub s: f64,
+    /// Stance ("for", "against" or "").
+    #[serde(default)]
+    pub st: String,
+    /// When the stance was expressed.
+    #[serde(default)]
+    pub sa: String,
+    /// Related user ids, comma-separated (ids may not hold a comma).
+    #[serde(default)]
+    pub u: String,
+}
+
+impl VectorAttributes {
+    /// Empty text (an element without attributes) decodes to the defaults.
+    pub fn parse(text: &str) -> Result<VectorAttributes, StoreError> {
+        if text.is_empty() {
+            return Ok(VectorAttributes::default());
+        }
+        serde_json::from_str(text)
+            .map_err(|error| StoreError::UnexpectedReply(format!("vector attributes: {error}")))
+    }
+
+    /// A projection of the preference: the fields above, `active`, and defaults elsewhere.
+    /// Fit for ranking, rendering and deciding only.
+    pub fn into_preference(self, id: String, persona_id: &str) -> Preference {
+        Preference {
+            id,
+            persona_id: persona_id.to_string(),
+            name: self.n,
+            opinion: self.o,
+            category: self.c,
+            strength: self.s,
+            stance: Stance::parse(&self.st),
+            stance_at: self.sa,
+            provenance: Provenance::default(),
+            related_user_ids: self
+                .u
+                .split(',')
+                .filter(|user| !user.is_empty())
+                .map(str::to_string)
+                .collect(),
+            related_kg_uuids: Vec::new(),
+            evidence_user_ids: Vec::new(),
+            evolution_history: Vec::new(),
+            active: true,
+            created_at: String::new(),
+            last_reinforced: String::new(),
+            reinforcement_count: 0,
+            reinforcements: Vec::new(),
+        }
+    }
+}
+
 /// A preference found by a vector search, with its cosine distance to the query.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScoredPreference {
     #[serde(flatten)]
     pub preference: Preference,
-    /// Cosine distance as RediSearch reports it: 0 = same direction, 2 = opposite.
+    /// Cosine distance (1 − cosine similarity): 0 = same direction, 2 = opposite.
     pub score: f64,
 }
 

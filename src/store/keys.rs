@@ -1,0 +1,249 @@
+//! Every Redis key and key pattern the store uses, in one place.
+//!
+//! **Invariant:** every key that belongs to one persona carries the persona id as a hash tag
+//! (`{ada}`), so all of them live in one hash slot. On Redis Cluster a script may only touch
+//! keys of one slot; with the tag, every write script (preference hash, effect records, lock,
+//! vector set, …) runs on the node that owns the persona, and a persona's hot paths never
+//! leave that node. Persona ids are `[A-Za-z0-9_-]` (`validate::persona_id`) and the key prefix
+//! may not hold braces (`config`), so the tag is always the persona id and nothing else.
+//!
+//! Layout, for key prefix `P` and persona `ada`:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `P:persona_pref:{ada}:<id>` | hash | one preference (the original system's fields) |
+//! | `P:persona_pref_ids:{ada}` | set | every preference id of the persona, retracted too |
+//! | `P:persona_pref_vectors:{ada}` | vector set | active preferences' topic vectors; attributes carry what injection and deciding read |
+//! | `P:persona_pref_strongest:{ada}` | sorted set | active preference ids by strength |
+//! | `P:persona_pref_about:{ada}` | sorted set | `<user id>\0<preference id>` for active preferences about a user (lexicographic ranges) |
+//! | `P:persona_pref_effects:{ada}` | hash | effect id → preference id, one field per applied effect, each with its own TTL |
+//! | `P:persona_pref_lock:{ada}` | string | the persona lock's current token |
+//! | `P:persona_pref_lock:{ada}:fence` | string | the lock's token counter |
+//! | `P:persona_pref_erased:{ada}` | hash | erasure records |
+//!
+//! Earlier layouts (the original system's, and this service's before persona slots) wrote the
+//! persona id without braces; [`Keys::legacy_patterns`] finds them for `index migrate`.
+
+/// The separator between user id and preference id in the `about` sorted set. User ids may not
+/// hold control characters (`validate::external_text`), so it never occurs inside one.
+pub const ABOUT_SEPARATOR: char = '\0';
+
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str) -> Keys {
+        Keys {
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// `P:persona_pref:`: what the RediSearch index covers (every preference hash).
+    pub fn preference_prefix(&self) -> String {
+        format!("{}:persona_pref:", self.prefix)
+    }
+
+    /// `P:persona_pref:{persona}:` — the start of every preference hash of one persona.
+    pub fn persona_preference_prefix(&self, persona_id: &str) -> String {
+        format!("{}:persona_pref:{{{persona_id}}}:", self.prefix)
+    }
+
+    pub fn preference(&self, persona_id: &str, preference_id: &str) -> String {
+        format!(
+            "{}{preference_id}",
+            self.persona_preference_prefix(persona_id)
+        )
+    }
+
+    pub fn ids(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_ids", persona_id)
+    }
+
+    pub fn vectors(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_vectors", persona_id)
+    }
+
+    pub fn strongest(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_strongest", persona_id)
+    }
+
+    pub fn about(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_about", persona_id)
+    }
+
+    pub fn effects(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_effects", persona_id)
+    }
+
+    pub fn lock(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_lock", persona_id)
+    }
+
+    pub fn fence(&self, persona_id: &str) -> String {
+        format!("{}:fence", self.lock(persona_id))
+    }
+
+    pub fn erasures(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_erased", persona_id)
+    }
+
+    /// Every key of one persona that is not a preference hash (those are listed in
+    /// [`Keys::ids`]).
+    pub fn persona_structures(&self, persona_id: &str) -> [String; 8] {
+        [
+            self.ids(persona_id),
+            self.vectors(persona_id),
+            self.strongest(persona_id),
+            self.about(persona_id),
+            self.effects(persona_id),
+            self.lock(persona_id),
+            self.fence(persona_id),
+            self.erasures(persona_id),
+        ]
+    }
+
+    /// The keys a write script declares, in the order `scripts.rs` expects (`KEYS[1..7]`).
+    pub fn write_script_keys(&self, persona_id: &str, preference_id: &str) -> [String; 7] {
+        [
+            self.preference(persona_id, preference_id),
+            self.effects(persona_id),
+            self.lock(persona_id),
+            self.vectors(persona_id),
+            self.strongest(persona_id),
+            self.about(persona_id),
+            self.ids(persona_id),
+        ]
+    }
+
+    /// A member of the `about` sorted set.
+    pub fn about_member(user_id: &str, preference_id: &str) -> String {
+        format!("{user_id}{ABOUT_SEPARATOR}{preference_id}")
+    }
+
+    /// SCAN patterns for keys of the layouts before persona slots; a match that holds a `{`
+    /// right after the key kind is already in this layout and is skipped by the caller.
+    pub fn legacy_patterns(&self) -> LegacyPatterns {
+        LegacyPatterns {
+            preferences: format!("{}:persona_pref:*", self.prefix),
+            effects: format!("{}:persona_pref_effect:*", self.prefix),
+            erasures: format!("{}:persona_pref_erased:*", self.prefix),
+            locks: format!("{}:persona_pref_lock:*", self.prefix),
+        }
+    }
+
+    /// Reads a legacy preference key `P:persona_pref:<persona>:<id>` into (persona, id);
+    /// `None` for keys already in this layout or not of that shape.
+    pub fn parse_legacy_preference(&self, key: &str) -> Option<(String, String)> {
+        let rest = key.strip_prefix(&self.preference_prefix())?;
+        if rest.starts_with('{') {
+            return None;
+        }
+        let (persona, id) = rest.split_once(':')?;
+        (!persona.is_empty() && !id.is_empty() && !id.contains(':'))
+            .then(|| (persona.to_string(), id.to_string()))
+    }
+
+    /// Reads a legacy effect key `P:persona_pref_effect:<persona>:<effect id>`.
+    pub fn parse_legacy_effect(&self, key: &str) -> Option<(String, String)> {
+        let rest = key.strip_prefix(&format!("{}:persona_pref_effect:", self.prefix))?;
+        if rest.starts_with('{') {
+            return None;
+        }
+        let (persona, effect) = rest.split_once(':')?;
+        Some((persona.to_string(), effect.to_string()))
+    }
+
+    /// Reads a legacy erasure key `P:persona_pref_erased:<persona>`.
+    pub fn parse_legacy_erasures(&self, key: &str) -> Option<String> {
+        let rest = key.strip_prefix(&format!("{}:persona_pref_erased:", self.prefix))?;
+        (!rest.starts_with('{') && !rest.contains(':')).then(|| rest.to_string())
+    }
+
+    /// Reads a legacy lock or fence key `P:persona_pref_lock:<persona>[:fence]`.
+    pub fn is_legacy_lock(&self, key: &str) -> bool {
+        key.strip_prefix(&format!("{}:persona_pref_lock:", self.prefix))
+            .is_some_and(|rest| !rest.starts_with('{'))
+    }
+
+    fn of_persona(&self, kind: &str, persona_id: &str) -> String {
+        format!("{}:{kind}:{{{persona_id}}}", self.prefix)
+    }
+}
+
+/// SCAN patterns of the layouts before persona slots.
+#[derive(Debug, Clone)]
+pub struct LegacyPatterns {
+    pub preferences: String,
+    pub effects: String,
+    pub erasures: String,
+    pub locks: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The part of a key Redis Cluster hashes: the first `{…}` with something inside.
+    fn hash_tag(key: &str) -> &str {
+        let open = key.find('{').expect("a hash tag");
+        let close = key[open + 1..].find('}').expect("a closed tag") + open + 1;
+        &key[open + 1..close]
+    }
+
+    #[test]
+    fn every_key_of_a_persona_hashes_on_the_persona_id_alone() {
+        let keys = Keys::new("stargazer");
+        let mut all: Vec<String> = keys.persona_structures("ada-1").to_vec();
+        all.extend(keys.write_script_keys("ada-1", "0123abcd"));
+        for key in all {
+            assert_eq!(hash_tag(&key), "ada-1", "{key}");
+        }
+        assert_eq!(
+            keys.preference("ada", "x1"),
+            "stargazer:persona_pref:{ada}:x1"
+        );
+        assert!(
+            keys.preference("ada", "x1")
+                .starts_with(&keys.preference_prefix())
+        );
+    }
+
+    #[test]
+    fn legacy_keys_are_told_apart_from_this_layout() {
+        let keys = Keys::new("p");
+        let cases = [
+            ("p:persona_pref:ada:x1", Some(("ada", "x1"))),
+            ("p:persona_pref:{ada}:x1", None),
+            ("p:persona_pref:ada", None),
+            ("q:persona_pref:ada:x1", None),
+        ];
+        for (key, expected) in cases {
+            let parsed = keys.parse_legacy_preference(key);
+            assert_eq!(
+                parsed.as_ref().map(|(p, i)| (p.as_str(), i.as_str())),
+                expected,
+                "{key}"
+            );
+        }
+        assert_eq!(
+            keys.parse_legacy_effect("p:persona_pref_effect:ada:discord:c1:m1#0"),
+            Some(("ada".into(), "discord:c1:m1#0".into()))
+        );
+        assert_eq!(
+            keys.parse_legacy_effect("p:persona_pref_effects:{ada}"),
+            None
+        );
+        assert_eq!(
+            keys.parse_legacy_erasures("p:persona_pref_erased:ada"),
+            Some("ada".into())
+        );
+        assert_eq!(
+            keys.parse_legacy_erasures("p:persona_pref_erased:{ada}"),
+            None
+        );
+        assert!(keys.is_legacy_lock("p:persona_pref_lock:ada:fence"));
+        assert!(!keys.is_legacy_lock("p:persona_pref_lock:{ada}:fence"));
+    }
+}
