@@ -1098,6 +1098,9 @@ async fn an_unreachable_redis_is_a_retryable_error() {
         .unwrap()
         .port();
     config.redis.url = format!("redis://127.0.0.1:{port}");
+    if !config.redis.cluster_nodes.is_empty() {
+        config.redis.cluster_nodes = vec![config.redis.url.clone()];
+    }
     config.redis.response_timeout_ms = 300;
     let error = match PreferenceStore::connect(&config.redis, &config.store).await {
         Err(error) => error,

@@ -25,6 +25,28 @@ pub struct IndexInfo {
     pub hash_indexing_failures: u64,
 }
 
+impl IndexInfo {
+    /// What stands for the index on a Redis Cluster, where there is none (see
+    /// `PreferenceStore::ensure_index`): the schema this build would use, no documents.
+    pub fn cluster_placeholder(name: &str) -> IndexInfo {
+        IndexInfo {
+            name: name.to_string(),
+            prefixes: Vec::new(),
+            attributes: SCHEMA
+                .iter()
+                .map(|(name, kind)| (name.to_string(), kind.to_string()))
+                .collect(),
+            vector_dims: None,
+            vector_metric: None,
+            vector_type: None,
+            case_sensitive: CASE_SENSITIVE.iter().map(|n| n.to_string()).collect(),
+            num_docs: 0,
+            percent_indexed: 1.0,
+            hash_indexing_failures: 0,
+        }
+    }
+}
+
 /// The fields and types this build queries. TAG fields holding ids are CASESENSITIVE: persona
 /// "Ada" and persona "ada" are different personas.
 ///

@@ -49,7 +49,7 @@ pub use record::{
 
 use crate::config::{RedisConfig, StoreConfig};
 use crate::telemetry;
-use query::{escape_tag, parse_search_reply, persona_filter, vector_to_bytes};
+use query::{persona_filter, vector_to_bytes};
 use record::field;
 
 /// Options for an idempotent, fenced write. The default is a plain write.
@@ -200,6 +200,13 @@ impl PreferenceStore {
     /// If it exists with another schema, fails with an error naming the difference, so nothing
     /// is written where it cannot be found.
     pub async fn ensure_index(&self) -> Result<IndexInfo, StoreError> {
+        if self.connection.is_cluster() {
+            // RediSearch 2.10 treats an index name as a key (FT.CREATE is MOVED to the master
+            // owning the name's slot) and has no coordinator, so no index can see every shard.
+            // Every hot and administrative path but keyword search reads the personas' own
+            // structures; on a cluster there is no shared index at all.
+            return Ok(IndexInfo::cluster_placeholder(&self.settings.index_name));
+        }
         let nodes = self.index_info_per_node().await?;
         for (node, info) in &nodes {
             let Some(info) = info else { continue };
@@ -253,6 +260,11 @@ impl PreferenceStore {
     /// summed (documents, failures) and the least caught-up share indexed; `None` when any
     /// master lacks the index.
     pub async fn index_info(&self) -> Result<Option<IndexInfo>, StoreError> {
+        if self.connection.is_cluster() {
+            return Ok(Some(IndexInfo::cluster_placeholder(
+                &self.settings.index_name,
+            )));
+        }
         let mut combined: Option<IndexInfo> = None;
         for (_, info) in self.index_info_per_node().await? {
             let Some(info) = info else { return Ok(None) };
@@ -299,6 +311,9 @@ impl PreferenceStore {
 
     /// Drops the index definition on every master; the hashes stay (no `DD`).
     pub async fn drop_index(&self) -> Result<(), StoreError> {
+        if self.connection.is_cluster() {
+            return Ok(());
+        }
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("FT.DROPINDEX");
         command.arg(&self.settings.index_name);
@@ -1024,114 +1039,75 @@ impl PreferenceStore {
         Ok((preference.persona_id == persona_id).then_some(preference))
     }
 
-    /// A persona's preferences, strongest first, through the index (never `KEYS`).
+    /// A persona's preferences, strongest first (ties by id), read from the persona's own
+    /// records: its id set names them all, and all live in its slot, so this works the same on
+    /// one node and on a cluster (where RediSearch 2.10 cannot answer for every shard).
     pub async fn list_preferences(
         &self,
         persona_id: &str,
         options: &ListOptions,
     ) -> Result<Vec<Preference>, StoreError> {
         validate::persona_id(persona_id)?;
-        let limit = options.limit.clamp(1, validate::MAX_LIST_LIMIT);
-        let mut filter = persona_filter(persona_id, options.include_retracted);
-        if let Some(category) = &options.category {
-            filter.push_str(&format!(
-                " @{}:{{{}}}",
-                field::CATEGORY,
-                escape_tag(category)
-            ));
+        if let Some(category) = &options.category
+            && category.trim().is_empty()
+        {
+            return Err(StoreError::invalid("category", "is empty"));
         }
-        let mut cmd = redis::cmd("FT.SEARCH");
-        cmd.arg(&self.settings.index_name)
-            .arg(filter)
-            .arg("SORTBY")
-            .arg(field::STRENGTH)
-            .arg("DESC")
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .arg("RETURN")
-            .arg(field::ALL_BUT_EMBEDDING.len())
-            .arg(&field::ALL_BUT_EMBEDDING[..])
-            .arg("DIALECT")
-            .arg(2);
-        let mut connection = self.connection.clone();
-        let reply: Value = connection
-            .query_for_key(&self.route_key(persona_id), &cmd)
-            .await?;
-        let (_, hits) = parse_search_reply(reply)?;
-        Ok(hits
+        let limit = options.limit.clamp(1, validate::MAX_LIST_LIMIT);
+        let mut listed: Vec<Preference> = self
+            .all_records(persona_id)
+            .await?
             .into_iter()
-            .map(|(preference, _)| preference)
-            .filter(|p| p.persona_id == persona_id)
-            .collect())
+            .filter(|p| options.include_retracted || p.active)
+            .filter(|p| {
+                options
+                    .category
+                    .as_ref()
+                    .is_none_or(|category| &p.category == category)
+            })
+            .collect();
+        listed.sort_by(|a, b| {
+            b.strength
+                .total_cmp(&a.strength)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        listed.truncate(limit);
+        Ok(listed)
     }
 
-    /// Totals, active/retracted split and active preferences per category, in one round trip.
+    /// Totals, active/retracted split and active preferences per category.
     pub async fn stats(&self, persona_id: &str) -> Result<PreferenceStats, StoreError> {
         validate::persona_id(persona_id)?;
-        let index = &self.settings.index_name;
-        let count = |filter: String| {
-            let mut cmd = redis::cmd("FT.SEARCH");
-            cmd.arg(index)
-                .arg(filter)
-                .arg("LIMIT")
-                .arg(0)
-                .arg(0)
-                .arg("DIALECT")
-                .arg(2);
-            cmd
-        };
-        let mut pipe = redis::pipe();
-        pipe.add_command(count(persona_filter(persona_id, true)))
-            .add_command(count(persona_filter(persona_id, false)));
-        let mut aggregate = redis::cmd("FT.AGGREGATE");
-        aggregate
-            .arg(index)
-            .arg(persona_filter(persona_id, false))
-            .arg("GROUPBY")
-            .arg(1)
-            .arg(format!("@{}", field::CATEGORY))
-            .arg("REDUCE")
-            .arg("COUNT")
-            .arg(0)
-            .arg("AS")
-            .arg("count")
-            .arg("DIALECT")
-            .arg(2);
-        pipe.add_command(aggregate);
-        let mut connection = self.connection.clone();
-        let replies = connection
-            .pipeline_for_key(&self.route_key(persona_id), &pipe)
-            .await?;
-        let [total, active, groups]: [Value; 3] = replies.try_into().map_err(|replies| {
-            StoreError::UnexpectedReply(format!("stats pipeline returned {replies:?}"))
-        })?;
-        let total = parse_search_reply(total)?.0;
-        let active = parse_search_reply(active)?.0;
+        let records = self.all_records(persona_id).await?;
+        let total = records.len() as u64;
         let mut by_category = std::collections::BTreeMap::new();
-        if let Value::Array(rows) = groups {
-            for row in rows.into_iter().skip(1) {
-                let Value::Array(pairs) = row else { continue };
-                let words: Vec<String> = pairs.iter().map(query::value_to_string).collect();
-                let get = |key: &str| {
-                    words
-                        .iter()
-                        .position(|w| w == key)
-                        .and_then(|i| words.get(i + 1))
-                        .cloned()
-                };
-                if let (Some(category), Some(count)) = (get(field::CATEGORY), get("count")) {
-                    by_category.insert(category, count.parse().unwrap_or(0));
-                }
-            }
+        let mut active = 0;
+        for preference in records.iter().filter(|p| p.active) {
+            active += 1;
+            *by_category.entry(preference.category.clone()).or_insert(0) += 1;
         }
         Ok(PreferenceStats {
             persona_id: persona_id.to_string(),
             total,
             active,
-            retracted: total.saturating_sub(active),
+            retracted: total - active,
             by_category,
         })
+    }
+
+    /// Every record of one persona (without embeddings), by its id set, pipelined in chunks.
+    async fn all_records(&self, persona_id: &str) -> Result<Vec<Preference>, StoreError> {
+        let ids = self.preference_ids(persona_id).await?;
+        let mut records = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(1000) {
+            records.extend(
+                self.preferences_by_id(persona_id, chunk)
+                    .await?
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        Ok(records)
     }
 
     /// KNN over one persona's preferences; `score` is the cosine distance, nearest first.
@@ -1193,6 +1169,15 @@ impl PreferenceStore {
         validate::persona_id(persona_id)?;
         validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
         let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
+        if self.connection.is_cluster() {
+            // RediSearch 2.10 routes an index by its name's slot and has no coordinator: on a
+            // cluster one index would see one shard's preferences only.
+            return Err(StoreError::invalid(
+                "mode",
+                "keyword and hybrid search need a single-node Redis (RediSearch 2.10 has no \
+                 cluster coordinator); use semantic search on a cluster",
+            ));
+        }
         let Some(words) = query::keyword_clause(text) else {
             return Ok(Vec::new());
         };

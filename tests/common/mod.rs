@@ -38,6 +38,10 @@ pub fn test_config(label: &str) -> Config {
     let mut config = Config::defaults();
     let name = unique(label);
     config.redis.url = redis_url();
+    // `scripts/test` runs the suites a second time against a local Redis Cluster.
+    if let Ok(nodes) = std::env::var("REDIS_CLUSTER_NODES") {
+        config.redis.cluster_nodes = nodes.split(',').map(str::to_string).collect();
+    }
     if let Ok(url) = std::env::var("NATS_URL") {
         config.nats.url = url;
     }
@@ -130,7 +134,19 @@ impl Drop for Cleanup {
 }
 
 pub fn cleanup_redis(config: &Config) {
-    let Ok(client) = redis::Client::open(config.redis.url.as_str()) else {
+    // On a cluster, every master holds its share of the keys and its own copy of the index.
+    let urls = if config.redis.cluster_nodes.is_empty() {
+        vec![config.redis.url.clone()]
+    } else {
+        config.redis.cluster_nodes.clone()
+    };
+    for url in urls {
+        cleanup_node(&url, config);
+    }
+}
+
+fn cleanup_node(url: &str, config: &Config) {
+    let Ok(client) = redis::Client::open(url) else {
         return;
     };
     let Ok(mut connection) = client.get_connection() else {
@@ -140,6 +156,7 @@ pub fn cleanup_redis(config: &Config) {
         .arg(&config.redis.index_name)
         .query(&mut connection);
     let pattern = format!("{}:*", config.redis.key_prefix);
+    let cluster = !config.redis.cluster_nodes.is_empty();
     let mut cursor: u64 = 0;
     loop {
         let result: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
@@ -150,7 +167,12 @@ pub fn cleanup_redis(config: &Config) {
             .arg(1000)
             .query(&mut connection);
         let Ok((next, keys)) = result else { return };
-        if !keys.is_empty() {
+        if cluster {
+            // Keys of one node can still be in different slots: one DEL each.
+            for key in &keys {
+                let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(key).query(&mut connection);
+            }
+        } else if !keys.is_empty() {
             let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(&keys).query(&mut connection);
         }
         if next == 0 {
