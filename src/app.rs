@@ -142,13 +142,22 @@ pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppErro
                 message: format!("nats.credentials_file {}: {e}", nats.credentials_file),
             })?;
     }
-    options
-        .connect(nats.url.as_str())
-        .await
-        .map_err(|e| AppError::Nats {
-            url: crate::config::redact_url(&nats.url),
-            message: e.to_string(),
-        })
+    // A comma-separated list: the seed servers of a NATS cluster (the client also learns the
+    // others from the servers themselves, and reconnects to any of them).
+    let mut servers = Vec::new();
+    for url in nats.url.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        servers.push(
+            url.parse::<async_nats::ServerAddr>()
+                .map_err(|e| AppError::Nats {
+                    url: crate::config::redact_url(url),
+                    message: e.to_string(),
+                })?,
+        );
+    }
+    options.connect(servers).await.map_err(|e| AppError::Nats {
+        url: crate::config::redact_url(&nats.url),
+        message: e.to_string(),
+    })
 }
 
 /// Starts the metrics/health listener if configured; returns its bound address.

@@ -474,7 +474,13 @@ impl Config {
                 format!("must not exceed store.max_top_k ({})", store.max_top_k),
             ));
         }
-        if !self.nats.url.starts_with("nats://") && !self.nats.url.starts_with("tls://") {
+        if self
+            .nats
+            .url
+            .split(',')
+            .map(str::trim)
+            .any(|url| !url.starts_with("nats://") && !url.starts_with("tls://"))
+        {
             return Err(invalid(
                 "nats.url",
                 format!("must start with nats:// or tls://, got {:?}", self.nats.url),

@@ -39,6 +39,23 @@ pub struct IngestConfig {
     /// How long JetStream keeps events and dead letters (0 = for ever).
     pub events_max_age_hours: u64,
     pub dlq_max_age_hours: u64,
+    /// Copies JetStream keeps of each stream: 1 on a single server, 3 on a cluster.
+    pub stream_replicas: usize,
+    /// Size limits of the event and dead-letter streams, in bytes (0 = none). A full stream
+    /// refuses new messages rather than dropping stored ones.
+    pub stream_max_bytes: i64,
+    pub dlq_max_bytes: i64,
+    /// How many worker processes may share the consumer; its max ack pending is
+    /// `max_in_flight × max_workers`, so each of them can have `max_in_flight` events at once.
+    pub max_workers: usize,
+}
+
+impl IngestConfig {
+    /// The consumer-wide cap on unacknowledged events (JetStream's max ack pending): every one
+    /// of `max_workers` workers can fill its own `max_in_flight`.
+    pub fn max_ack_pending(&self) -> i64 {
+        (self.max_in_flight * self.max_workers) as i64
+    }
 }
 
 impl IngestConfig {
@@ -107,6 +124,23 @@ impl IngestConfig {
                 "ingest.duplicate_window_secs",
                 "must not exceed ingest.events_max_age_hours".into(),
             ));
+        }
+        if !(1..=5).contains(&self.stream_replicas) {
+            return Err(invalid(
+                "ingest.stream_replicas",
+                format!("must be within 1..=5, got {}", self.stream_replicas),
+            ));
+        }
+        for (key, value) in [
+            ("ingest.stream_max_bytes", self.stream_max_bytes),
+            ("ingest.dlq_max_bytes", self.dlq_max_bytes),
+        ] {
+            if value < 0 {
+                return Err(invalid(key, "must be 0 (no limit) or positive".into()));
+            }
+        }
+        if self.max_workers == 0 {
+            return Err(invalid("ingest.max_workers", "must be positive".into()));
         }
         if !(0.0..=1.0).contains(&self.max_redacted_share) {
             return Err(invalid(

@@ -45,8 +45,9 @@ pub enum WorkerError {
     Consume(String),
 }
 
-/// Creates the stream, or brings an existing one's retention (`max_age`) to the configured
-/// value: conversations hold users' words, and must not be kept longer than configured.
+/// Creates the stream, or brings an existing one's retention (`max_age`), replicas and size
+/// limit to the configured values: conversations hold users' words and must not be kept longer
+/// than configured, and a deployment that grows to a JetStream cluster raises its replicas.
 async fn ensure_stream(
     js: &jetstream::Context,
     wanted: stream::Config,
@@ -61,15 +62,25 @@ async fn ensure_stream(
         .map_err(|e| e.to_string())?
         .config
         .clone();
-    if current.max_age != wanted.max_age {
+    if current.max_age != wanted.max_age
+        || current.num_replicas != wanted.num_replicas
+        || current.max_bytes != wanted.max_bytes
+    {
         js.update_stream(stream::Config {
             max_age: wanted.max_age,
+            num_replicas: wanted.num_replicas,
+            max_bytes: wanted.max_bytes,
             ..current
         })
         .await
-        .map_err(|e| format!("updating its max_age: {e}"))?;
+        .map_err(|e| format!("updating its retention, replicas or size limit: {e}"))?;
     }
     Ok(stream)
+}
+
+/// 0 (no limit) is -1 to JetStream.
+fn size_limit(bytes: i64) -> i64 {
+    if bytes == 0 { -1 } else { bytes }
 }
 
 /// Creates (or reuses) the event stream, the dead-letter stream and the durable consumer.
@@ -86,6 +97,8 @@ pub async fn ensure_jetstream(
             duplicate_window: Duration::from_secs(config.duplicate_window_secs),
             max_age: hours(config.events_max_age_hours),
             storage: stream::StorageType::File,
+            num_replicas: config.stream_replicas,
+            max_bytes: size_limit(config.stream_max_bytes),
             ..Default::default()
         },
     )
@@ -98,27 +111,58 @@ pub async fn ensure_jetstream(
             subjects: vec![format!("{}.>", config.dlq_subject_prefix)],
             max_age: hours(config.dlq_max_age_hours),
             storage: stream::StorageType::File,
+            num_replicas: config.stream_replicas,
+            max_bytes: size_limit(config.dlq_max_bytes),
             ..Default::default()
         },
     )
     .await
     .map_err(|e| WorkerError::Setup(format!("dead-letter stream {}: {e}", config.dlq_stream)))?;
-    events
-        .get_or_create_consumer(
-            &config.consumer,
-            pull::Config {
-                durable_name: Some(config.consumer.clone()),
-                ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                ack_wait: Duration::from_millis(config.ack_wait_ms),
-                // The worker counts deliveries itself so that the last one is dead-lettered
-                // with its reason instead of vanishing when the server stops redelivering.
-                max_deliver: -1,
-                max_ack_pending: (config.max_in_flight * 4) as i64,
-                ..Default::default()
-            },
-        )
+    let wanted = pull::Config {
+        durable_name: Some(config.consumer.clone()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        ack_wait: Duration::from_millis(config.ack_wait_ms),
+        // The worker counts deliveries itself so that the last one is dead-lettered
+        // with its reason instead of vanishing when the server stops redelivering.
+        max_deliver: -1,
+        max_ack_pending: config.max_ack_pending(),
+        ..Default::default()
+    };
+    let setup = |e: String| WorkerError::Setup(format!("consumer {}: {e}", config.consumer));
+    let mut consumer: PullConsumer = events
+        .get_or_create_consumer(&config.consumer, wanted.clone())
         .await
-        .map_err(|e| WorkerError::Setup(format!("consumer {}: {e}", config.consumer)))
+        .map_err(|e| setup(e.to_string()))?;
+    // An existing consumer keeps the settings it was created with: bring the ones this
+    // configuration owns to the configured values (a longer ack wait for a slower LLM, a
+    // larger max ack pending for more workers).
+    let current = consumer
+        .info()
+        .await
+        .map_err(|e| setup(e.to_string()))?
+        .config
+        .clone();
+    if current.ack_wait != wanted.ack_wait || current.max_ack_pending != wanted.max_ack_pending {
+        tracing::info!(
+            consumer = %config.consumer,
+            ack_wait_ms = config.ack_wait_ms,
+            max_ack_pending = wanted.max_ack_pending,
+            "updating the consumer's settings"
+        );
+        let _: jetstream::consumer::Consumer<jetstream::consumer::Config> = events
+            .update_consumer(jetstream::consumer::Config {
+                ack_wait: wanted.ack_wait,
+                max_ack_pending: wanted.max_ack_pending,
+                ..current
+            })
+            .await
+            .map_err(|e| setup(format!("updating its settings: {e}")))?;
+        consumer = events
+            .get_consumer(&config.consumer)
+            .await
+            .map_err(|e| setup(e.to_string()))?;
+    }
+    Ok(consumer)
 }
 
 /// Runs until `shutdown` turns true, then stops pulling and gives in-flight events
