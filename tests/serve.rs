@@ -457,24 +457,6 @@ async fn keyword_and_hybrid_search_find_the_words_of_the_query() {
     s.seed("ada", "rain", "Rain is calming.", unit_vector(13), 0.7, &[])
         .await;
     let query = "what do you make of the new Zorblax album?";
-    if !s.app.config.redis.cluster_nodes.is_empty() {
-        // No shared index on a cluster: keyword search is refused, saying why and what works.
-        let (status, refused) = s
-            .call(
-                "search",
-                json!({"persona_id": "ada", "query": query, "mode": "keyword"}),
-            )
-            .await;
-        assert_eq!(status, Some(400), "{refused}");
-        assert!(
-            refused["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("single-node"),
-            "{refused}"
-        );
-        return;
-    }
 
     let keyword = s
         .ok(

@@ -1171,12 +1171,17 @@ impl PreferenceStore {
         let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
         if self.connection.is_cluster() {
             // RediSearch 2.10 routes an index by its name's slot and has no coordinator: on a
-            // cluster one index would see one shard's preferences only.
-            return Err(StoreError::invalid(
-                "mode",
-                "keyword and hybrid search need a single-node Redis (RediSearch 2.10 has no \
-                 cluster coordinator); use semantic search on a cluster",
-            ));
+            // cluster one index would see one shard's preferences only. The persona's records
+            // all live in its slot, so BM25 over them gives the same answer.
+            return self
+                .keyword_search_in_records(
+                    persona_id,
+                    text,
+                    query_embedding,
+                    top_k,
+                    include_retracted,
+                )
+                .await;
         }
         let Some(words) = query::keyword_clause(text) else {
             return Ok(Vec::new());
@@ -1209,6 +1214,71 @@ impl PreferenceStore {
             .map(|hit| {
                 let similarity = cosine(&hit.embedding, query_embedding);
                 (hit.preference, hit.bm25, similarity)
+            })
+            .collect())
+    }
+
+    /// [`PreferenceStore::keyword_search`] over the persona's own records (BM25, k1 1.2,
+    /// b 0.75, as RediSearch scores; no stemming), for a cluster, where no index sees them all.
+    async fn keyword_search_in_records(
+        &self,
+        persona_id: &str,
+        text: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+    ) -> Result<Vec<(Preference, f64, f64)>, StoreError> {
+        let words = query::keyword_words(text);
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let records: Vec<Preference> = self
+            .all_records(persona_id)
+            .await?
+            .into_iter()
+            .filter(|p| include_retracted || p.active)
+            .collect();
+        let documents: Vec<Vec<String>> = records
+            .iter()
+            .map(|p| query::document_words(&format!("{} {}", p.name, p.opinion)))
+            .collect();
+        let scores = query::bm25(&words, &documents);
+        let mut hits: Vec<(usize, f64)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, score)| *score > 0.0)
+            .collect();
+        hits.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then(records[a.0].id.cmp(&records[b.0].id))
+        });
+        hits.truncate(top_k);
+        let mut pipe = redis::pipe();
+        for (at, _) in &hits {
+            pipe.cmd("HGET")
+                .arg(self.preference_key(persona_id, &records[*at].id))
+                .arg(field::EMBEDDING);
+        }
+        let mut connection = self.connection.clone();
+        let vectors = if hits.is_empty() {
+            Vec::new()
+        } else {
+            connection
+                .pipeline_for_key(&self.route_key(persona_id), &pipe)
+                .await?
+        };
+        let mut records: Vec<Option<Preference>> = records.into_iter().map(Some).collect();
+        Ok(hits
+            .into_iter()
+            .zip(vectors)
+            .filter_map(|((at, score), vector)| {
+                let similarity = match vector {
+                    Value::BulkString(bytes) => {
+                        cosine(&query::bytes_to_vector(&bytes), query_embedding)
+                    }
+                    _ => 0.0,
+                };
+                records[at].take().map(|p| (p, score, similarity))
             })
             .collect())
     }

@@ -263,17 +263,7 @@ const STOP_WORDS: [&str; 33] = [
 /// more letters or digits that is not a stop word. Words are kept to letters and digits, so
 /// nothing in them is syntax.
 pub fn keyword_clause(text: &str) -> Option<String> {
-    let mut words: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        let word = word.to_lowercase();
-        if word.chars().count() >= 2
-            && !STOP_WORDS.contains(&word.as_str())
-            && !words.contains(&word)
-            && words.len() < 16
-        {
-            words.push(word);
-        }
-    }
+    let words = keyword_words(text);
     (!words.is_empty()).then(|| {
         format!(
             "(@{}|{}:({}))",
@@ -282,6 +272,62 @@ pub fn keyword_clause(text: &str) -> Option<String> {
             words.join("|")
         )
     })
+}
+
+/// The distinct words of a query that a keyword search looks for: letters and digits, two or
+/// more of them, lower-cased, not a stop word; at most 16.
+pub fn keyword_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in document_words(text) {
+        if !words.contains(&word) && words.len() < 16 {
+            words.push(word);
+        }
+    }
+    words
+}
+
+/// Every word of a text as keyword search counts it (see [`keyword_words`]), repeats kept.
+pub fn document_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|word| word.chars().count() >= 2 && !STOP_WORDS.contains(&word.as_str()))
+        .collect()
+}
+
+/// Okapi BM25 (k1 1.2, b 0.75, RediSearch's defaults) of each document for the query's words,
+/// with document frequencies over `documents` themselves.
+pub fn bm25(words: &[String], documents: &[Vec<String>]) -> Vec<f64> {
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+    let count = documents.len() as f64;
+    if documents.is_empty() {
+        return Vec::new();
+    }
+    let average = documents.iter().map(Vec::len).sum::<usize>() as f64 / count;
+    let idf: Vec<f64> = words
+        .iter()
+        .map(|word| {
+            let frequency = documents.iter().filter(|d| d.contains(word)).count() as f64;
+            ((count - frequency + 0.5) / (frequency + 0.5) + 1.0).ln()
+        })
+        .collect();
+    documents
+        .iter()
+        .map(|document| {
+            let length = document.len() as f64;
+            words
+                .iter()
+                .zip(&idf)
+                .map(|(word, idf)| {
+                    let tf = document.iter().filter(|w| *w == word).count() as f64;
+                    if tf == 0.0 {
+                        return 0.0;
+                    }
+                    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / average.max(1.0)))
+                })
+                .sum()
+        })
+        .collect()
 }
 
 /// A full-text hit: the preference, its BM25 score and its stored vector.
@@ -356,6 +402,28 @@ mod tests {
             Some("(@name|opinion:(persona|id|bob))")
         );
         assert_eq!(keyword_clause("? ! a"), None);
+    }
+
+    #[test]
+    fn bm25_ranks_the_rarer_and_denser_match_first() {
+        let documents: Vec<Vec<String>> = [
+            "The band Zorblax makes the best synth music.",
+            "I love green tea.",
+            "Green tea and jazz, green tea above all.",
+            "Rain is calming.",
+        ]
+        .iter()
+        .map(|text| document_words(text))
+        .collect();
+        let scores = bm25(&keyword_words("the new Zorblax album?"), &documents);
+        assert!(
+            scores[0] > 0.0 && scores[1..].iter().all(|s| *s == 0.0),
+            "{scores:?}"
+        );
+        let scores = bm25(&keyword_words("green tea"), &documents);
+        assert!(scores[2] > scores[1] && scores[1] > 0.0, "{scores:?}");
+        assert_eq!(scores[3], 0.0);
+        assert!(bm25(&keyword_words("tea"), &[]).is_empty());
     }
 
     #[test]
