@@ -42,6 +42,9 @@ pub struct RedisConfig {
     /// Seed nodes of a Redis Cluster (`redis://host:port` each). Non-empty: cluster mode, and
     /// `url` is not used.
     pub cluster_nodes: Vec<String>,
+    /// Replicas that must hold a write before it counts as stored (`WAIT`); 0 = the master's
+    /// answer suffices.
+    pub min_replicas_acked: u64,
     pub key_prefix: String,
     pub index_name: String,
     pub response_timeout_ms: u64,

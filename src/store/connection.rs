@@ -1,13 +1,16 @@
 //! One connection type for a single Redis node and for a Redis Cluster.
 //!
 //! Commands that name their keys (HSET, VSIM, EVALSHA with KEYS, …) are routed by the cluster
-//! client on their own. RediSearch commands name an index, not a key, and RediSearch 2.10 on a
-//! cluster has no coordinator: each master indexes only its own keys. Since every key of a
-//! persona lives in that persona's slot, a per-persona query sent to the master owning the slot
-//! ([`RedisConnection::query_for_key`]) sees all of that persona's preferences; index
-//! administration goes to every master ([`RedisConnection::query_every_master`]).
+//! client on their own. Commands that name no key but concern one persona are sent to the
+//! master that owns the persona's slot ([`RedisConnection::query_for_key`]); administration
+//! goes to every master ([`RedisConnection::query_every_master`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
@@ -18,7 +21,95 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 #[derive(Clone)]
 pub enum RedisConnection {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<ClusterHandle>),
+}
+
+/// The cluster connection, renewed after a transport failure.
+///
+/// The cluster client reconnects to the address its slot map names for a slot; a master that
+/// died stays in that map, and the client keeps trying its address instead of asking the other
+/// nodes who serves its slots now. So after a request fails in transit, a new connection is
+/// made from the seed nodes (at most twice a second), which reads the current slot map: the
+/// promoted replica's. Requests meanwhile fail as retryable and are retried by their callers
+/// (ingest naks and redelivers).
+pub struct ClusterHandle {
+    client: ClusterClient,
+    current: std::sync::RwLock<ClusterConnection>,
+    renewing: AtomicBool,
+    last_renewed: std::sync::Mutex<Instant>,
+}
+
+impl ClusterHandle {
+    pub async fn connect(client: ClusterClient) -> RedisResult<ClusterHandle> {
+        let connection = client.get_async_connection().await?;
+        Ok(ClusterHandle {
+            client,
+            current: std::sync::RwLock::new(connection),
+            renewing: AtomicBool::new(false),
+            last_renewed: std::sync::Mutex::new(Instant::now()),
+        })
+    }
+
+    fn current(&self) -> ClusterConnection {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// After a transport failure: a new connection from the seeds, in the background.
+    fn renew_after(self: &Arc<Self>, error: &redis::RedisError) {
+        // Anything but the server's own answer to the command (a script error, a wrong type):
+        // those say nothing about the topology.
+        let answered = matches!(error.kind(), redis::ErrorKind::Server(_))
+            && !error.is_cluster_error()
+            && !matches!(
+                error.kind(),
+                redis::ErrorKind::Server(
+                    redis::ServerErrorKind::TryAgain
+                        | redis::ServerErrorKind::ClusterDown
+                        | redis::ServerErrorKind::MasterDown
+                )
+            );
+        if answered {
+            return;
+        }
+        let recently = self
+            .last_renewed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .elapsed()
+            < Duration::from_millis(500);
+        if recently || self.renewing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::info!(%error, "renewing the redis cluster connection after a transport failure");
+        let handle = Arc::clone(self);
+        tokio::spawn(async move {
+            match handle.client.get_async_connection().await {
+                Ok(connection) => {
+                    *handle
+                        .current
+                        .write()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = connection;
+                    tracing::info!("redis cluster connection renewed");
+                }
+                Err(error) => tracing::warn!(%error, "renewing the redis cluster connection"),
+            }
+            *handle
+                .last_renewed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
+            handle.renewing.store(false, Ordering::Release);
+        });
+    }
+
+    async fn route(self: &Arc<Self>, cmd: &Cmd, routing: RoutingInfo) -> RedisResult<Value> {
+        self.current()
+            .route_command(cmd.clone(), routing)
+            .await
+            .inspect_err(|error| self.renew_after(error))
+    }
 }
 
 impl RedisConnection {
@@ -34,11 +125,11 @@ impl RedisConnection {
     ) -> RedisResult<T> {
         match self {
             RedisConnection::Single(connection) => cmd.query_async(connection).await,
-            RedisConnection::Cluster(connection) => {
+            RedisConnection::Cluster(handle) => {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
                     Route::with_key(key.as_bytes(), SlotAddr::Master),
                 ));
-                let value = connection.route_command(cmd.clone(), routing).await?;
+                let value = handle.route(cmd, routing).await?;
                 redis::from_redis_value(value).map_err(redis::RedisError::from)
             }
         }
@@ -52,9 +143,10 @@ impl RedisConnection {
     ) -> RedisResult<Vec<Value>> {
         match self {
             RedisConnection::Single(connection) => pipe.query_async(connection).await,
-            RedisConnection::Cluster(connection) => {
+            RedisConnection::Cluster(handle) => {
                 let route = Route::with_key(key.as_bytes(), SlotAddr::Master);
-                connection
+                handle
+                    .current()
                     .route_pipeline(
                         pipe.clone(),
                         0,
@@ -62,6 +154,7 @@ impl RedisConnection {
                         SingleNodeRoutingInfo::SpecificNode(route),
                     )
                     .await
+                    .inspect_err(|error| handle.renew_after(error))
             }
         }
     }
@@ -81,9 +174,9 @@ impl RedisConnection {
                 };
                 Ok(vec![("single".to_string(), value)])
             }
-            RedisConnection::Cluster(connection) => {
+            RedisConnection::Cluster(handle) => {
                 let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                match connection.route_command(cmd.clone(), routing).await? {
+                match handle.route(cmd, routing).await? {
                     Value::Map(replies) => Ok(replies
                         .into_iter()
                         .map(|(address, value)| (value_text(&address), value))
@@ -93,9 +186,7 @@ impl RedisConnection {
             }
         }
     }
-}
 
-impl RedisConnection {
     /// The address of every master (`"single"` on a single node).
     pub async fn masters(&mut self) -> RedisResult<Vec<String>> {
         let replies = self.query_every_master(&redis::cmd("PING")).await?;
@@ -111,26 +202,25 @@ impl RedisConnection {
     ) -> RedisResult<T> {
         match self {
             RedisConnection::Single(connection) => cmd.query_async(connection).await,
-            RedisConnection::Cluster(connection) => {
-                let (host, port) = node.rsplit_once(':').ok_or_else(|| {
+            RedisConnection::Cluster(handle) => {
+                let invalid = |reason: &'static str| {
                     redis::RedisError::from((
                         redis::ErrorKind::InvalidClientConfig,
-                        "node address without a port",
+                        reason,
                         node.to_string(),
                     ))
-                })?;
-                let port = port.parse().map_err(|_| {
-                    redis::RedisError::from((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "node address with a bad port",
-                        node.to_string(),
-                    ))
-                })?;
+                };
+                let (host, port) = node
+                    .rsplit_once(':')
+                    .ok_or_else(|| invalid("node address without a port"))?;
+                let port = port
+                    .parse()
+                    .map_err(|_| invalid("node address with a bad port"))?;
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
                     host: host.to_string(),
                     port,
                 });
-                let value = connection.route_command(cmd.clone(), routing).await?;
+                let value = handle.route(cmd, routing).await?;
                 redis::from_redis_value(value).map_err(redis::RedisError::from)
             }
         }
@@ -149,7 +239,16 @@ impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             RedisConnection::Single(connection) => connection.req_packed_command(cmd),
-            RedisConnection::Cluster(connection) => connection.req_packed_command(cmd),
+            RedisConnection::Cluster(handle) => {
+                let handle = Arc::clone(handle);
+                Box::pin(async move {
+                    let mut connection = handle.current();
+                    connection
+                        .req_packed_command(cmd)
+                        .await
+                        .inspect_err(|error| handle.renew_after(error))
+                })
+            }
         }
     }
 
@@ -163,8 +262,15 @@ impl ConnectionLike for RedisConnection {
             RedisConnection::Single(connection) => {
                 connection.req_packed_commands(cmd, offset, count)
             }
-            RedisConnection::Cluster(connection) => {
-                connection.req_packed_commands(cmd, offset, count)
+            RedisConnection::Cluster(handle) => {
+                let handle = Arc::clone(handle);
+                Box::pin(async move {
+                    let mut connection = handle.current();
+                    connection
+                        .req_packed_commands(cmd, offset, count)
+                        .await
+                        .inspect_err(|error| handle.renew_after(error))
+                })
             }
         }
     }
@@ -172,7 +278,7 @@ impl ConnectionLike for RedisConnection {
     fn get_db(&self) -> i64 {
         match self {
             RedisConnection::Single(connection) => connection.get_db(),
-            RedisConnection::Cluster(connection) => connection.get_db(),
+            RedisConnection::Cluster(_) => 0,
         }
     }
 }

@@ -25,13 +25,23 @@ pub enum StoreError {
     /// A write was refused because another worker now holds the persona's lock (fencing).
     #[error("stale fencing token for persona {persona_id}: another worker holds the lock")]
     Fenced { persona_id: String },
+    /// A write reached its master but not `wanted` replicas in time (`redis.min_replicas_acked`):
+    /// a failover now could lose it, so it does not count as stored yet.
+    #[error("a write for persona {persona_id} reached {acked} of {wanted} replicas in time")]
+    NotReplicated {
+        persona_id: String,
+        acked: u64,
+        wanted: u64,
+    },
 }
 
 impl StoreError {
     /// True when the same call may succeed later without any change by the caller.
     pub fn is_retryable(&self) -> bool {
         match self {
-            StoreError::Unavailable(_) | StoreError::Fenced { .. } => true,
+            StoreError::Unavailable(_)
+            | StoreError::Fenced { .. }
+            | StoreError::NotReplicated { .. } => true,
             StoreError::Rejected(error) => is_transient(error),
             _ => false,
         }

@@ -80,6 +80,8 @@ pub struct PreferenceStore {
 
 struct Settings {
     keys: Keys,
+    min_replicas_acked: u64,
+    replica_wait_ms: u64,
     key_prefix: String,
     index_name: String,
     store: StoreConfig,
@@ -134,12 +136,16 @@ impl PreferenceStore {
                 .set_max_delay(Duration::from_secs(2));
             RedisConnection::Single(ConnectionManager::new_with_config(client, config).await?)
         } else {
-            RedisConnection::Cluster(cluster_connection(redis).await?)
+            RedisConnection::Cluster(Arc::new(cluster_connection(redis).await?))
         };
         Ok(PreferenceStore {
             connection,
             settings: Arc::new(Settings {
                 keys: Keys::new(&redis.key_prefix),
+                min_replicas_acked: redis.min_replicas_acked,
+                // Within the response timeout, so WAIT answers with a count instead of the
+                // client giving up on it.
+                replica_wait_ms: (redis.response_timeout_ms / 2).max(1),
                 key_prefix: redis.key_prefix.clone(),
                 index_name: redis.index_name.clone(),
                 store: store.clone(),
@@ -785,11 +791,7 @@ impl PreferenceStore {
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }
-        let mut connection = self.connection.clone();
-        let reply: Value = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(fenced(&preference.persona_id))?;
+        let reply: Value = self.write(invocation, &preference.persona_id).await?;
         let (applied, id) = match reply {
             Value::Array(items) if items.len() == 2 => (
                 matches!(items[0], Value::Int(1)),
@@ -861,11 +863,7 @@ impl PreferenceStore {
             .arg(&provenance.triggering_user_id)
             .arg(entry)
             .arg(self.settings.store.max_reinforcement_log);
-        let mut connection = self.connection.clone();
-        let reply: Value = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(fenced(persona_id))?;
+        let reply: Value = self.write(invocation, persona_id).await?;
         telemetry::store_op("reinforce", started.elapsed());
         let Some(items) = script_reply(reply, 5)? else {
             return Ok(None);
@@ -913,11 +911,7 @@ impl PreferenceStore {
             .arg(evolution.new_stance.map(Stance::as_str).unwrap_or(""))
             .arg(evolution.expressed_at.unwrap_or(now.as_str()))
             .arg(evolution.evidence_user_id.unwrap_or(""));
-        let mut connection = self.connection.clone();
-        let reply: Value = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(fenced(persona_id))?;
+        let reply: Value = self.write(invocation, persona_id).await?;
         telemetry::store_op("evolve", started.elapsed());
         let Some(items) = script_reply(reply, 6)? else {
             return Ok(None);
@@ -948,11 +942,7 @@ impl PreferenceStore {
         let mut invocation =
             self.invocation(&scripts::RETRACT, persona_id, preference_id, guard)?;
         invocation.arg(reason.as_str()).arg(now_iso());
-        let mut connection = self.connection.clone();
-        let reply: Value = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(fenced(persona_id))?;
+        let reply: Value = self.write(invocation, persona_id).await?;
         telemetry::store_op("retract", started.elapsed());
         let Some(items) = script_reply(reply, 3)? else {
             return Ok(None);
@@ -962,6 +952,39 @@ impl PreferenceStore {
             name: items[2].clone(),
             active: false,
         }))
+    }
+
+    /// Runs a write script. A refusal for a lost lock becomes [`StoreError::Fenced`]. With
+    /// `redis.min_replicas_acked` set, the write counts only once that many replicas have it
+    /// (`WAIT`): a failover must not lose an effect whose event was acked. Fewer replicas in
+    /// time is a retryable error; the event is redelivered and its effect record keeps the
+    /// retry from applying twice.
+    async fn write(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+        persona_id: &str,
+    ) -> Result<Value, StoreError> {
+        let mut connection = self.connection.clone();
+        let reply: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(fenced(persona_id))?;
+        let replicas = self.settings.min_replicas_acked;
+        if replicas > 0 {
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(replicas).arg(self.settings.replica_wait_ms);
+            let acked: u64 = connection
+                .query_for_key(&self.route_key(persona_id), &wait)
+                .await?;
+            if acked < replicas {
+                return Err(StoreError::NotReplicated {
+                    persona_id: persona_id.to_string(),
+                    acked,
+                    wanted: replicas,
+                });
+            }
+        }
+        Ok(reply)
     }
 
     /// A write script's invocation with the shared keys and arguments (see `scripts.rs`).
@@ -1675,11 +1698,7 @@ impl PreferenceStore {
                 },
             )?;
             invocation.arg(user_id).arg(pseudonym).arg(now.as_str());
-            let mut connection = self.connection.clone();
-            let reply: Value = invocation
-                .invoke_async(&mut connection)
-                .await
-                .map_err(fenced(persona_id))?;
+            let reply: Value = self.write(invocation, persona_id).await?;
             if let Some(items) = script_reply(reply, 2)? {
                 if items[0] == "1" {
                     report.rewritten.push(preference_id.clone());
@@ -1824,20 +1843,22 @@ fn loose_text(text: &str) -> String {
 
 /// A client for a Redis Cluster from its seed nodes (`redis.cluster_nodes`). It follows MOVED
 /// and ASK redirects and refreshes its slot map after a failover.
-async fn cluster_connection(
-    redis: &RedisConfig,
-) -> Result<redis::cluster_async::ClusterConnection, StoreError> {
+async fn cluster_connection(redis: &RedisConfig) -> Result<connection::ClusterHandle, StoreError> {
     let timeout = Duration::from_millis(redis.response_timeout_ms);
     let client = redis::cluster::ClusterClientBuilder::new(redis.cluster_nodes.clone())
         .connection_timeout(timeout)
         .response_timeout(timeout)
         .retries(6)
+        // A master that died stays in the slot map until the client gives up reconnecting to
+        // it; only then does it ask the other nodes for the new map (its replica now serves
+        // the slots). Without a limit it would keep retrying the dead address.
+        .max_connection_attempts(std::num::NonZeroUsize::new(3).expect("3 is not zero"))
         .build()
         .map_err(|error| StoreError::InvalidInput {
             field: "redis.cluster_nodes",
             reason: error.to_string(),
         })?;
-    Ok(client.get_async_connection().await?)
+    Ok(connection::ClusterHandle::connect(client).await?)
 }
 
 /// Shortest text that parses back to the same f64.
