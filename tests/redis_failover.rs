@@ -13,6 +13,17 @@ use std::time::{Duration, Instant};
 use common::{Cleanup, Running, free_port, scratch_dir, test_config};
 use serde_json::json;
 
+/// A free port for a cluster node: Redis Cluster also listens on the port + 10000, so the port
+/// must be 55535 or less, with its bus port free too.
+fn cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= 55535 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 struct Node {
     child: Option<Child>,
     port: u16,
@@ -23,7 +34,7 @@ impl Node {
     fn start(dir: &std::path::Path, name: &str) -> Node {
         let mut node = Node {
             child: None,
-            port: free_port(),
+            port: cluster_port(),
             dir: dir.join(name),
         };
         node.spawn();
