@@ -315,6 +315,14 @@ impl Config {
                 Err(invalid(key, format!("must be within [0, 1], got {value}")))
             }
         };
+        if !self.redis.cluster_nodes.is_empty() && self.redis.tls().any() {
+            return Err(invalid(
+                "redis.cluster_nodes",
+                "TLS files (redis.tls_*) are not applied to cluster connections yet; use \
+                 rediss:// seeds trusted by the system's roots, or a single node"
+                    .into(),
+            ));
+        }
         if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
             return Err(invalid(
                 "redis.url",
@@ -652,6 +660,76 @@ mod tests {
             &env(&[("PERSONA_PREFS__STORE__EFFECT_TTL_HOURS", "720")]),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn scale_out_settings_are_read_and_checked_naming_the_key() {
+        let config = Config::load_from(
+            None,
+            &env(&[
+                (
+                    "REDIS_CLUSTER_NODES",
+                    "redis://10.0.0.1:7000, redis://10.0.0.2:7000",
+                ),
+                ("NATS_URL", "nats://10.0.0.1:4222,nats://10.0.0.2:4222"),
+                ("PERSONA_PREFS__INGEST__STREAM_REPLICAS", "3"),
+                ("PERSONA_PREFS__STORE__VECTOR_QUANTISATION", "fp32"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            config.redis.cluster_nodes,
+            ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]
+        );
+        assert_eq!(config.ingest.stream_replicas, 3);
+        assert_eq!(config.store.vector_quantisation, VectorQuantisation::Fp32);
+        assert_eq!(
+            config.ingest.max_ack_pending(),
+            (config.ingest.max_in_flight * config.ingest.max_workers) as i64
+        );
+        for (pairs, key) in [
+            (
+                &[("PERSONA_PREFS__REDIS__KEY_PREFIX", "a{b}")][..],
+                "redis.key_prefix",
+            ),
+            (
+                &[("PERSONA_PREFS__REDIS__KEY_PREFIX", "a*")][..],
+                "redis.key_prefix",
+            ),
+            (
+                &[("PERSONA_PREFS__REDIS__KEY_PREFIX", "")][..],
+                "redis.key_prefix",
+            ),
+            (
+                &[("REDIS_CLUSTER_NODES", "http://x:1")][..],
+                "redis.cluster_nodes",
+            ),
+            (
+                &[
+                    ("REDIS_CLUSTER_NODES", "redis://x:1"),
+                    ("PERSONA_PREFS__REDIS__TLS_CA_FILE", "/ca.pem"),
+                ][..],
+                "redis.cluster_nodes",
+            ),
+            (&[("NATS_URL", "nats://a:1,http://b:2")][..], "nats.url"),
+            (
+                &[("PERSONA_PREFS__INGEST__STREAM_REPLICAS", "0")][..],
+                "ingest.stream_replicas",
+            ),
+            (
+                &[("PERSONA_PREFS__INGEST__STREAM_MAX_BYTES", "-5")][..],
+                "ingest.stream_max_bytes",
+            ),
+            (
+                &[("PERSONA_PREFS__INGEST__MAX_WORKERS", "0")][..],
+                "ingest.max_workers",
+            ),
+        ] {
+            let error = Config::load_from(None, &env(pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(key), "{pairs:?}: {error}");
+        }
     }
 
     #[test]
