@@ -1,9 +1,10 @@
 //! Store hot paths against the original system's plan and against the new floor, measured in
 //! the same run on the same Redis.
 //!
-//! Data: persona `p0` with `BENCH_PREFS` (default 10 000) preferences among 100 personas (the
-//! other 99 hold `BENCH_OTHER_PREFS`, default 1 000, each: 109 000 in all), 384-dim random unit
-//! vectors, every tenth preference about a user. The same data is loaded twice: through the
+//! Data: persona `p0` with `BENCH_PREFS` (default 10 000) preferences among `BENCH_PERSONAS`
+//! (default 100) personas (the others hold `BENCH_OTHER_PREFS`, default 1 000, each: 109 000
+//! in all), 384-dim random unit vectors, every tenth preference about a user. The 1 M scale
+//! point: `BENCH_PERSONAS=1000 BENCH_PREFS=1000 BENCH_ORIGINAL=0 BENCH_MEMORY=1`. The same data is loaded twice: through the
 //! store (this layout: per-persona vector sets) and in the original system's layout (one
 //! shared RediSearch HNSW index filtered by a persona TAG).
 //!
@@ -38,6 +39,7 @@ const TARGET_ORIGINAL_P99: f64 = 0.3;
 
 #[tokio::main]
 async fn main() {
+    let personas: usize = env_or("BENCH_PERSONAS", 100);
     let prefs: usize = env_or("BENCH_PREFS", 10_000);
     let other: usize = env_or("BENCH_OTHER_PREFS", 1_000);
     let iterations: usize = env_or("BENCH_ITERATIONS", 2_000);
@@ -51,9 +53,12 @@ async fn main() {
         .unwrap();
     store.ensure_index().await.unwrap();
     let cluster = !config.redis.cluster_nodes.is_empty();
+    // The original layout has one shared index: only on a single node, and optional (its
+    // HNSW graph over everything takes a while to build at scale).
+    let original = !cluster && env_or("BENCH_ORIGINAL", 1) == 1;
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let data = bench_data(prefs, other, &mut rng);
+    let data = bench_data(personas, prefs, other, &mut rng);
     let memory_before = used_memory(&store).await;
     let loading = Instant::now();
     let total = load_personas(&store, &data).await;
@@ -66,8 +71,7 @@ async fn main() {
     let mut connection = store.connection();
     let original_index = format!("idx:{name}_original");
     let original_prefix = format!("{name}_original");
-    // The original layout has one shared index: it only exists on a single node.
-    if !cluster {
+    if original {
         let loading = Instant::now();
         load_original_layout(&mut connection, &original_prefix, &original_index, &data).await;
         println!(
@@ -118,7 +122,7 @@ async fn main() {
         async move { raw_vsim(&mut connection, &keys, &q, 16).await }
     })
     .await;
-    let (conflicts_original, injection_original) = if cluster {
+    let (conflicts_original, injection_original) = if !original {
         (None, None)
     } else {
         let conflicts = measure(iterations, |i| {
@@ -213,11 +217,11 @@ async fn main() {
         if ok { "within targets" } else { "OVER TARGET" }
     );
 
-    for id in 0..100 {
+    for id in 0..personas {
         let _ = store.delete_persona(&format!("p{id}")).await;
     }
     let _ = store.drop_index().await;
-    if !cluster {
+    if original {
         let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
             .arg(&original_index)
             .arg("DD")

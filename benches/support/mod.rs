@@ -59,11 +59,16 @@ pub struct BenchPreference {
 }
 
 /// The data set the store and inject benches share: persona `p0` with `prefs` preferences
-/// among 99 personas of `other` each, random unit topic vectors and strengths, every tenth
-/// preference about a user.
-pub fn bench_data(prefs: usize, other: usize, rng: &mut impl Rng) -> Vec<BenchPreference> {
+/// among `personas - 1` personas of `other` each, random unit topic vectors and strengths,
+/// every tenth preference about a user.
+pub fn bench_data(
+    personas: usize,
+    prefs: usize,
+    other: usize,
+    rng: &mut impl Rng,
+) -> Vec<BenchPreference> {
     let mut data = Vec::new();
-    for persona in 0..100 {
+    for persona in 0..personas {
         for i in 0..(if persona == 0 { prefs } else { other }) {
             data.push(BenchPreference {
                 persona: format!("p{persona}"),
@@ -84,7 +89,10 @@ pub async fn load_personas(
 ) -> usize {
     use futures::StreamExt;
     use persona_prefs::store::{NewPreference, Provenance, Stance};
-    let mut adds = futures::stream::iter(data.iter().map(|preference| {
+    let mut adds = futures::stream::iter(data.iter().enumerate().map(|(i, preference)| {
+        if i > 0 && i % 100_000 == 0 {
+            println!("  {i} preferences loaded");
+        }
         let store = store.clone();
         let new = NewPreference {
             persona_id: preference.persona.clone(),
