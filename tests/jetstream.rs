@@ -238,27 +238,13 @@ async fn a_jetstream_cluster_losing_a_server_mid_stream_loses_and_doubles_nothin
     // one time fewer than that.
     let per_opinion = (EVENTS / PERSONAS / OPINIONS.len()) as u64;
     let expected: Vec<u64> = vec![per_opinion - 1; OPINIONS.len()];
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut wrong: Vec<(String, Vec<u64>)> = Vec::new();
-    while Instant::now() < deadline {
-        wrong.clear();
-        for persona in 0..PERSONAS {
-            let persona = format!("p{persona}");
-            let mut counts: Vec<u64> = common::active_preferences(&running.app.store, &persona)
-                .await
-                .iter()
-                .map(|p| p.reinforcement_count)
-                .collect();
-            counts.sort();
-            if counts != expected {
-                wrong.push((persona, counts));
-            }
-        }
-        if wrong.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let wrong = common::wait_for_reinforcement_counts(
+        &running.app.store,
+        PERSONAS,
+        &expected,
+        Duration::from_secs(240),
+    )
+    .await;
     assert!(
         wrong.is_empty(),
         "expected {expected:?} for every persona; wrong: {:?}",

@@ -216,41 +216,13 @@ async fn a_master_killed_mid_stream_fails_over_and_loses_nothing() {
 
     let per_opinion = (EVENTS / PERSONAS / OPINIONS.len()) as u64;
     let expected: Vec<u64> = vec![per_opinion - 1; OPINIONS.len()];
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut wrong = Vec::new();
-    while Instant::now() < deadline {
-        wrong.clear();
-        for persona in 0..PERSONAS {
-            let persona = format!("p{persona}");
-            let counts = match tokio::time::timeout(
-                Duration::from_secs(5),
-                running.app.store.list_preferences(
-                    &persona,
-                    &persona_prefs::store::ListOptions {
-                        limit: 100,
-                        ..Default::default()
-                    },
-                ),
-            )
-            .await
-            {
-                Ok(Ok(listed)) => {
-                    let mut counts: Vec<u64> =
-                        listed.iter().map(|p| p.reinforcement_count).collect();
-                    counts.sort();
-                    counts
-                }
-                _ => Vec::new(),
-            };
-            if counts != expected {
-                wrong.push((persona, counts));
-            }
-        }
-        if wrong.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let wrong = common::wait_for_reinforcement_counts(
+        &running.app.store,
+        PERSONAS,
+        &expected,
+        Duration::from_secs(120),
+    )
+    .await;
     assert!(
         wrong.is_empty(),
         "expected {expected:?} for every persona; wrong: {:?}",

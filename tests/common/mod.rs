@@ -182,6 +182,48 @@ fn cleanup_node(url: &str, config: &Config) {
     }
 }
 
+/// Waits until every persona `p0`…`p{personas - 1}` holds active preferences whose
+/// reinforcement counts, sorted, are `expected`; returns the personas that still differ when
+/// `patience` runs out (empty: all as expected). A read that fails or hangs (a server going
+/// away) counts as not yet.
+pub async fn wait_for_reinforcement_counts(
+    store: &PreferenceStore,
+    personas: usize,
+    expected: &[u64],
+    patience: std::time::Duration,
+) -> Vec<(String, Vec<u64>)> {
+    let deadline = std::time::Instant::now() + patience;
+    let mut wrong = Vec::new();
+    while std::time::Instant::now() < deadline {
+        wrong.clear();
+        for persona in 0..personas {
+            let persona = format!("p{persona}");
+            let options = persona_prefs::store::ListOptions {
+                limit: 100,
+                ..Default::default()
+            };
+            let listed = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                store.list_preferences(&persona, &options),
+            )
+            .await;
+            let mut counts: Vec<u64> = match listed {
+                Ok(Ok(listed)) => listed.iter().map(|p| p.reinforcement_count).collect(),
+                _ => Vec::new(),
+            };
+            counts.sort();
+            if counts != expected {
+                wrong.push((persona, counts));
+            }
+        }
+        if wrong.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    wrong
+}
+
 /// A persona's active preferences, strongest first (at most 100: tests keep personas small).
 pub async fn active_preferences(
     store: &PreferenceStore,
