@@ -29,7 +29,7 @@ use persona_prefs::config::Config;
 use persona_prefs::store::{InjectionQuery, PreferenceStore};
 use rand::SeedableRng;
 use support::{
-    Percentiles, bench_data, env_or, load_original_layout, load_personas, measure,
+    Percentiles, bench_data, env_or, load_original_layout, load_personas, measure, measure_pair,
     original_find_conflicts, original_injection_plan, random_unit, raw_vsim,
 };
 
@@ -84,43 +84,48 @@ async fn main() {
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
 
-    let conflicts = measure(iterations, |i| {
-        let store = store.clone();
-        let q = queries[i % queries.len()].clone();
-        async move {
-            store.nearest_topics("p0", &q).await.unwrap();
-        }
-    })
+    // Each store call alternates with its floor, call by call (see `measure_pair`).
+    let (conflicts, conflicts_floor) = measure_pair(
+        iterations,
+        |i| {
+            let store = store.clone();
+            let q = queries[i % queries.len()].clone();
+            async move {
+                store.nearest_topics("p0", &q).await.unwrap();
+            }
+        },
+        |i| {
+            let mut connection = connection.clone();
+            let keys = keys.clone();
+            let q = queries[i % queries.len()].clone();
+            async move { raw_vsim(&mut connection, &keys, &q, 5).await }
+        },
+    )
     .await;
-    let conflicts_floor = measure(iterations, |i| {
-        let mut connection = connection.clone();
-        let keys = keys.clone();
-        let q = queries[i % queries.len()].clone();
-        async move { raw_vsim(&mut connection, &keys, &q, 5).await }
-    })
-    .await;
-    let injection = measure(iterations, |i| {
-        let store = store.clone();
-        let q = queries[i % queries.len()].clone();
-        let users = users.clone();
-        async move {
-            let query = InjectionQuery {
-                persona_id: "p0",
-                query_embedding: &q,
-                max_count: 8,
-                max_chars: 2000,
-                active_user_ids: &users,
-            };
-            store.get_preferences_for_injection(&query).await.unwrap();
-        }
-    })
-    .await;
-    let injection_floor = measure(iterations, |i| {
-        let mut connection = connection.clone();
-        let keys = keys.clone();
-        let q = queries[i % queries.len()].clone();
-        async move { raw_vsim(&mut connection, &keys, &q, 16).await }
-    })
+    let (injection, injection_floor) = measure_pair(
+        iterations,
+        |i| {
+            let store = store.clone();
+            let q = queries[i % queries.len()].clone();
+            let users = users.clone();
+            async move {
+                let query = InjectionQuery {
+                    persona_id: "p0",
+                    query_embedding: &q,
+                    max_count: 8,
+                    max_chars: 2000,
+                    active_user_ids: &users,
+                };
+                store.get_preferences_for_injection(&query).await.unwrap();
+            }
+        },
+        |i| {
+            let mut connection = connection.clone();
+            let keys = keys.clone();
+            let q = queries[i % queries.len()].clone();
+            async move { raw_vsim(&mut connection, &keys, &q, 16).await }
+        },
+    )
     .await;
     let (conflicts_original, injection_original) = if !original {
         (None, None)

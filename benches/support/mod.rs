@@ -37,6 +37,48 @@ where
     }
 }
 
+/// Like [`measure`] for two calls at once, alternating them call by call, so both meet the
+/// same disturbances (a fork for a background save or an index's garbage collection stalls
+/// whatever runs at that moment): a fair ratio on a shared machine.
+pub async fn measure_pair<A, FutA, B, FutB>(
+    iterations: usize,
+    make_a: A,
+    make_b: B,
+) -> (Percentiles, Percentiles)
+where
+    A: Fn(usize) -> FutA,
+    FutA: std::future::Future<Output = ()>,
+    B: Fn(usize) -> FutB,
+    FutB: std::future::Future<Output = ()>,
+{
+    for i in 0..(iterations / 10).max(1) {
+        make_a(i).await;
+        make_b(i).await;
+    }
+    let mut a_samples = Vec::with_capacity(iterations);
+    let mut b_samples = Vec::with_capacity(iterations);
+    for i in 0..iterations.max(1) {
+        let started = Instant::now();
+        make_a(i).await;
+        a_samples.push(started.elapsed());
+        let started = Instant::now();
+        make_b(i).await;
+        b_samples.push(started.elapsed());
+    }
+    (percentiles(a_samples), percentiles(b_samples))
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
+    samples.sort();
+    let at = |q: f64| {
+        samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0
+    };
+    Percentiles {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
 pub fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
     let v: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
