@@ -27,14 +27,7 @@ where
         make(i).await;
         samples.push(started.elapsed());
     }
-    samples.sort();
-    let at = |q: f64| {
-        samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)].as_secs_f64() * 1000.0
-    };
-    Percentiles {
-        p50: at(0.50),
-        p99: at(0.99),
-    }
+    percentiles(samples)
 }
 
 /// Like [`measure`] for two calls at once, alternating them call by call, so both meet the
