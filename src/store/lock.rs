@@ -114,7 +114,7 @@ impl PersonaLock {
         // One round trip: every event takes this lock, so the attempt is a single script.
         let set: Option<String> = ACQUIRE
             .key(&key)
-            .key(format!("{key}:fence"))
+            .key(self.store.keys().fence(persona_id))
             .arg(self.ttl.as_millis() as u64)
             .invoke_async(&mut connection)
             .await?;
