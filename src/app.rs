@@ -52,6 +52,7 @@ impl App {
     pub async fn start(config: Config) -> Result<App, AppError> {
         let store = PreferenceStore::connect(&config.redis, &config.store).await?;
         store.ensure_index().await?;
+        store.ensure_layout().await?;
         let nats = connect_nats(&config).await?;
         let js = jetstream::new(nats.clone());
         let embedder = embed::from_config(&config.embed)?;

@@ -340,6 +340,21 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         ClientCommand::Publish { file } => publish(file, &config).await,
         ClientCommand::Index(IndexCommand::Info { json }) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+            if store.connection().is_cluster() {
+                // Saying "0 documents" of an index that does not exist would mislead.
+                let reason = "a Redis Cluster has no shared index (RediSearch 2.10 has no \
+                              coordinator): every path reads the personas' own structures, and \
+                              keyword search ranks in the service";
+                if json {
+                    let value = serde_json::json!({
+                        "name": config.redis.index_name, "shared_index": false, "reason": reason,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&value)?);
+                } else {
+                    println!("index      none: {reason}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             match store.index_info().await? {
                 None => {
                     eprintln!(
@@ -350,8 +365,8 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                 }
                 Some(info) if json => {
                     let value = serde_json::json!({
-                        "name": info.name, "prefixes": info.prefixes, "num_docs": info.num_docs,
-                        "attributes": info.attributes,
+                        "name": info.name, "shared_index": true, "prefixes": info.prefixes,
+                        "num_docs": info.num_docs, "attributes": info.attributes,
                     });
                     println!("{}", serde_json::to_string_pretty(&value)?);
                     Ok(ExitCode::SUCCESS)
@@ -436,6 +451,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         ClientCommand::Index(IndexCommand::Ensure) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
             let info = store.ensure_index().await?;
+            store.ensure_layout().await?;
             println!("index {} ready ({} documents)", info.name, info.num_docs);
             Ok(ExitCode::SUCCESS)
         }

@@ -71,6 +71,8 @@ pub enum IndexAction {
     WouldRebuild,
     /// A run cut short (`max_moves`) before the index step.
     Pending,
+    /// On a Redis Cluster, where there is no shared index to keep or build.
+    NoneOnCluster,
 }
 
 impl std::fmt::Display for IndexAction {
@@ -82,6 +84,7 @@ impl std::fmt::Display for IndexAction {
             IndexAction::WouldCreate => "would create",
             IndexAction::WouldRebuild => "would rebuild",
             IndexAction::Pending => "pending (run cut short: run it again)",
+            IndexAction::NoneOnCluster => "none (a cluster has no shared index)",
         })
     }
 }
@@ -120,7 +123,13 @@ pub async fn migrate(
     options: MigrateOptions,
 ) -> Result<MigrationReport, MigrateError> {
     let keys = store.keys().clone();
-    let existing = store.index_info().await?;
+    // A cluster has no shared index (RediSearch 2.10 has no coordinator): nothing to rebuild.
+    let cluster = store.connection().is_cluster();
+    let existing = if cluster {
+        None
+    } else {
+        store.index_info().await?
+    };
     let problems = existing
         .as_ref()
         .map(|info| index::mismatches(info, &store.hash_prefix()))
@@ -175,6 +184,7 @@ pub async fn migrate(
     };
     if options.dry_run {
         report.index_action = match (&existing, rebuild) {
+            _ if cluster => IndexAction::NoneOnCluster,
             (None, _) => IndexAction::WouldCreate,
             (Some(_), true) => IndexAction::WouldRebuild,
             (Some(_), false) => IndexAction::Kept,
@@ -293,12 +303,15 @@ pub async fn migrate(
     store.ensure_index().await?;
     let info = store.wait_until_indexed(options.index_patience).await?;
     report.index_action = match (&existing, rebuild) {
+        _ if cluster => IndexAction::NoneOnCluster,
         (None, _) => IndexAction::Created,
         (Some(_), true) => IndexAction::Rebuilt,
         (Some(_), false) => IndexAction::Kept,
     };
     report.indexed = info.num_docs;
     report.indexing_failures = info.hash_indexing_failures;
+    // Every key has moved: start-up may now trust the memory without looking for old keys.
+    store.record_layout().await?;
     Ok(report)
 }
 

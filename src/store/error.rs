@@ -19,6 +19,10 @@ pub enum StoreError {
     /// The index exists with a schema this build cannot use (e.g. another vector DIM).
     #[error("index {index} does not match the configuration: {reason}")]
     IndexMismatch { index: String, reason: String },
+    /// The memory holds keys of a layout this build does not read (an earlier one, until
+    /// `persona-prefs index migrate` has moved them; or a later one).
+    #[error("{reason}")]
+    LayoutMismatch { reason: String },
     /// A stored record or a search reply did not have the expected shape.
     #[error("unexpected reply from redis: {0}")]
     UnexpectedReply(String),

@@ -20,9 +20,14 @@
 //! | `P:persona_pref_lock:{ada}` | string | the persona lock's current token |
 //! | `P:persona_pref_lock:{ada}:fence` | string | the lock's token counter |
 //! | `P:persona_pref_erased:{ada}` | hash | erasure records |
+//! | `P:persona_prefs_layout` | string | the layout the memory is in ([`LAYOUT`]); the one key of no persona |
 //!
 //! Earlier layouts (the original system's, and this service's before persona slots) wrote the
 //! persona id without braces; [`Keys::legacy_patterns`] finds them for `index migrate`.
+
+/// The layout this build reads and writes, as recorded in [`Keys::layout`]. A later layout
+/// change gives a new value, so a build never runs on memory it cannot read.
+pub const LAYOUT: &str = "persona-slots-1";
 
 /// The separator between user id and preference id in the `about` sorted set. User ids may not
 /// hold control characters (`validate::external_text`), so it never occurs inside one.
@@ -117,19 +122,28 @@ impl Keys {
         ]
     }
 
+    /// `P:persona_prefs_layout`: which layout the memory under this prefix is in. Written once
+    /// the memory is known to hold no key of an earlier layout (start-up on an empty memory,
+    /// or a migration that finished), so start-up checks one key instead of the keyspace.
+    pub fn layout(&self) -> String {
+        format!("{}:persona_prefs_layout", self.prefix)
+    }
+
     /// A member of the `about` sorted set.
     pub fn about_member(user_id: &str, preference_id: &str) -> String {
         format!("{user_id}{ABOUT_SEPARATOR}{preference_id}")
     }
 
-    /// SCAN patterns for keys of the layouts before persona slots; a match that holds a `{`
-    /// right after the key kind is already in this layout and is skipped by the caller.
+    /// SCAN patterns for keys of the layouts before persona slots: the key kind followed by
+    /// anything but `{`, so keys already in this layout never leave the server (the prefix is
+    /// glob-safe: `config` allows only `A-Za-z0-9_-.:`). Callers still parse each match.
     pub fn legacy_patterns(&self) -> LegacyPatterns {
+        let pattern = |kind: &str| format!("{}:{kind}:[^{{]*", self.prefix);
         LegacyPatterns {
-            preferences: format!("{}:persona_pref:*", self.prefix),
-            effects: format!("{}:persona_pref_effect:*", self.prefix),
-            erasures: format!("{}:persona_pref_erased:*", self.prefix),
-            locks: format!("{}:persona_pref_lock:*", self.prefix),
+            preferences: pattern("persona_pref"),
+            effects: pattern("persona_pref_effect"),
+            erasures: pattern("persona_pref_erased"),
+            locks: pattern("persona_pref_lock"),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod connection;
 mod error;
 pub mod index;
 pub mod keys;
+mod layout;
 pub mod lock;
 pub mod query;
 pub mod record;
@@ -356,8 +357,25 @@ impl PreferenceStore {
     /// Every key matching `pattern` on every master, by SCAN so Redis is never blocked.
     /// For migration only: the service itself never scans.
     pub async fn scan_every_master(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
         let mut found = Vec::new();
+        self.scan_every_master_until(pattern, |key| {
+            found.push(key.to_string());
+            false
+        })
+        .await?;
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
+    /// Walks the keys matching `pattern` on every master until `stop` says so; returns the key
+    /// it stopped at.
+    pub(crate) async fn scan_every_master_until(
+        &self,
+        pattern: &str,
+        mut stop: impl FnMut(&str) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        let mut connection = self.connection.clone();
         for node in connection.masters().await? {
             let mut cursor: u64 = 0;
             loop {
@@ -369,16 +387,16 @@ impl PreferenceStore {
                     .arg(1000);
                 let (next, keys): (u64, Vec<String>) =
                     connection.query_at_node(&node, &scan).await?;
-                found.extend(keys);
+                if let Some(key) = keys.into_iter().find(|key| stop(key)) {
+                    return Ok(Some(key));
+                }
                 if next == 0 {
                     break;
                 }
                 cursor = next;
             }
         }
-        found.sort();
-        found.dedup();
-        Ok(found)
+        Ok(None)
     }
 
     /// The ids of every preference of one persona, retracted too.
