@@ -25,8 +25,8 @@ use persona_prefs::config::Config;
 use rand::SeedableRng;
 use serde_json::json;
 use support::{
-    bench_data, env_or, load_original_layout, load_personas, measure, original_injection_plan,
-    random_unit, raw_vsim,
+    Call, Percentiles, bench_data, env_or, load_original_layout, load_personas, measure,
+    measure_interleaved, original_injection_plan, random_unit, raw_vsim,
 };
 
 const TARGET_RATIO: f64 = 1.3;
@@ -93,25 +93,76 @@ async fn main() {
     // no path measured below pays for the loading.
     tokio::time::sleep(std::time::Duration::from_secs(30)).await;
 
-    // The service's own time per request (its `took_ms`), to split the gap to the floor into
-    // work inside the handler and transport around it.
+    let echo_subject = format!("{name}.echo");
+    let mut echo = client.subscribe(echo_subject.clone()).await.unwrap();
+    let responder = async_nats::connect(config.nats.url.as_str()).await.unwrap();
+    let echo_task = tokio::spawn(async move {
+        while let Some(message) = echo.next().await {
+            if let Some(reply) = message.reply {
+                let _ = responder.publish(reply, message.payload).await;
+            }
+        }
+    });
+
+    // The paths compared by the targets run call by call in turn (inject, raw VSIM, bare echo,
+    // the original plan), so a stall on this shared machine (a fork, an index's garbage
+    // collection, another process) hits all of them alike and the ratios stay fair.
+    // The service's own time per request (its `took_ms`) splits the gap to the floor into work
+    // inside the handler and transport around it.
     let took = std::sync::Mutex::new(Vec::with_capacity(iterations));
-    let precomputed = measure(iterations, |i| {
+    let keys = app.store.keys().clone();
+    let inject_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = subject.clone();
         let payload = payloads[i % payloads.len()].clone();
         let took = &took;
-        async move {
+        Box::pin(async move {
             let reply = client.request(subject, payload.into()).await.unwrap();
             assert!(reply.headers.is_none(), "error reply");
             let body: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
             took.lock().unwrap().push(body["took_ms"].as_f64().unwrap());
-        }
-    })
-    .await;
+        })
+    });
+    let vsim_call: Call<'_> = Box::new(|i| {
+        let mut connection = connection.clone();
+        let keys = keys.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 16).await })
+    });
+    let echo_call: Call<'_> = Box::new(|i| {
+        let client = client.clone();
+        let subject = echo_subject.clone();
+        let payload = payloads[i % payloads.len()].clone();
+        Box::pin(async move {
+            client.request(subject, payload.into()).await.unwrap();
+        })
+    });
+    let original_call: Call<'_> = Box::new(|i| {
+        let mut connection = connection.clone();
+        let index = original_index.clone();
+        let users = users.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move { original_injection_plan(&mut connection, &index, &q, &users).await })
+    });
+    let mut calls = vec![inject_call, vsim_call, echo_call];
+    // The original layout's shared index exists on a single node only.
+    if cluster {
+        drop(original_call);
+    } else {
+        calls.push(original_call);
+    }
+    let mut measured = measure_interleaved(iterations, &calls).await.into_iter();
+    drop(calls);
+    let precomputed = measured.next().unwrap();
+    let search_floor = measured.next().unwrap();
+    let echo_floor = measured.next().unwrap();
+    let original = measured.next().unwrap_or(Percentiles { p50: 0.0, p99: 0.0 });
+    echo_task.abort();
     let mut took = took.into_inner().unwrap();
     took.sort_by(f64::total_cmp);
     let took_at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
+
+    // Text queries, apart: they add embedding, which no floor has.
     let cached_text = measure(iterations, |_| {
         let client = client.clone();
         let subject = subject.clone();
@@ -130,48 +181,6 @@ async fn main() {
         }
     })
     .await;
-
-    // Floors: one raw VSIM, and a bare echo of the same payload over NATS; the original plan.
-    let keys = app.store.keys().clone();
-    let search_floor = measure(iterations, |i| {
-        let mut connection = connection.clone();
-        let keys = keys.clone();
-        let q = queries[i % queries.len()].clone();
-        async move { raw_vsim(&mut connection, &keys, &q, 16).await }
-    })
-    .await;
-    let original = measure(if cluster { 1 } else { iterations }, |i| {
-        let mut connection = connection.clone();
-        let index = original_index.clone();
-        let users = users.clone();
-        let q = queries[i % queries.len()].clone();
-        async move {
-            if !cluster {
-                original_injection_plan(&mut connection, &index, &q, &users).await
-            }
-        }
-    })
-    .await;
-    let echo_subject = format!("{name}.echo");
-    let mut echo = client.subscribe(echo_subject.clone()).await.unwrap();
-    let responder = async_nats::connect(config.nats.url.as_str()).await.unwrap();
-    let echo_task = tokio::spawn(async move {
-        while let Some(message) = echo.next().await {
-            if let Some(reply) = message.reply {
-                let _ = responder.publish(reply, message.payload).await;
-            }
-        }
-    });
-    let echo_floor = measure(iterations, |i| {
-        let client = client.clone();
-        let subject = echo_subject.clone();
-        let payload = payloads[i % payloads.len()].clone();
-        async move {
-            client.request(subject, payload.into()).await.unwrap();
-        }
-    })
-    .await;
-    echo_task.abort();
 
     let floor_p50 = search_floor.p50 + echo_floor.p50;
     println!();

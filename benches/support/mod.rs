@@ -1,12 +1,15 @@
 //! Measurement helpers shared by the benches.
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 
 pub const DIMS: usize = 384;
 
+#[derive(Debug, Clone, Copy)]
 pub struct Percentiles {
     pub p50: f64,
     pub p99: f64,
@@ -44,21 +47,39 @@ where
     B: Fn(usize) -> FutB,
     FutB: std::future::Future<Output = ()>,
 {
+    let calls: [Call<'_>; 2] = [
+        Box::new(|i| Box::pin(make_a(i))),
+        Box::new(|i| Box::pin(make_b(i))),
+    ];
+    let [a, b] = measure_interleaved(iterations, &calls)
+        .await
+        .try_into()
+        .expect("two calls, two results");
+    (a, b)
+}
+
+/// One measured call: the iteration number in, a future to time out.
+pub type Call<'a> = Box<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
+
+/// [`measure_pair`] for any number of calls: each round runs every call once, in order.
+pub async fn measure_interleaved(iterations: usize, calls: &[Call<'_>]) -> Vec<Percentiles> {
     for i in 0..(iterations / 10).max(1) {
-        make_a(i).await;
-        make_b(i).await;
+        for call in calls {
+            call(i).await;
+        }
     }
-    let mut a_samples = Vec::with_capacity(iterations);
-    let mut b_samples = Vec::with_capacity(iterations);
+    let mut samples: Vec<Vec<Duration>> = calls
+        .iter()
+        .map(|_| Vec::with_capacity(iterations))
+        .collect();
     for i in 0..iterations.max(1) {
-        let started = Instant::now();
-        make_a(i).await;
-        a_samples.push(started.elapsed());
-        let started = Instant::now();
-        make_b(i).await;
-        b_samples.push(started.elapsed());
+        for (call, samples) in calls.iter().zip(&mut samples) {
+            let started = Instant::now();
+            call(i).await;
+            samples.push(started.elapsed());
+        }
     }
-    (percentiles(a_samples), percentiles(b_samples))
+    samples.into_iter().map(percentiles).collect()
 }
 
 fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
