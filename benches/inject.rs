@@ -156,7 +156,9 @@ async fn main() {
     let precomputed = measured.next().unwrap();
     let search_floor = measured.next().unwrap();
     let echo_floor = measured.next().unwrap();
-    let original = measured.next().unwrap_or(Percentiles { p50: 0.0, p99: 0.0 });
+    let original = measured
+        .next()
+        .unwrap_or(Percentiles { p50: 0.0, p99: 0.0 });
     echo_task.abort();
     let mut took = took.into_inner().unwrap();
     took.sort_by(f64::total_cmp);

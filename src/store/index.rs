@@ -230,3 +230,158 @@ fn pairs_of(value: &Value) -> Vec<(String, Value)> {
         .map(|c| (value_to_string(&c[0]), c[1].clone()))
         .collect()
 }
+
+use std::time::{Duration, Instant};
+
+use super::{PreferenceStore, loose_text};
+
+impl PreferenceStore {
+    /// Creates the index if missing (on every master of a cluster: each indexes its own keys).
+    /// If it exists with another schema, fails with an error naming the difference, so nothing
+    /// is written where it cannot be found.
+    pub async fn ensure_index(&self) -> Result<IndexInfo, StoreError> {
+        if self.connection.is_cluster() {
+            // RediSearch 2.10 treats an index name as a key (FT.CREATE is MOVED to the master
+            // owning the name's slot) and has no coordinator, so no index can see every shard.
+            // Every hot and administrative path but keyword search reads the personas' own
+            // structures; on a cluster there is no shared index at all.
+            return Ok(IndexInfo::cluster_placeholder(&self.settings.index_name));
+        }
+        let nodes = self.index_info_per_node().await?;
+        for (node, info) in &nodes {
+            let Some(info) = info else { continue };
+            let problems = mismatches(info, &self.hash_prefix());
+            if !problems.is_empty() {
+                let at = if self.connection.is_cluster() {
+                    format!(" on {node}")
+                } else {
+                    String::new()
+                };
+                return Err(StoreError::IndexMismatch {
+                    index: info.name.clone(),
+                    reason: format!(
+                        "{}{at}. Run `persona-prefs index migrate` (it rebuilds the index and moves \
+                         data of earlier layouts; hashes are kept), or fix the configuration",
+                        problems.join("; "),
+                    ),
+                });
+            }
+        }
+        if nodes.iter().any(|(_, info)| info.is_none()) {
+            let mut connection = self.connection.clone();
+            let create = create_command(&self.settings.index_name, &self.hash_prefix());
+            for (node, reply) in connection.query_every_master(&create).await? {
+                if let Value::ServerError(error) = reply {
+                    let text = loose_text(&error.to_string());
+                    // Another worker created it between our probe and our create: verify theirs.
+                    if !text.contains("already exists") {
+                        return Err(StoreError::UnexpectedReply(format!(
+                            "FT.CREATE on {node}: {error}"
+                        )));
+                    }
+                }
+            }
+        }
+        let mut again = self.index_info().await?;
+        let info = again.take().ok_or_else(|| {
+            StoreError::UnexpectedReply("index missing right after FT.CREATE".into())
+        })?;
+        let problems = mismatches(&info, &self.hash_prefix());
+        if !problems.is_empty() {
+            return Err(StoreError::IndexMismatch {
+                index: info.name.clone(),
+                reason: problems.join("; "),
+            });
+        }
+        Ok(info)
+    }
+
+    /// `FT.INFO`, or `None` when the index does not exist. On a cluster, the masters' answers
+    /// summed (documents, failures) and the least caught-up share indexed; `None` when any
+    /// master lacks the index.
+    pub async fn index_info(&self) -> Result<Option<IndexInfo>, StoreError> {
+        if self.connection.is_cluster() {
+            return Ok(Some(IndexInfo::cluster_placeholder(
+                &self.settings.index_name,
+            )));
+        }
+        let mut combined: Option<IndexInfo> = None;
+        for (_, info) in self.index_info_per_node().await? {
+            let Some(info) = info else { return Ok(None) };
+            combined = Some(match combined {
+                None => info,
+                Some(mut total) => {
+                    total.num_docs += info.num_docs;
+                    total.hash_indexing_failures += info.hash_indexing_failures;
+                    total.percent_indexed = total.percent_indexed.min(info.percent_indexed);
+                    total
+                }
+            });
+        }
+        Ok(combined)
+    }
+
+    /// `FT.INFO` of every master (one entry on a single node).
+    pub async fn index_info_per_node(
+        &self,
+    ) -> Result<Vec<(String, Option<IndexInfo>)>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("FT.INFO");
+        command.arg(&self.settings.index_name);
+        let mut nodes = Vec::new();
+        for (node, reply) in connection.query_every_master(&command).await? {
+            let info = match reply {
+                Value::ServerError(error) => {
+                    let text = loose_text(&error.to_string());
+                    if text.contains("unknown index name") || text.contains("no such index") {
+                        None
+                    } else {
+                        return Err(StoreError::UnexpectedReply(format!(
+                            "FT.INFO on {node}: {error}"
+                        )));
+                    }
+                }
+                reply => Some(parse_info(&self.settings.index_name, reply)?),
+            };
+            nodes.push((node, info));
+        }
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(nodes)
+    }
+
+    /// Drops the index definition on every master; the hashes stay (no `DD`).
+    pub async fn drop_index(&self) -> Result<(), StoreError> {
+        if self.connection.is_cluster() {
+            return Ok(());
+        }
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("FT.DROPINDEX");
+        command.arg(&self.settings.index_name);
+        for (node, reply) in connection.query_every_master(&command).await? {
+            if let Value::ServerError(error) = reply {
+                let text = loose_text(&error.to_string());
+                if !(text.contains("unknown index name") || text.contains("no such index")) {
+                    return Err(StoreError::UnexpectedReply(format!(
+                        "FT.DROPINDEX on {node}: {error}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls `FT.INFO` until the index has read every existing hash (after a create), or
+    /// `patience` runs out.
+    pub async fn wait_until_indexed(&self, patience: Duration) -> Result<IndexInfo, StoreError> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let info = self.index_info().await?.ok_or_else(|| {
+                StoreError::UnexpectedReply(format!("index {} vanished", self.settings.index_name))
+            })?;
+            if info.percent_indexed >= 1.0 || Instant::now() >= deadline {
+                return Ok(info);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Erasure of a user from a persona's memory, the record that makes it stick, and deletion of
+//! a whole persona.
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::{
+    PreferenceStore, PurgeReport, StoreError, WriteGuard, now_iso, script_reply, scripts, validate,
+};
+
+impl PreferenceStore {
+    /// Erasure of one user from one persona's memory: the user id is replaced by `pseudonym`
+    /// in related users, evidence and provenance of every preference, and preferences whose
+    /// only evidence was that user's conversations are retracted (with a history entry).
+    pub async fn purge_user(
+        &self,
+        persona_id: &str,
+        user_id: &str,
+        pseudonym: &str,
+        guard: WriteGuard<'_>,
+    ) -> Result<PurgeReport, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::user_id("user_id", user_id)?;
+        validate::user_id("pseudonym", pseudonym)?;
+        if user_id == pseudonym {
+            return Err(StoreError::invalid(
+                "pseudonym",
+                "must differ from the user id",
+            ));
+        }
+        let mut report = PurgeReport {
+            persona_id: persona_id.into(),
+            pseudonym: pseudonym.into(),
+            ..Default::default()
+        };
+        let now = now_iso();
+        // Recorded first, so that from now on ingest leaves this user's earlier conversations
+        // alone (events still in the backlog, redelivered or replayed from dead letters would
+        // otherwise bring the id back); a purge cut short is simply run again.
+        self.record_erasure(persona_id, user_id, pseudonym, &now)
+            .await?;
+        // Every preference of the persona, without a cap: an erasure must not stop at a page
+        // size. The script itself leaves preferences that do not name the user untouched.
+        let preference_ids = self.preference_ids(persona_id).await?;
+        // An erasure over a large persona can outlast the lock: renew it before starting and
+        // whenever a third of its lifetime has passed.
+        let mut renewed = None;
+        for preference_id in preference_ids {
+            if let Some(lock) = guard.lock {
+                lock.keep_alive(self, &mut renewed).await?;
+            }
+            let mut invocation = self.invocation(
+                &scripts::PURGE_USER,
+                persona_id,
+                &preference_id,
+                WriteGuard {
+                    effect_id: None,
+                    ..guard
+                },
+            )?;
+            invocation.arg(user_id).arg(pseudonym).arg(now.as_str());
+            let reply: Value = self.write(invocation, persona_id).await?;
+            if let Some(items) = script_reply(reply, 2)? {
+                if items[0] == "1" {
+                    report.rewritten.push(preference_id.clone());
+                }
+                if items[1] == "1" {
+                    report.retracted.push(preference_id);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn record_erasure(
+        &self,
+        persona_id: &str,
+        user_id: &str,
+        pseudonym: &str,
+        erased_at: &str,
+    ) -> Result<(), StoreError> {
+        let erasure = Erasure {
+            pseudonym: pseudonym.into(),
+            erased_at: erased_at.into(),
+        };
+        let mut connection = self.connection.clone();
+        let _: () = redis::cmd("HSET")
+            .arg(self.erasures_key(persona_id))
+            .arg(erasure_digest(persona_id, user_id))
+            .arg(serde_json::to_string(&erasure).expect("an erasure serialises"))
+            .query_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+
+    /// The erasures recorded for any of `user_ids` in this persona, by user id. One round trip.
+    pub async fn erasures(
+        &self,
+        persona_id: &str,
+        user_ids: &[&str],
+    ) -> Result<HashMap<String, Erasure>, StoreError> {
+        let mut found = HashMap::new();
+        let user_ids: Vec<&str> = user_ids
+            .iter()
+            .copied()
+            .filter(|id| !id.is_empty())
+            .collect();
+        if user_ids.is_empty() {
+            return Ok(found);
+        }
+        let mut command = redis::cmd("HMGET");
+        command.arg(self.erasures_key(persona_id));
+        for user_id in &user_ids {
+            command.arg(erasure_digest(persona_id, user_id));
+        }
+        let mut connection = self.connection.clone();
+        let values: Vec<Option<String>> = command.query_async(&mut connection).await?;
+        for (user_id, value) in user_ids.iter().zip(values) {
+            if let Some(erasure) = value.and_then(|v| serde_json::from_str::<Erasure>(&v).ok()) {
+                found.insert(user_id.to_string(), erasure);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Deletes every key of one persona (preferences, their structures, idempotency records,
+    /// lock, erasure records); the persona's id set names every preference, so nothing is
+    /// scanned. Returns how many keys went. For demos, tests and erasure of a whole persona;
+    /// ordinary forgetting is [`PreferenceStore::retract_preference`].
+    pub async fn delete_persona(&self, persona_id: &str) -> Result<u64, StoreError> {
+        validate::persona_id(persona_id)?;
+        let keys = &self.settings.keys;
+        let ids = self.preference_ids(persona_id).await?;
+        let mut connection = self.connection.clone();
+        let mut deleted = 0u64;
+        // Preference hashes first: the id set that lists them goes last, so a deletion cut
+        // short can be run again.
+        for chunk in ids.chunks(1000) {
+            let hashes: Vec<String> = chunk
+                .iter()
+                .map(|id| keys.preference(persona_id, id))
+                .collect();
+            let removed: u64 = redis::cmd("UNLINK")
+                .arg(&hashes)
+                .query_async(&mut connection)
+                .await?;
+            deleted += removed;
+        }
+        let mut structures = keys.persona_structures(persona_id).to_vec();
+        // The id set last (see above).
+        structures.rotate_left(1);
+        let removed: u64 = redis::cmd("UNLINK")
+            .arg(&structures)
+            .query_async(&mut connection)
+            .await?;
+        Ok(deleted + removed)
+    }
+}
+
+/// A user erased from one persona's memory (`purge_user`): conversations with them up to
+/// `erased_at` are no longer evidence, and ingest writes `pseudonym` wherever such a
+/// conversation would have named them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Erasure {
+    pub pseudonym: String,
+    /// RFC 3339.
+    pub erased_at: String,
+}
+
+impl Erasure {
+    /// Whether a persona message sent at `expressed_at` belongs to the erased past. A time
+    /// that cannot be read counts as erased: erasure errs on the side of forgetting.
+    pub fn covers(&self, expressed_at: &str) -> bool {
+        let parse = |text: &str| {
+            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+        };
+        match (parse(expressed_at), parse(&self.erased_at)) {
+            (Some(expressed), Some(erased)) => expressed <= erased,
+            _ => true,
+        }
+    }
+}
+
+/// The field an erasure is recorded under: a SHA-256 digest of persona and user id, so the
+/// record of an erasure does not itself keep the erased id in the clear.
+fn erasure_digest(persona_id: &str, user_id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new()
+        .chain_update(persona_id.as_bytes())
+        .chain_update([0u8])
+        .chain_update(user_id.as_bytes())
+        .finalize();
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}

@@ -1,0 +1,441 @@
+//! Reads: one preference, lists, stats, keyword and vector search, and `find_conflicts`.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use redis::Value;
+
+use super::query::{self, persona_filter, vector_to_bytes};
+use super::record::field;
+use super::{
+    ListOptions, Preference, PreferenceStats, PreferenceStore, ScoredPreference, StoreError,
+    cosine, validate,
+};
+use crate::telemetry;
+
+impl PreferenceStore {
+    /// One preference, or `None`. A record whose hash says it belongs to another persona is
+    /// treated as not found.
+    pub async fn get_preference(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+    ) -> Result<Option<Preference>, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::preference_id(preference_id)?;
+        let mut connection = self.connection.clone();
+        let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+            .arg(self.preference_key(persona_id, preference_id))
+            .arg(&field::ALL_BUT_EMBEDDING[..])
+            .query_async(&mut connection)
+            .await?;
+        let fields: HashMap<String, Vec<u8>> = field::ALL_BUT_EMBEDDING
+            .iter()
+            .zip(values)
+            .filter_map(|(name, value)| value.map(|v| (name.to_string(), v)))
+            .collect();
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let fields: HashMap<String, String> = fields
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+            .collect();
+        let preference = Preference::from_fields(&fields)?;
+        Ok((preference.persona_id == persona_id).then_some(preference))
+    }
+
+    /// A persona's preferences, strongest first (ties by id), read from the persona's own
+    /// records: its id set names them all, and all live in its slot, so this works the same on
+    /// one node and on a cluster (where RediSearch 2.10 cannot answer for every shard).
+    pub async fn list_preferences(
+        &self,
+        persona_id: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Preference>, StoreError> {
+        validate::persona_id(persona_id)?;
+        if let Some(category) = &options.category
+            && category.trim().is_empty()
+        {
+            return Err(StoreError::invalid("category", "is empty"));
+        }
+        let limit = options.limit.clamp(1, validate::MAX_LIST_LIMIT);
+        let mut listed: Vec<Preference> = self
+            .all_records(persona_id)
+            .await?
+            .into_iter()
+            .filter(|p| options.include_retracted || p.active)
+            .filter(|p| {
+                options
+                    .category
+                    .as_ref()
+                    .is_none_or(|category| &p.category == category)
+            })
+            .collect();
+        listed.sort_by(|a, b| {
+            b.strength
+                .total_cmp(&a.strength)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        listed.truncate(limit);
+        Ok(listed)
+    }
+
+    /// Totals, active/retracted split and active preferences per category.
+    pub async fn stats(&self, persona_id: &str) -> Result<PreferenceStats, StoreError> {
+        validate::persona_id(persona_id)?;
+        let records = self.all_records(persona_id).await?;
+        let total = records.len() as u64;
+        let mut by_category = std::collections::BTreeMap::new();
+        let mut active = 0;
+        for preference in records.iter().filter(|p| p.active) {
+            active += 1;
+            *by_category.entry(preference.category.clone()).or_insert(0) += 1;
+        }
+        Ok(PreferenceStats {
+            persona_id: persona_id.to_string(),
+            total,
+            active,
+            retracted: total - active,
+            by_category,
+        })
+    }
+
+    /// Every record of one persona (without embeddings), by its id set, pipelined in chunks.
+    async fn all_records(&self, persona_id: &str) -> Result<Vec<Preference>, StoreError> {
+        let ids = self.preference_ids(persona_id).await?;
+        let mut records = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(1000) {
+            records.extend(
+                self.preferences_by_id(persona_id, chunk)
+                    .await?
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        Ok(records)
+    }
+
+    /// KNN over one persona's preferences; `score` is the cosine distance, nearest first.
+    /// Active preferences come from the persona's vector set; with `include_retracted`, every
+    /// preference of the persona is scored exactly from its stored vector instead (an
+    /// administrative search, proportional to the persona's size). A failed search is an error,
+    /// never an empty list.
+    pub async fn search_preferences(
+        &self,
+        persona_id: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
+        let started = Instant::now();
+        validate::persona_id(persona_id)?;
+        validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
+        let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
+        let scored: Vec<(String, f64)> = if include_retracted {
+            self.exact_neighbours(persona_id, query_embedding, top_k)
+                .await?
+        } else {
+            self.vector_neighbours(persona_id, query_embedding, top_k)
+                .await?
+                .into_iter()
+                .map(|hit| (hit.id, hit.similarity))
+                .collect()
+        };
+        let records = self
+            .preferences_by_id(
+                persona_id,
+                &scored.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+            )
+            .await?;
+        telemetry::store_op("search", started.elapsed());
+        Ok(scored
+            .into_iter()
+            .zip(records)
+            .filter_map(|((_, similarity), preference)| {
+                preference.map(|preference| ScoredPreference {
+                    preference,
+                    score: 1.0 - similarity,
+                })
+            })
+            .collect())
+    }
+
+    /// Full-text search of one persona's topics and opinions (BM25 over the TEXT fields),
+    /// best first, with each hit's cosine similarity to `query_embedding` computed from its
+    /// stored vector, so callers can blend the two. No word to search: no hits.
+    pub async fn keyword_search(
+        &self,
+        persona_id: &str,
+        text: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+    ) -> Result<Vec<(Preference, f64, f64)>, StoreError> {
+        validate::persona_id(persona_id)?;
+        validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
+        let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
+        if self.connection.is_cluster() {
+            // RediSearch 2.10 routes an index by its name's slot and has no coordinator: on a
+            // cluster one index would see one shard's preferences only. The persona's records
+            // all live in its slot, so BM25 over them gives the same answer.
+            return self
+                .keyword_search_in_records(
+                    persona_id,
+                    text,
+                    query_embedding,
+                    top_k,
+                    include_retracted,
+                )
+                .await;
+        }
+        let Some(words) = query::keyword_clause(text) else {
+            return Ok(Vec::new());
+        };
+        let filter = persona_filter(persona_id, include_retracted);
+        let mut returned: Vec<&str> = field::ALL_BUT_EMBEDDING.to_vec();
+        returned.push(field::EMBEDDING);
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("FT.SEARCH");
+        command
+            .arg(&self.settings.index_name)
+            .arg(format!("{filter} {words}"))
+            .arg("WITHSCORES")
+            .arg("SCORER")
+            .arg("BM25")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(top_k)
+            .arg("RETURN")
+            .arg(returned.len())
+            .arg(&returned[..])
+            .arg("DIALECT")
+            .arg(2);
+        let reply: Value = connection
+            .query_for_key(&self.route_key(persona_id), &command)
+            .await?;
+        Ok(query::parse_keyword_reply(reply)?
+            .into_iter()
+            .filter(|hit| hit.preference.persona_id == persona_id)
+            .map(|hit| {
+                let similarity = cosine(&hit.embedding, query_embedding);
+                (hit.preference, hit.bm25, similarity)
+            })
+            .collect())
+    }
+
+    /// [`PreferenceStore::keyword_search`] over the persona's own records (BM25, k1 1.2,
+    /// b 0.75, as RediSearch scores; no stemming), for a cluster, where no index sees them all.
+    async fn keyword_search_in_records(
+        &self,
+        persona_id: &str,
+        text: &str,
+        query_embedding: &[f32],
+        top_k: usize,
+        include_retracted: bool,
+    ) -> Result<Vec<(Preference, f64, f64)>, StoreError> {
+        let words = query::keyword_words(text);
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let records: Vec<Preference> = self
+            .all_records(persona_id)
+            .await?
+            .into_iter()
+            .filter(|p| include_retracted || p.active)
+            .collect();
+        let documents: Vec<Vec<String>> = records
+            .iter()
+            .map(|p| query::document_words(&format!("{} {}", p.name, p.opinion)))
+            .collect();
+        let scores = query::bm25(&words, &documents);
+        let mut hits: Vec<(usize, f64)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, score)| *score > 0.0)
+            .collect();
+        hits.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then(records[a.0].id.cmp(&records[b.0].id))
+        });
+        hits.truncate(top_k);
+        let mut pipe = redis::pipe();
+        for (at, _) in &hits {
+            pipe.cmd("HGET")
+                .arg(self.preference_key(persona_id, &records[*at].id))
+                .arg(field::EMBEDDING);
+        }
+        let mut connection = self.connection.clone();
+        let vectors = if hits.is_empty() {
+            Vec::new()
+        } else {
+            connection
+                .pipeline_for_key(&self.route_key(persona_id), &pipe)
+                .await?
+        };
+        let mut records: Vec<Option<Preference>> = records.into_iter().map(Some).collect();
+        Ok(hits
+            .into_iter()
+            .zip(vectors)
+            .filter_map(|((at, score), vector)| {
+                let similarity = match vector {
+                    Value::BulkString(bytes) => {
+                        cosine(&query::bytes_to_vector(&bytes), query_embedding)
+                    }
+                    _ => 0.0,
+                };
+                records[at].take().map(|p| (p, score, similarity))
+            })
+            .collect())
+    }
+
+    /// The ingest decision's search: the persona's active preferences nearest to a topic,
+    /// `store.conflict_top_k` of them, carrying only what deciding reads (id, topic, stance and
+    /// its time). Every event runs it: one VSIM over the persona's own vector set, whose
+    /// attributes carry those fields, so no hash is read.
+    pub async fn nearest_topics(
+        &self,
+        persona_id: &str,
+        topic_embedding: &[f32],
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
+        let started = Instant::now();
+        validate::persona_id(persona_id)?;
+        validate::embedding(topic_embedding, self.settings.store.embedding_dims)?;
+        let hits = self
+            .vector_neighbours(
+                persona_id,
+                topic_embedding,
+                self.settings.store.conflict_top_k,
+            )
+            .await?;
+        telemetry::store_op("search", started.elapsed());
+        Ok(hits
+            .into_iter()
+            .map(|hit| ScoredPreference {
+                score: 1.0 - hit.similarity,
+                preference: hit.attributes.into_preference(hit.id, persona_id),
+            })
+            .collect())
+    }
+
+    /// `VSIM` over the persona's vector set: the nearest active preferences with their cosine
+    /// similarity and attributes.
+    async fn vector_neighbours(
+        &self,
+        persona_id: &str,
+        embedding: &[f32],
+        top_k: usize,
+    ) -> Result<Vec<query::VectorHit>, StoreError> {
+        let mut connection = self.connection.clone();
+        let reply: Value = redis::cmd("VSIM")
+            .arg(self.settings.keys.vectors(persona_id))
+            .arg("FP32")
+            .arg(vector_to_bytes(embedding))
+            .arg("WITHSCORES")
+            .arg("WITHATTRIBS")
+            .arg("COUNT")
+            .arg(top_k)
+            .query_async(&mut connection)
+            .await?;
+        query::parse_vector_hits(reply, query::VectorScore::VsimScore)
+    }
+
+    /// Every preference of the persona (retracted too) scored exactly against `embedding`
+    /// from its stored vector: (id, cosine similarity), nearest first, at most `top_k`.
+    async fn exact_neighbours(
+        &self,
+        persona_id: &str,
+        embedding: &[f32],
+        top_k: usize,
+    ) -> Result<Vec<(String, f64)>, StoreError> {
+        let ids = self.preference_ids(persona_id).await?;
+        let mut scored = Vec::with_capacity(ids.len());
+        let mut connection = self.connection.clone();
+        for chunk in ids.chunks(500) {
+            let mut pipe = redis::pipe();
+            for id in chunk {
+                pipe.cmd("HGET")
+                    .arg(self.preference_key(persona_id, id))
+                    .arg(field::EMBEDDING);
+            }
+            let vectors = connection
+                .pipeline_for_key(&self.route_key(persona_id), &pipe)
+                .await?;
+            for (id, vector) in chunk.iter().zip(vectors) {
+                if let Value::BulkString(bytes) = vector {
+                    let similarity = cosine(&query::bytes_to_vector(&bytes), embedding);
+                    scored.push((id.clone(), similarity));
+                }
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        scored.truncate(top_k);
+        Ok(scored)
+    }
+
+    /// Whole records of one persona by id, in order, in one pipelined round trip; `None` for
+    /// an id whose hash is gone.
+    async fn preferences_by_id(
+        &self,
+        persona_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<Option<Preference>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET")
+                .arg(self.preference_key(persona_id, id))
+                .arg(&field::ALL_BUT_EMBEDDING[..]);
+        }
+        let mut connection = self.connection.clone();
+        let replies = connection
+            .pipeline_for_key(&self.route_key(persona_id), &pipe)
+            .await?;
+        replies
+            .into_iter()
+            .map(|reply| {
+                let values: Vec<Option<Vec<u8>>> =
+                    redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
+                let fields: HashMap<String, String> = field::ALL_BUT_EMBEDDING
+                    .iter()
+                    .zip(values)
+                    .filter_map(|(name, value)| {
+                        value.map(|v: Vec<u8>| {
+                            (name.to_string(), String::from_utf8_lossy(&v).into_owned())
+                        })
+                    })
+                    .collect();
+                if fields.is_empty() {
+                    return Ok(None);
+                }
+                let preference = Preference::from_fields(&fields)?;
+                Ok((preference.persona_id == persona_id).then_some(preference))
+            })
+            .collect()
+    }
+
+    /// Active preferences whose similarity (1 − distance) to `embedding` is at least
+    /// `threshold` (default `store.conflict_threshold`), among the nearest `conflict_top_k`.
+    pub async fn find_conflicts(
+        &self,
+        persona_id: &str,
+        embedding: &[f32],
+        threshold: Option<f64>,
+    ) -> Result<Vec<ScoredPreference>, StoreError> {
+        let threshold = threshold.unwrap_or(self.settings.store.conflict_threshold);
+        let hits = self
+            .search_preferences(
+                persona_id,
+                embedding,
+                self.settings.store.conflict_top_k,
+                false,
+            )
+            .await?;
+        Ok(hits
+            .into_iter()
+            .filter(|hit| hit.similarity() >= threshold)
+            .collect())
+    }
+}
