@@ -1,12 +1,14 @@
 //! Ingest stage: JetStream events → extract → embed → decide → store, acked only on success.
 //!
 //! - [`event`]: the event format and its validation;
+//! - [`decide`]: what one opinion does to memory, a pure function tested by tables;
 //! - [`pipeline`]: what a valid event does to the store (exactly-once effects);
 //! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown;
 //! - [`dead_letters`]: listing, replaying and discarding dead letters (the operator's side);
 //! - [`erasure`]: erasing an erased user's stored events and dead letters (`purge_user`).
 
 pub mod dead_letters;
+pub mod decide;
 pub mod erasure;
 pub mod event;
 pub mod pipeline;

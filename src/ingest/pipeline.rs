@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::decide::{self, OpinionFacts, Plan};
 use super::event::{ConversationEvent, Role};
 use crate::embed::{EmbedError, Embedder};
 use crate::extract::{
@@ -366,6 +367,8 @@ impl Pipeline {
         Ok(self.store.erasures(&event.persona_id, &user_ids).await?)
     }
 
+    /// Gathers what [`decide::plan`] needs, asks it, and carries the plan out: the only
+    /// place an opinion's effect is written.
     async fn decide(
         &self,
         event: &ConversationEvent,
@@ -379,17 +382,24 @@ impl Pipeline {
         };
         let persona_id = &event.persona_id;
         let opinion = &candidate.opinion;
-        if erasures
-            .get(&candidate.provenance.triggering_user_id)
-            .is_some_and(|erasure| erased_before(erasure, event, &candidate.expressed_at))
-        {
-            return Ok(Decision {
-                action: Action::Erased,
-                preference_id: String::new(),
-                name: opinion.name.clone(),
-                applied: false,
-                best_similarity: None,
-            });
+        let facts = OpinionFacts {
+            stance: opinion.stance,
+            expressed_at: &candidate.expressed_at,
+            received_at: event.received_at.as_deref(),
+            provenance: &candidate.provenance,
+            related_user_ids: &opinion.related_user_ids,
+            injected_preference_ids: &candidate.injected_preference_ids,
+        };
+        let nothing_written = |action, preference_id: String, best_similarity| Decision {
+            action,
+            preference_id,
+            name: opinion.name.clone(),
+            applied: false,
+            best_similarity,
+        };
+        // Erasure is known before any search: skip the search.
+        if decide::is_erased(&facts, erasures) {
+            return Ok(nothing_written(Action::Erased, String::new(), None));
         }
         let neighbours = self
             .store
@@ -399,76 +409,43 @@ impl Pipeline {
         if let Some(similarity) = best_similarity {
             telemetry::best_match_similarity(similarity);
         }
-        let best = neighbours
-            .into_iter()
-            .find(|hit| hit.similarity() >= self.settings.match_threshold);
-        if let Some(best) = best {
-            let same_stance = best
-                .preference
-                .stance
-                .is_none_or(|stance| stance == opinion.stance);
-            if same_stance
-                && candidate
-                    .injected_preference_ids
-                    .contains(&best.preference.id)
-            {
+        let name_of = |id: &str| {
+            neighbours
+                .iter()
+                .find(|hit| hit.preference.id == id)
+                .map(|hit| hit.preference.name.clone())
+                .unwrap_or_default()
+        };
+        let plan = decide::plan(&facts, &neighbours, erasures, self.settings.match_threshold);
+        let written = match plan {
+            Plan::Erased => return Ok(nothing_written(Action::Erased, String::new(), None)),
+            Plan::Echo { preference_id } => {
                 return Ok(Decision {
-                    action: Action::Echo,
-                    preference_id: best.preference.id,
-                    name: best.preference.name,
-                    applied: false,
-                    best_similarity,
+                    name: name_of(&preference_id),
+                    ..nothing_written(Action::Echo, preference_id, best_similarity)
                 });
             }
-            if same_stance {
-                if let Some(done) = self
-                    .store
-                    .reinforce_preference_from(
-                        persona_id,
-                        &best.preference.id,
-                        &candidate.provenance,
-                        guard,
-                    )
-                    .await?
-                {
-                    return Ok(Decision {
-                        action: Action::Reinforce,
-                        preference_id: done.id,
-                        name: done.name,
-                        applied: done.applied,
-                        best_similarity,
-                    });
-                }
-            } else if is_older(&candidate.expressed_at, &best.preference.stance_at) {
+            Plan::Stale { preference_id } => {
                 tracing::info!(
                     persona_id = %persona_id,
-                    preference_id = %best.preference.id,
+                    preference_id = %preference_id,
                     expressed_at = %candidate.expressed_at,
-                    stance_at = %best.preference.stance_at,
                     "contradiction is older than the current stance; keeping the newer stance"
                 );
                 return Ok(Decision {
-                    action: Action::Stale,
-                    preference_id: best.preference.id,
-                    name: best.preference.name,
-                    applied: false,
-                    best_similarity,
+                    name: name_of(&preference_id),
+                    ..nothing_written(Action::Stale, preference_id, best_similarity)
                 });
-            } else {
-                let reason = format!(
-                    "changed mind in persona message {} (replying to {} from user {})",
-                    candidate.provenance.persona_message_id,
-                    if candidate.provenance.triggering_message_id.is_empty() {
-                        "nothing"
-                    } else {
-                        &candidate.provenance.triggering_message_id
-                    },
-                    if candidate.provenance.triggering_user_id.is_empty() {
-                        "unknown"
-                    } else {
-                        &candidate.provenance.triggering_user_id
-                    },
-                );
+            }
+            Plan::Reinforce { preference_id } => self
+                .store
+                .reinforce_preference_from(persona_id, &preference_id, &candidate.provenance, guard)
+                .await?
+                .map(|done| (Action::Reinforce, done.id, done.name, done.applied)),
+            Plan::Evolve {
+                preference_id,
+                reason,
+            } => {
                 let evolution = Evolution {
                     new_opinion: &opinion.opinion,
                     new_embedding: &candidate.embedding,
@@ -477,23 +454,24 @@ impl Pipeline {
                     expressed_at: Some(&candidate.expressed_at),
                     evidence_user_id: Some(&candidate.provenance.triggering_user_id),
                 };
-                let evolved = self
-                    .store
-                    .evolve_preference(persona_id, &best.preference.id, &evolution, guard)
-                    .await?;
-                if let Some(done) = evolved {
-                    return Ok(Decision {
-                        action: Action::Evolve,
-                        preference_id: done.id,
-                        name: done.name,
-                        applied: done.applied,
-                        best_similarity,
-                    });
-                }
+                self.store
+                    .evolve_preference(persona_id, &preference_id, &evolution, guard)
+                    .await?
+                    .map(|done| (Action::Evolve, done.id, done.name, done.applied))
             }
-            // The match vanished between search and write (cannot happen under the lock unless
-            // an operator deleted it): fall through to adding a new preference.
+            Plan::Add { .. } => None,
+        };
+        if let Some((action, preference_id, name, applied)) = written {
+            return Ok(Decision {
+                action,
+                preference_id,
+                name,
+                applied,
+                best_similarity,
+            });
         }
+        // A new preference; also when a match vanished between search and write (cannot
+        // happen under the lock unless an operator deleted it).
         let added = self
             .store
             .add_preference_guarded(
@@ -506,20 +484,7 @@ impl Pipeline {
                     stance_at: Some(candidate.expressed_at.clone()),
                     strength: Some(opinion.strength),
                     provenance: candidate.provenance.clone(),
-                    // An erased user mentioned in someone else's conversation from before the
-                    // erasure is named by their pseudonym, as the erasure left the others.
-                    related_user_ids: opinion
-                        .related_user_ids
-                        .iter()
-                        .map(|user_id| match erasures.get(user_id) {
-                            Some(erasure)
-                                if erased_before(erasure, event, &candidate.expressed_at) =>
-                            {
-                                erasure.pseudonym.clone()
-                            }
-                            _ => user_id.clone(),
-                        })
-                        .collect(),
+                    related_user_ids: decide::related_users_for_add(&facts, erasures),
                     related_kg_uuids: Vec::new(),
                     embedding: candidate.embedding.clone(),
                 },
@@ -534,18 +499,6 @@ impl Pipeline {
             best_similarity,
         })
     }
-}
-
-/// Whether words written at `written_at` in `event` come from before `erasure`: by the
-/// message's own timestamp, or by when JetStream stored the event (the server's clock, right
-/// even when the chat pipeline's clock runs fast). Either one suffices: erasure errs on the
-/// side of forgetting.
-fn erased_before(erasure: &Erasure, event: &ConversationEvent, written_at: &str) -> bool {
-    erasure.covers(written_at)
-        || event
-            .received_at
-            .as_deref()
-            .is_some_and(|received_at| erasure.covers(received_at))
 }
 
 /// The users an event names: the authors of its messages and its participants.
@@ -563,42 +516,9 @@ fn event_user_ids(event: &ConversationEvent) -> impl Iterator<Item = &str> {
 fn predates_an_erasure(event: &ConversationEvent, erasures: &HashMap<String, Erasure>) -> bool {
     event_user_ids(event).any(|user_id| {
         erasures.get(user_id).is_some_and(|erasure| {
-            event
-                .messages
-                .iter()
-                .any(|message| erased_before(erasure, event, &message.timestamp))
+            event.messages.iter().any(|message| {
+                decide::erased_before(erasure, event.received_at.as_deref(), &message.timestamp)
+            })
         })
     })
-}
-
-/// True when RFC 3339 time `a` is strictly before `b`. Unparseable or empty times are never
-/// "older", so records without `stance_at` (the original system's) can still evolve.
-fn is_older(a: &str, b: &str) -> bool {
-    use time::format_description::well_known::Rfc3339;
-    match (
-        time::OffsetDateTime::parse(a, &Rfc3339),
-        time::OffsetDateTime::parse(b, &Rfc3339),
-    ) {
-        (Ok(a), Ok(b)) => a < b,
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_older;
-
-    #[test]
-    fn older_compares_instants_not_text() {
-        assert!(is_older("2026-11-20T09:17:00Z", "2026-11-20T09:29:00Z"));
-        assert!(!is_older("2026-11-20T09:29:00Z", "2026-11-20T09:17:00Z"));
-        assert!(
-            is_older("2026-11-20T10:00:00+02:00", "2026-11-20T09:00:00Z"),
-            "offsets are honoured"
-        );
-        assert!(
-            !is_older("2026-11-20T09:17:00Z", ""),
-            "no recorded stance time never makes a contradiction stale"
-        );
-    }
 }

@@ -209,28 +209,14 @@ pub fn rank_for_injection(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Preference, Provenance};
+    use crate::store::Preference;
 
     fn preference(id: &str, strength: f64, opinion: &str, users: &[&str]) -> Preference {
         Preference {
-            id: id.into(),
-            persona_id: "ada".into(),
-            name: id.into(),
-            opinion: opinion.into(),
-            category: "culinary".into(),
             strength,
-            stance: None,
-            stance_at: String::new(),
-            provenance: Provenance::default(),
+            opinion: opinion.into(),
             related_user_ids: users.iter().map(|u| u.to_string()).collect(),
-            related_kg_uuids: Vec::new(),
-            evidence_user_ids: Vec::new(),
-            evolution_history: Vec::new(),
-            active: true,
-            created_at: String::new(),
-            last_reinforced: String::new(),
-            reinforcement_count: 0,
-            reinforcements: Vec::new(),
+            ..Preference::for_tests(id)
         }
     }
 

@@ -179,6 +179,32 @@ pub struct Preference {
 }
 
 impl Preference {
+    /// A bare active preference of persona `ada` for the core rules' table tests: strength
+    /// 0.5, no stance, no users, the id as topic and opinion.
+    #[cfg(test)]
+    pub(crate) fn for_tests(id: &str) -> Preference {
+        Preference {
+            id: id.into(),
+            persona_id: "ada".into(),
+            name: id.into(),
+            opinion: id.into(),
+            category: "culinary".into(),
+            strength: 0.5,
+            stance: None,
+            stance_at: String::new(),
+            provenance: Provenance::default(),
+            related_user_ids: Vec::new(),
+            related_kg_uuids: Vec::new(),
+            evidence_user_ids: Vec::new(),
+            evolution_history: Vec::new(),
+            active: true,
+            created_at: String::new(),
+            last_reinforced: String::new(),
+            reinforcement_count: 0,
+            reinforcements: Vec::new(),
+        }
+    }
+
     /// Decodes a HASH (from HGETALL or a search's RETURN list). Missing optional fields take
     /// their defaults so records written by the original system decode.
     pub fn from_fields(fields: &HashMap<String, String>) -> Result<Preference, StoreError> {

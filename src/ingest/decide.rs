@@ -1,0 +1,400 @@
+//! What one opinion does to memory: a pure function of the opinion, the persona's nearest
+//! preferences and the erasures in force. The pipeline gathers those facts (under the persona
+//! lock), asks [`plan`], and applies the answer through the store; nothing here touches Redis,
+//! so the rules are tested by tables below.
+//!
+//! The rules, in order:
+//! 1. voiced to a user since erased, at or before the erasure → [`Plan::Erased`] (nothing is
+//!    written: an erased user's words are no longer evidence);
+//! 2. no preference at or above the match threshold → [`Plan::Add`];
+//! 3. the nearest match has the same stance (or none recorded): if it was in the prompt of the
+//!    message that voiced it → [`Plan::Echo`] (a reminder repeated is not evidence), else
+//!    [`Plan::Reinforce`];
+//! 4. the opposite stance, voiced before the stance it contradicts → [`Plan::Stale`] (events
+//!    arrive out of order; the newer stance stands);
+//! 5. the opposite stance otherwise → [`Plan::Evolve`], a change of mind with its reason.
+
+use std::collections::HashMap;
+
+use crate::store::{Erasure, Provenance, ScoredPreference, Stance};
+
+/// What is known about one opinion when deciding.
+#[derive(Debug, Clone, Copy)]
+pub struct OpinionFacts<'a> {
+    pub stance: Stance,
+    /// The persona message's timestamp (RFC 3339).
+    pub expressed_at: &'a str,
+    /// When JetStream stored the event (the server's clock), if known.
+    pub received_at: Option<&'a str>,
+    pub provenance: &'a Provenance,
+    pub related_user_ids: &'a [String],
+    /// Preferences that were in the prompt of the message that voiced the opinion.
+    pub injected_preference_ids: &'a [String],
+}
+
+/// The decision for one opinion; the pipeline carries it out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Erased,
+    Echo {
+        preference_id: String,
+    },
+    Stale {
+        preference_id: String,
+    },
+    Reinforce {
+        preference_id: String,
+    },
+    Evolve {
+        preference_id: String,
+        reason: String,
+    },
+    /// A new preference, naming these related users (erased ones by their pseudonym).
+    Add {
+        related_user_ids: Vec<String>,
+    },
+}
+
+/// Decides what the opinion does. `neighbours` are the persona's active preferences nearest
+/// to the opinion's topic, nearest first.
+pub fn plan(
+    facts: &OpinionFacts<'_>,
+    neighbours: &[ScoredPreference],
+    erasures: &HashMap<String, Erasure>,
+    match_threshold: f64,
+) -> Plan {
+    if is_erased(facts, erasures) {
+        return Plan::Erased;
+    }
+    let Some(best) = neighbours
+        .iter()
+        .find(|hit| hit.similarity() >= match_threshold)
+    else {
+        return Plan::Add {
+            related_user_ids: related_users_for_add(facts, erasures),
+        };
+    };
+    let matched = &best.preference;
+    let preference_id = matched.id.clone();
+    if matched.stance.is_none_or(|stance| stance == facts.stance) {
+        if facts.injected_preference_ids.contains(&matched.id) {
+            Plan::Echo { preference_id }
+        } else {
+            Plan::Reinforce { preference_id }
+        }
+    } else if is_older(facts.expressed_at, &matched.stance_at) {
+        Plan::Stale { preference_id }
+    } else {
+        Plan::Evolve {
+            preference_id,
+            reason: evolution_reason(facts.provenance),
+        }
+    }
+}
+
+/// Rule 1 alone: the pipeline asks it before searching, to skip the search.
+pub fn is_erased(facts: &OpinionFacts<'_>, erasures: &HashMap<String, Erasure>) -> bool {
+    erasures
+        .get(&facts.provenance.triggering_user_id)
+        .is_some_and(|erasure| erased_before(erasure, facts.received_at, facts.expressed_at))
+}
+
+/// The related users a new preference names: an erased user mentioned in someone else's
+/// conversation from before the erasure is named by their pseudonym, as the erasure left the
+/// others. Also what the pipeline writes when a matched preference vanished before the write.
+pub fn related_users_for_add(
+    facts: &OpinionFacts<'_>,
+    erasures: &HashMap<String, Erasure>,
+) -> Vec<String> {
+    facts
+        .related_user_ids
+        .iter()
+        .map(|user_id| match erasures.get(user_id) {
+            Some(erasure) if erased_before(erasure, facts.received_at, facts.expressed_at) => {
+                erasure.pseudonym.clone()
+            }
+            _ => user_id.clone(),
+        })
+        .collect()
+}
+
+/// The history entry's reason for a change of mind: where it happened.
+fn evolution_reason(provenance: &Provenance) -> String {
+    let or = |text: &str, fallback: &'static str| -> String {
+        if text.is_empty() {
+            fallback.to_string()
+        } else {
+            text.to_string()
+        }
+    };
+    format!(
+        "changed mind in persona message {} (replying to {} from user {})",
+        provenance.persona_message_id,
+        or(&provenance.triggering_message_id, "nothing"),
+        or(&provenance.triggering_user_id, "unknown"),
+    )
+}
+
+/// Whether words written at `written_at` come from before `erasure`: by the message's own
+/// timestamp, or by when JetStream stored the event (the server's clock, right even when the
+/// chat pipeline's clock runs fast). Either one suffices: erasure errs on the side of
+/// forgetting.
+pub fn erased_before(erasure: &Erasure, received_at: Option<&str>, written_at: &str) -> bool {
+    erasure.covers(written_at) || received_at.is_some_and(|received_at| erasure.covers(received_at))
+}
+
+/// True when RFC 3339 time `a` is strictly before `b`. Unparseable or empty times are never
+/// "older", so records without `stance_at` (the original system's) can still evolve.
+fn is_older(a: &str, b: &str) -> bool {
+    use time::format_description::well_known::Rfc3339;
+    match (
+        time::OffsetDateTime::parse(a, &Rfc3339),
+        time::OffsetDateTime::parse(b, &Rfc3339),
+    ) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Preference;
+
+    const THRESHOLD: f64 = 0.8;
+    const ERASED_AT: &str = "2026-11-20T12:00:00Z";
+
+    /// A neighbour: preference `id` at `similarity`, with a stance voiced at `stance_at`.
+    fn neighbour(
+        id: &str,
+        similarity: f64,
+        stance: Option<Stance>,
+        stance_at: &str,
+    ) -> ScoredPreference {
+        ScoredPreference {
+            preference: Preference {
+                stance,
+                stance_at: stance_at.into(),
+                ..Preference::for_tests(id)
+            },
+            score: 1.0 - similarity,
+        }
+    }
+
+    fn erasures() -> HashMap<String, Erasure> {
+        HashMap::from([(
+            "gone".to_string(),
+            Erasure {
+                pseudonym: "erased-7".into(),
+                erased_at: ERASED_AT.into(),
+            },
+        )])
+    }
+
+    struct Case {
+        rule: &'static str,
+        stance: Stance,
+        expressed_at: &'static str,
+        received_at: Option<&'static str>,
+        trigger: &'static str,
+        related: &'static [&'static str],
+        injected: &'static [&'static str],
+        neighbours: Vec<ScoredPreference>,
+        expected: Plan,
+    }
+
+    fn case(rule: &'static str, neighbours: Vec<ScoredPreference>, expected: Plan) -> Case {
+        Case {
+            rule,
+            stance: Stance::For,
+            expressed_at: "2026-11-21T09:00:00Z",
+            received_at: None,
+            trigger: "u1",
+            related: &[],
+            injected: &[],
+            neighbours,
+            expected,
+        }
+    }
+
+    fn reinforce(id: &str) -> Plan {
+        Plan::Reinforce {
+            preference_id: id.into(),
+        }
+    }
+
+    fn add(related: &[&str]) -> Plan {
+        Plan::Add {
+            related_user_ids: related.iter().map(|u| u.to_string()).collect(),
+        }
+    }
+
+    const EARLIER: &str = "2026-11-20T09:00:00Z";
+    const LATER: &str = "2026-11-22T09:00:00Z";
+    const REASON: &str = "changed mind in persona message m2 (replying to m1 from user u1)";
+
+    #[test]
+    fn what_an_opinion_does_to_memory() {
+        let table = vec![
+            case("nothing near: a new preference", vec![], add(&[])),
+            case(
+                "the nearest is below the threshold: a new preference",
+                vec![neighbour("tea", 0.79, Some(Stance::For), EARLIER)],
+                add(&[]),
+            ),
+            case(
+                "same stance at the threshold: reinforce",
+                vec![neighbour("tea", 0.8, Some(Stance::For), EARLIER)],
+                reinforce("tea"),
+            ),
+            case(
+                "no recorded stance (the original system's records): reinforce",
+                vec![neighbour("tea", 0.95, None, "")],
+                reinforce("tea"),
+            ),
+            case(
+                "the first neighbour at or above the threshold is the match",
+                vec![
+                    neighbour("tea", 0.97, Some(Stance::For), EARLIER),
+                    neighbour("coffee", 0.9, Some(Stance::Against), EARLIER),
+                ],
+                reinforce("tea"),
+            ),
+            Case {
+                injected: &["tea"],
+                ..case(
+                    "same stance, and it was in the prompt: an echo, not evidence",
+                    vec![neighbour("tea", 0.95, Some(Stance::For), EARLIER)],
+                    Plan::Echo {
+                        preference_id: "tea".into(),
+                    },
+                )
+            },
+            Case {
+                injected: &["coffee"],
+                ..case(
+                    "another preference in the prompt does not make an echo",
+                    vec![neighbour("tea", 0.95, Some(Stance::For), EARLIER)],
+                    reinforce("tea"),
+                )
+            },
+            case(
+                "opposite stance, voiced after the stance it contradicts: a change of mind",
+                vec![neighbour("tea", 0.95, Some(Stance::Against), EARLIER)],
+                Plan::Evolve {
+                    preference_id: "tea".into(),
+                    reason: REASON.into(),
+                },
+            ),
+            Case {
+                injected: &["tea"],
+                ..case(
+                    "opposite stance is a change of mind even when the old one was in the prompt",
+                    vec![neighbour("tea", 0.95, Some(Stance::Against), EARLIER)],
+                    Plan::Evolve {
+                        preference_id: "tea".into(),
+                        reason: REASON.into(),
+                    },
+                )
+            },
+            case(
+                "opposite stance, voiced before the stance it contradicts: stale",
+                vec![neighbour("tea", 0.95, Some(Stance::Against), LATER)],
+                Plan::Stale {
+                    preference_id: "tea".into(),
+                },
+            ),
+            case(
+                "opposite stance, no recorded stance time: a change of mind",
+                vec![neighbour("tea", 0.95, Some(Stance::Against), "")],
+                Plan::Evolve {
+                    preference_id: "tea".into(),
+                    reason: REASON.into(),
+                },
+            ),
+            Case {
+                trigger: "gone",
+                expressed_at: "2026-11-20T11:00:00Z",
+                ..case(
+                    "in reply to a user erased since: nothing",
+                    vec![neighbour("tea", 0.95, Some(Stance::For), EARLIER)],
+                    Plan::Erased,
+                )
+            },
+            Case {
+                trigger: "gone",
+                expressed_at: "2026-11-20T13:00:00Z",
+                received_at: Some("2026-11-20T11:59:00Z"),
+                ..case(
+                    "a message clock running fast does not escape an erasure: the server's time counts",
+                    vec![],
+                    Plan::Erased,
+                )
+            },
+            Case {
+                trigger: "gone",
+                expressed_at: "2026-11-20T13:00:00Z",
+                ..case(
+                    "in reply to the same user after the erasure: evidence again",
+                    vec![neighbour("tea", 0.95, Some(Stance::For), EARLIER)],
+                    reinforce("tea"),
+                )
+            },
+            Case {
+                related: &["u2", "gone"],
+                expressed_at: "2026-11-20T11:00:00Z",
+                ..case(
+                    "an erased user named in another's conversation from before: the pseudonym",
+                    vec![],
+                    add(&["u2", "erased-7"]),
+                )
+            },
+        ];
+        for case in table {
+            let provenance = Provenance {
+                triggering_user_id: case.trigger.into(),
+                triggering_message_id: "m1".into(),
+                persona_message_id: "m2".into(),
+                ..Provenance::default()
+            };
+            let related: Vec<String> = case.related.iter().map(|u| u.to_string()).collect();
+            let injected: Vec<String> = case.injected.iter().map(|u| u.to_string()).collect();
+            let facts = OpinionFacts {
+                stance: case.stance,
+                expressed_at: case.expressed_at,
+                received_at: case.received_at,
+                provenance: &provenance,
+                related_user_ids: &related,
+                injected_preference_ids: &injected,
+            };
+            let planned = plan(&facts, &case.neighbours, &erasures(), THRESHOLD);
+            assert_eq!(planned, case.expected, "{}", case.rule);
+        }
+    }
+
+    #[test]
+    fn a_change_of_mind_without_a_user_message_says_so() {
+        let provenance = Provenance {
+            persona_message_id: "m2".into(),
+            ..Provenance::default()
+        };
+        assert_eq!(
+            evolution_reason(&provenance),
+            "changed mind in persona message m2 (replying to nothing from user unknown)"
+        );
+    }
+
+    #[test]
+    fn older_compares_instants_not_text() {
+        assert!(is_older("2026-11-20T09:17:00Z", "2026-11-20T09:29:00Z"));
+        assert!(!is_older("2026-11-20T09:29:00Z", "2026-11-20T09:17:00Z"));
+        assert!(
+            is_older("2026-11-20T10:00:00+02:00", "2026-11-20T09:00:00Z"),
+            "offsets are honoured"
+        );
+        assert!(
+            !is_older("2026-11-20T09:17:00Z", ""),
+            "no recorded stance time never makes a contradiction stale"
+        );
+    }
+}
