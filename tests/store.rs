@@ -980,6 +980,10 @@ async fn a_write_to_a_vector_set_of_another_size_or_quantisation_is_refused_whol
             .reinforce_preference("ada", &added.id, WriteGuard::default())
             .await
             .unwrap_err();
+        assert!(
+            matches!(error, StoreError::VectorSetMismatch { .. }),
+            "{error:?}"
+        );
         assert!(!error.is_retryable(), "{error}");
         assert!(error.to_string().contains("index migrate"), "{error}");
     }

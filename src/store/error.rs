@@ -29,6 +29,13 @@ pub enum StoreError {
     /// A write was refused because another worker now holds the persona's lock (fencing).
     #[error("stale fencing token for persona {persona_id}: another worker holds the lock")]
     Fenced { persona_id: String },
+    /// The persona's vector set was made under another size or quantisation than configured
+    /// (an embedder or `store.vector_quantisation` changed without migrating); the write was
+    /// refused whole.
+    #[error(
+        "the vector set of persona {persona_id} does not fit the configuration ({detail}); run `persona-prefs index migrate`"
+    )]
+    VectorSetMismatch { persona_id: String, detail: String },
     /// A write reached its master but not `wanted` replicas in time (`redis.min_replicas_acked`):
     /// a failover now could lose it, so it does not count as stored yet.
     #[error("a write for persona {persona_id} reached {acked} of {wanted} replicas in time")]

@@ -212,15 +212,19 @@ fn script_reply(reply: Value, expected: usize) -> Result<Option<Vec<String>>, St
     }
 }
 
-fn fenced(persona_id: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
-    move |error| {
-        if error.to_string().contains("FENCED") {
-            StoreError::Fenced {
-                persona_id: persona_id.to_string(),
-            }
-        } else {
-            error.into()
-        }
+/// Maps a write script's error reply to its typed error, by the reply's error code (the first
+/// word, which the scripts set: [`scripts::FENCED`], [`scripts::MISFIT`]), never by searching
+/// its text.
+fn script_error(persona_id: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
+    move |error| match error.code() {
+        Some(scripts::FENCED) => StoreError::Fenced {
+            persona_id: persona_id.to_string(),
+        },
+        Some(scripts::MISFIT) => StoreError::VectorSetMismatch {
+            persona_id: persona_id.to_string(),
+            detail: error.detail().unwrap_or_default().to_string(),
+        },
+        _ => error.into(),
     }
 }
 

@@ -12,8 +12,9 @@
 //!   quantisation (`Q8`, `NOQUANT`, `BIN`), `ARGV[5]` the byte length of a vector that fits;
 //! - operation-specific arguments from `ARGV[6]` on.
 //!
-//! A script answers `FENCED` (an error reply) when the caller's lock is no longer held: the
-//! write is refused rather than racing a newer holder.
+//! A script answers with an error reply whose code is [`FENCED`] when the caller's lock is no
+//! longer held (the write is refused rather than racing a newer holder), and [`MISFIT`] when
+//! the persona's vector set does not fit the configuration (refused before anything is written).
 //!
 //! Each script writes the preference hash with a single `HSET` (RediSearch re-indexes the whole
 //! document on every write command), then brings the persona's structures in step with the
@@ -24,6 +25,12 @@
 use std::sync::LazyLock;
 
 use redis::Script;
+
+/// The error code a script answers with when the caller's lock is no longer held.
+pub const FENCED: &str = "FENCED";
+/// The error code a script answers with when the persona's vector set was made under another
+/// size or quantisation than configured.
+pub const MISFIT: &str = "MISFIT";
 
 /// The guard shared by every script: lock check, then the idempotency short-circuit is done by
 /// each script because what it returns differs.
@@ -46,7 +53,7 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
   if dims == nil or dims * 4 ~= tonumber(ARGV[5]) or quantisation ~= expected then
     return redis.error_reply('MISFIT vector set ' .. KEYS[4] .. ' holds ' .. tostring(dims) ..
       '-dim ' .. tostring(quantisation) .. ' vectors, the configuration ' .. (tonumber(ARGV[5]) / 4) ..
-      '-dim ' .. expected .. ': run persona-prefs index migrate')
+      '-dim ' .. expected)
   end
 end
 local effect_used = ARGV[1] ~= ''

@@ -10,7 +10,7 @@ use super::record::field;
 use super::{
     AddOutcome, Evolution, EvolveOutcome, LockToken, NewPreference, Preference, PreferenceStore,
     Provenance, ReinforceOutcome, Reinforcement, RetractOutcome, Stance, StoreError, WriteGuard,
-    fenced, format_float, now_iso, script_reply, scripts, validate,
+    format_float, now_iso, script_error, script_reply, scripts, validate,
 };
 use crate::telemetry;
 
@@ -355,7 +355,7 @@ impl PreferenceStore {
         let reply: Value = invocation
             .invoke_async(&mut connection)
             .await
-            .map_err(fenced(persona_id))?;
+            .map_err(script_error(persona_id))?;
         let replicas = self.settings.min_replicas_acked;
         if replicas > 0 {
             let mut wait = redis::cmd("WAIT");
