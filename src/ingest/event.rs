@@ -57,17 +57,48 @@ impl Role {
     }
 }
 
+/// What kind of bad input an event is. Its text is stable and bounded: it goes into
+/// dead-letter headers and metric labels, and operators filter by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidCode {
+    /// Over `nats.max_payload_bytes`.
+    Oversize,
+    InvalidUtf8,
+    InvalidJson,
+    /// Valid JSON of the wrong shape, or a field of the wrong form.
+    Schema,
+    /// Over a count or length limit.
+    Limit,
+}
+
+impl InvalidCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InvalidCode::Oversize => "oversize",
+            InvalidCode::InvalidUtf8 => "invalid_utf8",
+            InvalidCode::InvalidJson => "invalid_json",
+            InvalidCode::Schema => "schema",
+            InvalidCode::Limit => "limit",
+        }
+    }
+}
+
+impl std::fmt::Display for InvalidCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why an event can never be processed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct InvalidEvent {
-    /// Stable, bounded: `oversize`, `invalid_utf8`, `invalid_json`, `schema`, `limit`.
-    pub code: &'static str,
+    pub code: InvalidCode,
     pub message: String,
 }
 
 impl InvalidEvent {
-    fn new(code: &'static str, message: impl Into<String>) -> InvalidEvent {
+    fn new(code: InvalidCode, message: impl Into<String>) -> InvalidEvent {
         InvalidEvent {
             code,
             message: message.into(),
@@ -95,7 +126,7 @@ pub fn parse_event(
 ) -> Result<ConversationEvent, InvalidEvent> {
     if payload.len() > limits.max_payload_bytes {
         return Err(InvalidEvent::new(
-            "oversize",
+            InvalidCode::Oversize,
             format!(
                 "payload is {} bytes, the limit is {} (nats.max_payload_bytes)",
                 payload.len(),
@@ -104,13 +135,16 @@ pub fn parse_event(
         ));
     }
     let text = std::str::from_utf8(payload).map_err(|error| {
-        InvalidEvent::new("invalid_utf8", format!("payload is not UTF-8: {error}"))
+        InvalidEvent::new(
+            InvalidCode::InvalidUtf8,
+            format!("payload is not UTF-8: {error}"),
+        )
     })?;
     let event: ConversationEvent = serde_json::from_str(text).map_err(|error| {
         let code = if error.is_data() {
-            "schema"
+            InvalidCode::Schema
         } else {
-            "invalid_json"
+            InvalidCode::InvalidJson
         };
         InvalidEvent::new(code, error.to_string())
     })?;
@@ -129,8 +163,8 @@ fn validate_event(
     subject_prefix: &str,
     limits: &EventLimits,
 ) -> Result<(), InvalidEvent> {
-    let schema = |message: String| InvalidEvent::new("schema", message);
-    let limit = |message: String| InvalidEvent::new("limit", message);
+    let schema = |message: String| InvalidEvent::new(InvalidCode::Schema, message);
+    let limit = |message: String| InvalidEvent::new(InvalidCode::Limit, message);
     validate::persona_id(&event.persona_id).map_err(|e| schema(e.to_string()))?;
     if let Some(token) = subject_persona(subject, subject_prefix)
         && token != event.persona_id
@@ -247,7 +281,7 @@ mod tests {
     fn code_of(subject: &str, payload: &[u8]) -> Result<(), &'static str> {
         parse_event(subject, "persona.messages", payload, &limits())
             .map(|_| ())
-            .map_err(|e| e.code)
+            .map_err(|e| e.code.as_str())
     }
 
     #[test]
@@ -362,7 +396,7 @@ mod tests {
             parse_event("persona.messages.ada", "persona.messages", &too_many, &big)
                 .unwrap_err()
                 .code,
-            "limit"
+            InvalidCode::Limit
         );
     }
 

@@ -34,6 +34,36 @@ pub const HEADER_DELIVERIES: &str = "Persona-Prefs-Deliveries";
 /// On a dead letter whose payload had to be cut to fit beside its headers: the original size.
 pub const HEADER_TRUNCATED_FROM: &str = "Persona-Prefs-Truncated-From";
 
+/// Why an event is dead-lettered. Its [`DeadLetterReason::code`] goes into the reason-code
+/// header and the `reason` label of the dead-letter metric; operators filter by it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeadLetterReason {
+    /// Bad input: it can never be processed as it is.
+    Invalid(InvalidEvent),
+    /// Delivered `ingest.max_deliver` times without success (a worker crashed on it each time,
+    /// or a retryable failure outlasted the retries); the last error.
+    MaxDeliver(String),
+    /// Failed with an error no retry can fix.
+    Permanent(String),
+}
+
+impl DeadLetterReason {
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeadLetterReason::Invalid(invalid) => invalid.code.as_str(),
+            DeadLetterReason::MaxDeliver(_) => "max_deliver",
+            DeadLetterReason::Permanent(_) => "permanent",
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            DeadLetterReason::Invalid(invalid) => &invalid.message,
+            DeadLetterReason::MaxDeliver(message) | DeadLetterReason::Permanent(message) => message,
+        }
+    }
+}
+
 /// Room kept for a dead letter's headers (the reason is cut to 1 KiB).
 const DLQ_HEADER_ROOM: usize = 4096;
 
@@ -302,19 +332,11 @@ impl Worker {
         if delivered > self.config.max_deliver {
             // Already delivered max_deliver times without an ack (e.g. the worker crashed on
             // it each time): give up before trying again.
-            let reason = InvalidEvent {
-                code: "max_deliver",
-                message: format!("delivered {delivered} times without success"),
-            };
-            self.dead_letter(
-                &message,
-                &subject,
-                stream_sequence,
-                delivered,
-                &reason,
-                "max_deliver",
-            )
-            .await;
+            let reason = DeadLetterReason::MaxDeliver(format!(
+                "delivered {delivered} times without success"
+            ));
+            self.dead_letter(&message, &subject, stream_sequence, delivered, &reason)
+                .await;
             return true;
         }
         let event = match parse_event(
@@ -328,16 +350,10 @@ impl Worker {
                 ..event
             },
             Err(invalid) => {
-                tracing::warn!(%subject, code = invalid.code, reason = %invalid.message, "invalid event");
-                self.dead_letter(
-                    &message,
-                    &subject,
-                    stream_sequence,
-                    delivered,
-                    &invalid,
-                    invalid.code,
-                )
-                .await;
+                tracing::warn!(%subject, code = invalid.code.as_str(), reason = %invalid.message, "invalid event");
+                let reason = DeadLetterReason::Invalid(invalid);
+                self.dead_letter(&message, &subject, stream_sequence, delivered, &reason)
+                    .await;
                 return true;
             }
         };
@@ -390,25 +406,14 @@ impl Worker {
                 let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
             }
             Err(error) => {
-                let code = if error.is_retryable() {
-                    "max_deliver"
+                let reason = if error.is_retryable() {
+                    DeadLetterReason::MaxDeliver(error.to_string())
                 } else {
-                    "permanent"
-                };
-                let reason = InvalidEvent {
-                    code,
-                    message: error.to_string(),
+                    DeadLetterReason::Permanent(error.to_string())
                 };
                 tracing::error!(event_id = %event.event_id, delivered, %error, "giving up on event");
-                self.dead_letter(
-                    &message,
-                    &subject,
-                    stream_sequence,
-                    delivered,
-                    &reason,
-                    code,
-                )
-                .await;
+                self.dead_letter(&message, &subject, stream_sequence, delivered, &reason)
+                    .await;
             }
         }
         true
@@ -428,16 +433,15 @@ impl Worker {
         subject: &str,
         stream_sequence: u64,
         delivered: i64,
-        reason: &InvalidEvent,
-        metric_reason: &'static str,
+        reason: &DeadLetterReason,
     ) {
         let persona = subject_persona(subject, &self.config.subject_prefix)
             .filter(|token| validate::persona_id(token).is_ok())
             .unwrap_or("unknown");
         let dlq_subject = format!("{}.{persona}", self.config.dlq_subject_prefix);
         let mut headers = HeaderMap::new();
-        headers.insert(HEADER_REASON, single_line(&reason.message).as_str());
-        headers.insert(HEADER_REASON_CODE, reason.code);
+        headers.insert(HEADER_REASON, single_line(reason.message()).as_str());
+        headers.insert(HEADER_REASON_CODE, reason.code());
         headers.insert(HEADER_ORIGINAL_SUBJECT, subject);
         headers.insert(HEADER_STREAM_SEQUENCE, stream_sequence.to_string().as_str());
         headers.insert(HEADER_DELIVERIES, delivered.to_string().as_str());
@@ -469,11 +473,11 @@ impl Worker {
         };
         match published {
             Ok(()) => {
-                telemetry::event_dead_lettered(metric_reason);
+                telemetry::event_dead_lettered(reason.code());
                 if let Err(error) = message.double_ack_with(AckKind::Term).await {
                     tracing::warn!(%error, "terminating a dead-lettered message was not confirmed");
                 }
-                tracing::warn!(%dlq_subject, code = reason.code, reason = %reason.message, "event dead-lettered");
+                tracing::warn!(%dlq_subject, code = reason.code(), reason = %reason.message(), "event dead-lettered");
             }
             Err(error) => {
                 tracing::error!(%dlq_subject, %error, "dead-letter publish failed; returning the event for redelivery");

@@ -247,6 +247,16 @@ mod tests {
         rank_for_injection(&query, semantic, by_user, &config)
     }
 
+    /// A rule, the semantic and user passes' hits, max count, max chars, and the ids chosen.
+    type Row = (
+        &'static str,
+        Vec<ScoredPreference>,
+        Vec<ScoredPreference>,
+        usize,
+        usize,
+        Vec<&'static str>,
+    );
+
     fn ids(chosen: &[InjectedPreference]) -> Vec<&str> {
         chosen.iter().map(|p| p.id.as_str()).collect()
     }
@@ -263,14 +273,7 @@ mod tests {
         let mut retracted = jazz();
         retracted.id = "old".into();
         retracted.active = false;
-        let table: Vec<(
-            &str,
-            Vec<ScoredPreference>,
-            Vec<ScoredPreference>,
-            usize,
-            usize,
-            Vec<&str>,
-        )> = vec![
+        let table: Vec<Row> = vec![
             (
                 "relevance x strength decides: 0.6x0.9 = 0.54 beats 0.9x0.5 = 0.45",
                 vec![hit(jazz(), 0.9), hit(tea(), 0.6)],
