@@ -236,7 +236,10 @@ async fn run_pipeline(
             "messages": [{"message_id": format!("{name}-{n}-p"), "role": "persona", "content": format!("I love {topic}."),
                           "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
         });
-        let subject = format!("{}.{persona}", config.ingest.subject_prefix);
+        // Published without waiting for each ack (unlike `client::publish_event`), so the load
+        // is not paced by round trips.
+        let subject =
+            persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, &persona);
         acks.push(
             app.js
                 .publish(subject, serde_json::to_vec(&event).unwrap().into())

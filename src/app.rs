@@ -263,19 +263,16 @@ pub async fn demo(
     let run = uuid::Uuid::new_v4().simple().to_string();
     for event in &events {
         let payload = serde_json::to_vec(event).map_err(|e| AppError::Other(e.to_string()))?;
-        let mut headers = async_nats::HeaderMap::new();
         // A fresh id per run: JetStream's duplicate window would drop a second run's events.
-        headers.insert(
-            "Nats-Msg-Id",
-            format!("demo-{run}-{}", event.event_id).as_str(),
-        );
-        let subject = format!("{}.{}", app.config.ingest.subject_prefix, event.persona_id);
-        app.js
-            .publish_with_headers(subject, headers, payload.into())
-            .await
-            .map_err(|e| AppError::Other(e.to_string()))?
-            .await
-            .map_err(|e| AppError::Other(e.to_string()))?;
+        crate::client::publish_event(
+            &app.js,
+            &app.config.ingest.subject_prefix,
+            &event.persona_id,
+            payload,
+            Some(&format!("demo-{run}-{}", event.event_id)),
+        )
+        .await
+        .map_err(|e| AppError::Other(e.to_string()))?;
     }
     wait_until_drained(&app.js, consumer, Duration::from_secs(120)).await?;
     let took = started.elapsed();

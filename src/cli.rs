@@ -7,13 +7,19 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use persona_prefs::app::{self, DemoReport};
+use persona_prefs::client::{
+    AddRequest, Client, ClientError, Endpoint, EvolveRequest, InjectRequest, ListRequest,
+    PersonaRequest, PreferenceRef, PurgeUserRequest, RetractRequest, SearchRequest,
+};
 use persona_prefs::config::Config;
 use persona_prefs::ingest::dead_letters::{
     DeadLetterError, DeadLetters, MAX_LIST_BYTES, MAX_LIST_LIMIT, Selection,
 };
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::migrate::{MigrateOptions, migrate};
-use persona_prefs::store::{Preference, PreferenceStore};
+use persona_prefs::serve::protocol::SearchMode;
+use persona_prefs::serve::render::Format;
+use persona_prefs::store::{Preference, PreferenceStore, Stance};
 
 #[derive(Subcommand)]
 pub enum ClientCommand {
@@ -47,8 +53,8 @@ pub enum ClientCommand {
         #[arg(long, default_value_t = 2000)]
         max_chars: usize,
         /// json, xml or markdown: the shape of the rendered block.
-        #[arg(long, default_value = "markdown")]
-        format: String,
+        #[arg(long, default_value = "markdown", value_parser = protocol_value::<Format>)]
+        format: Format,
         /// Also include the persona's strongest preferences.
         #[arg(long)]
         resident: bool,
@@ -182,8 +188,8 @@ pub enum PrefsCommand {
         #[arg(long, default_value = "")]
         category: String,
         /// for or against.
-        #[arg(long)]
-        stance: Option<String>,
+        #[arg(long, value_parser = protocol_value::<Stance>)]
+        stance: Option<Stance>,
         #[arg(long)]
         strength: Option<f64>,
         #[arg(long)]
@@ -207,8 +213,8 @@ pub enum PrefsCommand {
         #[arg(long, default_value = "")]
         reason: String,
         /// for or against.
-        #[arg(long)]
-        stance: Option<String>,
+        #[arg(long, value_parser = protocol_value::<Stance>)]
+        stance: Option<Stance>,
         #[arg(long)]
         json: bool,
     },
@@ -234,8 +240,8 @@ pub enum PrefsCommand {
         #[arg(long, default_value_t = 10)]
         top_k: usize,
         /// semantic, keyword or hybrid.
-        #[arg(long, default_value = "semantic")]
-        mode: String,
+        #[arg(long, default_value = "semantic", value_parser = protocol_value::<SearchMode>)]
+        mode: SearchMode,
         #[arg(long)]
         json: bool,
     },
@@ -300,22 +306,33 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             resident,
             json,
         } => {
-            let request = serde_json::json!({"persona_id": persona, "query": query, "active_user_ids": users,
-                "max_count": max_count, "max_chars": max_chars, "format": format, "resident": resident});
-            let reply = match call(&config, "inject", request).await? {
-                Ok(reply) => reply,
+            let request = InjectRequest {
+                persona_id: persona,
+                query: Some(query),
+                query_embedding: None,
+                active_user_ids: users,
+                max_count,
+                max_chars,
+                format,
+                resident,
+            };
+            let client = match service_client(&config).await {
+                Ok(client) => client,
                 Err(code) => return Ok(code),
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&reply)?);
-            } else {
-                println!("{}", reply["rendered"].as_str().unwrap_or_default());
-                let chosen = reply["preferences"].as_array().map(Vec::len).unwrap_or(0);
-                eprintln!(
-                    "{chosen} preferences in {:.1} ms",
-                    reply["took_ms"].as_f64().unwrap_or(0.0)
-                );
+                return print_json(client.request_json(Endpoint::Inject, &request).await);
             }
+            let reply = match answered(client.inject(&request).await) {
+                Ok(reply) => reply,
+                Err(code) => return Ok(code),
+            };
+            println!("{}", reply.rendered);
+            eprintln!(
+                "{} preferences in {:.1} ms",
+                reply.preferences.len(),
+                reply.took_ms
+            );
             Ok(ExitCode::SUCCESS)
         }
         ClientCommand::Prefs(command) => prefs(command, &config).await,
@@ -346,10 +363,15 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                               coordinator): every path reads the personas' own structures, and \
                               keyword search ranks in the service";
                 if json {
-                    let value = serde_json::json!({
-                        "name": config.redis.index_name, "shared_index": false, "reason": reason,
-                    });
-                    println!("{}", serde_json::to_string_pretty(&value)?);
+                    let report = IndexReport {
+                        name: &config.redis.index_name,
+                        shared_index: false,
+                        reason: Some(reason),
+                        prefixes: &[],
+                        num_docs: None,
+                        attributes: &[],
+                    };
+                    println!("{}", serde_json::to_string_pretty(&report)?);
                 } else {
                     println!("index      none: {reason}");
                 }
@@ -364,11 +386,15 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                     Ok(ExitCode::from(1))
                 }
                 Some(info) if json => {
-                    let value = serde_json::json!({
-                        "name": info.name, "shared_index": true, "prefixes": info.prefixes,
-                        "num_docs": info.num_docs, "attributes": info.attributes,
-                    });
-                    println!("{}", serde_json::to_string_pretty(&value)?);
+                    let report = IndexReport {
+                        name: &info.name,
+                        shared_index: true,
+                        reason: None,
+                        prefixes: &info.prefixes,
+                        num_docs: Some(info.num_docs),
+                        attributes: &info.attributes,
+                    };
+                    println!("{}", serde_json::to_string_pretty(&report)?);
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(info) => {
@@ -458,162 +484,118 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
     }
 }
 
+/// What `index info --json` prints.
+#[derive(serde::Serialize)]
+struct IndexReport<'a> {
+    name: &'a str,
+    /// False on a Redis Cluster, which has none (`reason` says why).
+    shared_index: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    prefixes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_docs: Option<u64>,
+    attributes: &'a [(String, String)],
+}
+
 /// Exit codes of client commands: 0 success, 1 the service answered with an error, 3 no
 /// service answered (not running, or NATS unreachable). 2 is clap's, for usage errors.
 const EXIT_ERROR_REPLY: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_UNAVAILABLE: u8 = 3;
 
-/// One request to the service; `Err(exit code)` after printing the error.
-async fn call(
-    config: &Config,
-    endpoint: &str,
-    body: serde_json::Value,
-) -> anyhow::Result<Result<serde_json::Value, ExitCode>> {
-    let client = match app::connect_nats(config).await {
-        Ok(client) => client,
+/// A typed client of the running service; `Err(exit code)` after saying why there is none.
+async fn service_client(config: &Config) -> Result<Client, ExitCode> {
+    match app::connect_nats(config).await {
+        Ok(nats) => Ok(Client::new(nats, config)),
         Err(error) => {
             eprintln!("persona-prefs: {error}");
-            return Ok(Err(ExitCode::from(EXIT_UNAVAILABLE)));
+            Err(ExitCode::from(EXIT_UNAVAILABLE))
         }
-    };
-    let subject = format!("{}.{endpoint}", config.serve.subject_prefix);
-    let request = client.request(subject.clone(), serde_json::to_vec(&body)?.into());
-    let reply = match tokio::time::timeout(std::time::Duration::from_secs(30), request).await {
-        Ok(Ok(reply)) => reply,
-        Ok(Err(error)) => {
-            eprintln!(
-                "persona-prefs: no service answered on {subject} ({error}); is `persona-prefs serve` running?"
-            );
-            return Ok(Err(ExitCode::from(EXIT_UNAVAILABLE)));
-        }
-        Err(_) => {
-            eprintln!("persona-prefs: no reply on {subject} within 30 s");
-            return Ok(Err(ExitCode::from(EXIT_UNAVAILABLE)));
-        }
-    };
-    let body: serde_json::Value =
-        serde_json::from_slice(&reply.payload).unwrap_or(serde_json::Value::Null);
-    if let Some(code) = reply
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(async_nats::service::NATS_SERVICE_ERROR_CODE))
-    {
-        let message = body["error"]["message"].as_str().unwrap_or_default();
-        eprintln!(
-            "persona-prefs: {endpoint} failed ({code} {}): {message}",
-            body["error"]["kind"].as_str().unwrap_or("error")
-        );
-        return Ok(Err(ExitCode::from(EXIT_ERROR_REPLY)));
     }
-    Ok(Ok(body))
+}
+
+/// A reply, or the exit code after printing why there is none: 3 when no service answered,
+/// 1 for an error reply (or a reply this build cannot read).
+fn answered<T>(reply: Result<T, ClientError>) -> Result<T, ExitCode> {
+    reply.map_err(|error| {
+        eprintln!("persona-prefs: {error}");
+        ExitCode::from(if error.is_unavailable() {
+            EXIT_UNAVAILABLE
+        } else {
+            EXIT_ERROR_REPLY
+        })
+    })
+}
+
+/// Prints a reply whole, as JSON.
+fn print_json(reply: Result<serde_json::Value, ClientError>) -> anyhow::Result<ExitCode> {
+    match answered(reply) {
+        Ok(value) => {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(code) => Ok(code),
+    }
+}
+
+/// Parses a command-line value the way the protocol reads it (`for`, `hybrid`, `xml`), so the
+/// CLI accepts exactly what the service does.
+fn protocol_value<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string()))
+        .map_err(|error| error.to_string())
 }
 
 async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCode> {
-    use serde_json::json as j;
-    let (endpoint, body, as_json) = match &command {
+    let client = match service_client(config).await {
+        Ok(client) => client,
+        Err(code) => return Ok(code),
+    };
+    let mut out = std::io::stdout().lock();
+    // `--json` prints the reply whole; otherwise the typed reply is read and printed.
+    macro_rules! reply {
+        ($json:expr, $endpoint:expr, $request:expr, $typed:expr) => {{
+            if $json {
+                return print_json(client.request_json($endpoint, &$request).await);
+            }
+            match answered($typed.await) {
+                Ok(reply) => reply,
+                Err(code) => return Ok(code),
+            }
+        }};
+    }
+    match command {
         PrefsCommand::List {
             persona,
             category,
             all,
             limit,
             json,
-        } => (
-            "list",
-            j!({"persona_id": persona, "category": category, "include_retracted": all, "limit": limit}),
-            *json,
-        ),
-        PrefsCommand::Get { persona, id, json } => (
-            "get",
-            j!({"persona_id": persona, "preference_id": id}),
-            *json,
-        ),
-        PrefsCommand::Stats { persona, json } => ("stats", j!({"persona_id": persona}), *json),
-        PrefsCommand::Add {
-            persona,
-            name,
-            opinion,
-            category,
-            stance,
-            strength,
-            json,
-        } => (
-            "add",
-            j!({"persona_id": persona, "name": name, "opinion": opinion, "category": category, "stance": stance, "strength": strength}),
-            *json,
-        ),
-        PrefsCommand::Reinforce { persona, id, json } => (
-            "reinforce",
-            j!({"persona_id": persona, "preference_id": id}),
-            *json,
-        ),
-        PrefsCommand::Evolve {
-            persona,
-            id,
-            opinion,
-            reason,
-            stance,
-            json,
-        } => (
-            "evolve",
-            j!({"persona_id": persona, "preference_id": id, "new_opinion": opinion, "reason": reason, "new_stance": stance}),
-            *json,
-        ),
-        PrefsCommand::Retract {
-            persona,
-            id,
-            reason,
-            json,
-        } => (
-            "retract",
-            j!({"persona_id": persona, "preference_id": id, "reason": reason}),
-            *json,
-        ),
+        } => {
+            let request = ListRequest {
+                persona_id: persona,
+                category,
+                include_retracted: all,
+                limit,
+            };
+            let list = reply!(json, Endpoint::List, request, client.list(&request));
+            print_preferences(&mut out, &list);
+        }
         PrefsCommand::Search {
             persona,
             query,
             top_k,
             mode,
             json,
-        } => (
-            "search",
-            j!({"persona_id": persona, "query": query, "top_k": top_k, "mode": mode}),
-            *json,
-        ),
-        PrefsCommand::PurgeUser {
-            persona,
-            user,
-            pseudonym,
-            json,
-        } => (
-            "purge_user",
-            j!({"persona_id": persona, "user_id": user, "pseudonym": pseudonym}),
-            *json,
-        ),
-    };
-    // Optional fields the user did not give are left out rather than sent as null.
-    let body = match body {
-        serde_json::Value::Object(map) => {
-            serde_json::Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect())
-        }
-        other => other,
-    };
-    let reply = match call(config, endpoint, body).await? {
-        Ok(reply) => reply,
-        Err(code) => return Ok(code),
-    };
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&reply)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut out = std::io::stdout().lock();
-    match command {
-        PrefsCommand::List { .. } => {
-            let list: Vec<Preference> = serde_json::from_value(reply)?;
-            print_preferences(&mut out, &list);
-        }
-        PrefsCommand::Search { .. } => {
-            let hits = reply.as_array().cloned().unwrap_or_default();
+        } => {
+            let request = SearchRequest {
+                persona_id: persona,
+                query,
+                top_k,
+                include_retracted: false,
+                mode,
+            };
+            let hits = reply!(json, Endpoint::Search, request, client.search(&request));
             writeln!(
                 out,
                 "  {:>9} {:>10} {:>7}  {:<24} opinion",
@@ -623,133 +605,204 @@ async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCod
                 writeln!(
                     out,
                     "  {:>9.3} {:>10.3} {:>7}  {:<24} {}",
-                    hit["relevance"].as_f64().unwrap_or(0.0),
-                    hit["similarity"].as_f64().unwrap_or(0.0),
-                    hit["keyword"]
-                        .as_f64()
-                        .map_or("-".to_string(), |k| format!("{k:.3}")),
-                    truncate(hit["name"].as_str().unwrap_or_default(), 24),
-                    hit["opinion"].as_str().unwrap_or_default()
+                    hit.relevance,
+                    hit.similarity,
+                    hit.keyword.map_or("-".to_string(), |k| format!("{k:.3}")),
+                    truncate(&hit.preference.name, 24),
+                    hit.preference.opinion
                 )?;
             }
         }
-        PrefsCommand::Stats { .. } => {
-            writeln!(
-                out,
-                "persona    {}",
-                reply["persona_id"].as_str().unwrap_or_default()
-            )?;
-            writeln!(out, "total      {}", reply["total"])?;
-            writeln!(out, "active     {}", reply["active"])?;
-            writeln!(out, "retracted  {}", reply["retracted"])?;
-            for (category, count) in reply["by_category"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default()
-            {
+        PrefsCommand::Stats { persona, json } => {
+            let request = PersonaRequest {
+                persona_id: persona.clone(),
+            };
+            let stats = reply!(json, Endpoint::Stats, request, client.stats(&persona));
+            writeln!(out, "persona    {}", stats.persona_id)?;
+            writeln!(out, "total      {}", stats.total)?;
+            writeln!(out, "active     {}", stats.active)?;
+            writeln!(out, "retracted  {}", stats.retracted)?;
+            for (category, count) in &stats.by_category {
                 writeln!(out, "  {category:<16} {count}")?;
             }
         }
-        PrefsCommand::Get { .. } | PrefsCommand::Add { .. } => {
-            let preference: Preference = serde_json::from_value(reply)?;
-            writeln!(out, "id            {}", preference.id)?;
-            writeln!(out, "topic         {}", preference.name)?;
-            writeln!(out, "opinion       {}", preference.opinion)?;
-            writeln!(
-                out,
-                "stance        {}",
-                preference.stance.map(|s| s.as_str()).unwrap_or("-")
-            )?;
-            writeln!(
-                out,
-                "strength      {:.3} ({} reinforcements)",
-                preference.strength, preference.reinforcement_count
-            )?;
-            writeln!(out, "category      {}", preference.category)?;
-            writeln!(out, "active        {}", preference.active)?;
-            writeln!(
-                out,
-                "from          user {} message {} on {} {}",
-                preference.provenance.triggering_user_id,
-                preference.provenance.triggering_message_id,
-                preference.provenance.source_platform,
-                preference.provenance.source_channel_id
-            )?;
-            writeln!(out, "created       {}", preference.created_at)?;
-            for reinforcement in &preference.reinforcements {
-                let from = &reinforcement.provenance;
-                if from.persona_message_id.is_empty() {
-                    writeln!(out, "reinforced    {} (by hand)", reinforcement.timestamp)?;
-                } else {
-                    writeln!(
-                        out,
-                        "reinforced    {} by message {} (user {} message {} on {} {})",
-                        reinforcement.timestamp,
-                        from.persona_message_id,
-                        from.triggering_user_id,
-                        from.triggering_message_id,
-                        from.source_platform,
-                        from.source_channel_id
-                    )?;
-                }
-            }
-            for entry in &preference.evolution_history {
-                writeln!(
-                    out,
-                    "history       {} {}: {:?} -> {:?} ({})",
-                    entry.timestamp,
-                    entry.action.as_deref().unwrap_or("evolution"),
-                    entry.old_opinion.as_deref().unwrap_or(""),
-                    entry.new_opinion.as_deref().unwrap_or(""),
-                    entry.reason
-                )?;
-            }
+        PrefsCommand::Get { persona, id, json } => {
+            let request = PreferenceRef {
+                persona_id: persona.clone(),
+                preference_id: id.clone(),
+            };
+            let preference = reply!(json, Endpoint::Get, request, client.get(&persona, &id));
+            print_preference(&mut out, &preference)?;
         }
-        PrefsCommand::PurgeUser { .. } => {
-            writeln!(
-                out,
-                "replaced with  {}",
-                reply["pseudonym"].as_str().unwrap_or_default()
-            )?;
-            writeln!(
-                out,
-                "rewritten      {}",
-                reply["rewritten"].as_array().map(Vec::len).unwrap_or(0)
-            )?;
-            writeln!(
-                out,
-                "retracted      {}",
-                reply["retracted"].as_array().map(Vec::len).unwrap_or(0)
-            )?;
-            let stored = &reply["stored_events"];
+        PrefsCommand::Add {
+            persona,
+            name,
+            opinion,
+            category,
+            stance,
+            strength,
+            json,
+        } => {
+            let request = AddRequest {
+                persona_id: persona,
+                name,
+                opinion,
+                category,
+                stance,
+                strength,
+                triggering_user_id: String::new(),
+                triggering_message_id: String::new(),
+                source_platform: String::new(),
+                source_channel_id: String::new(),
+                related_user_ids: Vec::new(),
+                related_kg_uuids: Vec::new(),
+            };
+            let preference = reply!(json, Endpoint::Add, request, client.add(&request));
+            print_preference(&mut out, &preference)?;
+        }
+        PrefsCommand::PurgeUser {
+            persona,
+            user,
+            pseudonym,
+            json,
+        } => {
+            let request = PurgeUserRequest {
+                persona_id: persona,
+                user_id: user,
+                pseudonym,
+            };
+            let purged = reply!(
+                json,
+                Endpoint::PurgeUser,
+                request,
+                client.purge_user(&request)
+            );
+            let stored = &purged.stored_events;
+            writeln!(out, "replaced with  {}", purged.memory.pseudonym)?;
+            writeln!(out, "rewritten      {}", purged.memory.rewritten.len())?;
+            writeln!(out, "retracted      {}", purged.memory.retracted.len())?;
             writeln!(
                 out,
                 "events erased  {} ({} not yet processed: the worker erases them once done)",
-                stored["events_erased"].as_u64().unwrap_or(0),
-                stored["events_pending"].as_u64().unwrap_or(0)
+                stored.events_erased, stored.events_pending
             )?;
-            writeln!(
-                out,
-                "dead letters   {} erased",
-                stored["dead_letters_erased"].as_u64().unwrap_or(0)
-            )?;
+            writeln!(out, "dead letters   {} erased", stored.dead_letters_erased)?;
         }
-        PrefsCommand::Reinforce { .. }
-        | PrefsCommand::Evolve { .. }
-        | PrefsCommand::Retract { .. } => {
-            for (key, value) in reply.as_object().cloned().unwrap_or_default() {
-                writeln!(
-                    out,
-                    "{key:<20} {}",
-                    value
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| value.to_string())
-                )?;
-            }
+        PrefsCommand::Reinforce { persona, id, json } => {
+            let request = PreferenceRef {
+                persona_id: persona.clone(),
+                preference_id: id.clone(),
+            };
+            let done = reply!(
+                json,
+                Endpoint::Reinforce,
+                request,
+                client.reinforce(&persona, &id)
+            );
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "strength             {}", done.strength)?;
+            writeln!(out, "reinforcement_count  {}", done.reinforcement_count)?;
+            writeln!(out, "applied              {}", done.applied)?;
+        }
+        PrefsCommand::Evolve {
+            persona,
+            id,
+            opinion,
+            reason,
+            stance,
+            json,
+        } => {
+            let request = EvolveRequest {
+                persona_id: persona,
+                preference_id: id,
+                new_opinion: opinion,
+                reason,
+                new_stance: stance,
+            };
+            let done = reply!(json, Endpoint::Evolve, request, client.evolve(&request));
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "new_opinion          {}", done.new_opinion)?;
+            writeln!(out, "strength             {}", done.strength)?;
+            writeln!(out, "evolutions           {}", done.evolutions)?;
+            writeln!(out, "applied              {}", done.applied)?;
+        }
+        PrefsCommand::Retract {
+            persona,
+            id,
+            reason,
+            json,
+        } => {
+            let request = RetractRequest {
+                persona_id: persona,
+                preference_id: id,
+                reason,
+            };
+            let done = reply!(json, Endpoint::Retract, request, client.retract(&request));
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "active               {}", done.active)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One preference whole: provenance, reinforcements and history.
+fn print_preference(out: &mut impl Write, preference: &Preference) -> std::io::Result<()> {
+    writeln!(out, "id            {}", preference.id)?;
+    writeln!(out, "topic         {}", preference.name)?;
+    writeln!(out, "opinion       {}", preference.opinion)?;
+    writeln!(
+        out,
+        "stance        {}",
+        preference.stance.map(|s| s.as_str()).unwrap_or("-")
+    )?;
+    writeln!(
+        out,
+        "strength      {:.3} ({} reinforcements)",
+        preference.strength, preference.reinforcement_count
+    )?;
+    writeln!(out, "category      {}", preference.category)?;
+    writeln!(out, "active        {}", preference.active)?;
+    writeln!(
+        out,
+        "from          user {} message {} on {} {}",
+        preference.provenance.triggering_user_id,
+        preference.provenance.triggering_message_id,
+        preference.provenance.source_platform,
+        preference.provenance.source_channel_id
+    )?;
+    writeln!(out, "created       {}", preference.created_at)?;
+    for reinforcement in &preference.reinforcements {
+        let from = &reinforcement.provenance;
+        if from.persona_message_id.is_empty() {
+            writeln!(out, "reinforced    {} (by hand)", reinforcement.timestamp)?;
+        } else {
+            writeln!(
+                out,
+                "reinforced    {} by message {} (user {} message {} on {} {})",
+                reinforcement.timestamp,
+                from.persona_message_id,
+                from.triggering_user_id,
+                from.triggering_message_id,
+                from.source_platform,
+                from.source_channel_id
+            )?;
+        }
+    }
+    for entry in &preference.evolution_history {
+        writeln!(
+            out,
+            "history       {} {}: {:?} -> {:?} ({})",
+            entry.timestamp,
+            entry.action.as_deref().unwrap_or("evolution"),
+            entry.old_opinion.as_deref().unwrap_or(""),
+            entry.new_opinion.as_deref().unwrap_or(""),
+            entry.reason
+        )?;
+    }
+    Ok(())
 }
 
 async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<ExitCode> {
@@ -951,8 +1004,7 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
         )),
         None => Box::new(std::io::BufReader::new(std::io::stdin())),
     };
-    let client = app::connect_nats(config).await?;
-    let js = async_nats::jetstream::new(client);
+    let client = Client::new(app::connect_nats(config).await?, config);
     let mut published = 0usize;
     for (number, line) in reader.lines().enumerate() {
         let line = line?;
@@ -961,13 +1013,9 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
         }
         let event: ConversationEvent =
             serde_json::from_str(&line).with_context(|| format!("line {}", number + 1))?;
-        let mut headers = async_nats::HeaderMap::new();
         // JetStream drops a re-published id within its duplicate window.
-        headers.insert("Nats-Msg-Id", event.event_id.as_str());
-        let subject = format!("{}.{}", config.ingest.subject_prefix, event.persona_id);
-        let ack = js
-            .publish_with_headers(subject, headers, line.into_bytes().into())
-            .await?
+        let ack = client
+            .publish_event(&event.persona_id, line.into_bytes(), Some(&event.event_id))
             .await;
         match ack {
             Ok(ack) if ack.duplicate => eprintln!(

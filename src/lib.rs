@@ -6,6 +6,7 @@
 //! administration requests over NATS.
 
 pub mod app;
+pub mod client;
 pub mod config;
 pub mod embed;
 pub mod extract;
@@ -15,4 +16,5 @@ pub mod openai_http;
 pub mod serve;
 pub mod status;
 pub mod store;
+pub mod subjects;
 pub mod telemetry;

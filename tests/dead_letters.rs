@@ -57,7 +57,7 @@ async fn dead_letters_are_listed_shown_replayed_once_fixed_and_discarded() {
     let app = &running.app;
 
     // One event the LLM outage defeats, one that can never be read.
-    let subject = format!("{}.ada", config.ingest.subject_prefix);
+    let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
     let event = json!({"event_id": "storms-1", "persona_id": "ada", "platform": "p", "channel_id": "c",
         "messages": [{"message_id": "m1", "role": "persona", "content": "I adore storms.",
                       "timestamp": "2026-11-20T08:00:00Z"}]});
@@ -162,7 +162,7 @@ async fn replay_only_ever_publishes_into_the_events_stream() {
     let ack = app
         .js
         .publish_with_headers(
-            format!("{}.ada", config.ingest.dlq_subject_prefix),
+            persona_prefs::subjects::dead_letter_subject(&config.ingest.dlq_subject_prefix, "ada"),
             headers,
             b"{}".to_vec().into(),
         )
@@ -194,7 +194,7 @@ async fn an_event_too_big_to_dead_letter_whole_is_dead_lettered_truncated() {
         .app
         .js
         .publish(
-            format!("{}.ada", config.ingest.subject_prefix),
+            persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada"),
             payload.into(),
         )
         .await
@@ -266,7 +266,10 @@ async fn a_listing_filters_and_limits_thousands_of_letters_in_order() {
             "schema"
         };
         headers.insert(HEADER_REASON_CODE, code);
-        let subject = format!("{}.p{}", config.ingest.dlq_subject_prefix, n % 3);
+        let subject = persona_prefs::subjects::dead_letter_subject(
+            &config.ingest.dlq_subject_prefix,
+            &format!("p{}", n % 3),
+        );
         let payload = json!({"event_id": format!("e{n}")}).to_string();
         acks.push(
             app.js

@@ -80,7 +80,7 @@ impl Harness {
 }
 
 pub fn subject(config: &Config, persona: &str) -> String {
-    format!("{}.{persona}", config.ingest.subject_prefix)
+    persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, persona)
 }
 
 pub async fn dead_letters(
@@ -563,7 +563,10 @@ async fn each_kind_of_bad_input_is_dead_lettered_with_its_reason() {
         );
         assert_eq!(
             letter.2,
-            format!("{}.ada", h.app.config.ingest.dlq_subject_prefix)
+            persona_prefs::subjects::dead_letter_subject(
+                &h.app.config.ingest.dlq_subject_prefix,
+                "ada"
+            )
         );
     }
     let mismatch = letters

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use common::{Cleanup, test_config};
 use persona_prefs::app::App;
+use persona_prefs::client::{Client, Endpoint};
 use persona_prefs::serve;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,15 +41,11 @@ struct Query {
     relevant: Vec<String>,
 }
 
-async fn request(app: &App, endpoint: &str, body: Value) -> Value {
-    let subject = format!("{}.{endpoint}", app.config.serve.subject_prefix);
-    let reply = app
-        .nats
-        .request(subject, serde_json::to_vec(&body).unwrap().into())
+async fn request(app: &App, endpoint: Endpoint, body: Value) -> Value {
+    Client::new(app.nats.clone(), &app.config)
+        .request_json(endpoint, &body)
         .await
-        .unwrap();
-    assert!(reply.headers.is_none(), "{endpoint} failed: {:?}", reply);
-    serde_json::from_slice(&reply.payload).unwrap()
+        .unwrap_or_else(|error| panic!("{error}"))
 }
 
 fn names(list: &Value) -> Vec<String> {
@@ -78,7 +75,7 @@ async fn injection_brings_the_relevant_preferences_to_mind() {
     for preference in &set.preferences {
         let mut body = preference.clone();
         body["persona_id"] = json!("ada");
-        request(&app, "add", body).await;
+        request(&app, Endpoint::Add, body).await;
     }
 
     // recall: share of the relevant preferences returned; precision: share of the returned
@@ -88,7 +85,7 @@ async fn injection_brings_the_relevant_preferences_to_mind() {
     for query in &set.queries {
         let injected = request(
             &app,
-            "inject",
+            Endpoint::Inject,
             json!({"persona_id": "ada", "query": query.query}),
         )
         .await;
@@ -97,7 +94,7 @@ async fn injection_brings_the_relevant_preferences_to_mind() {
         for mode in ["semantic", "keyword", "hybrid"] {
             let found = request(
                 &app,
-                "search",
+                Endpoint::Search,
                 json!({"persona_id": "ada", "query": query.query, "top_k": 5, "mode": mode}),
             )
             .await;
@@ -108,7 +105,7 @@ async fn injection_brings_the_relevant_preferences_to_mind() {
         // above the floor.
         let nearest = request(
             &app,
-            "search",
+            Endpoint::Search,
             json!({"persona_id": "ada", "query": query.query, "top_k": 8}),
         )
         .await;

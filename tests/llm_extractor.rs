@@ -257,7 +257,7 @@ async fn through_the_worker_transient_llm_failures_nak_and_persistent_ones_dead_
         let event = json!({"event_id": id, "persona_id": "ada", "platform": "p", "channel_id": "c",
             "messages": [{"message_id": format!("{id}-m"), "role": "persona", "content": text, "timestamp": "2026-11-20T08:00:00Z"}]});
         let js = app.js.clone();
-        let subject = format!("{}.ada", config.ingest.subject_prefix);
+        let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
         async move {
             js.publish(subject, serde_json::to_vec(&event).unwrap().into())
                 .await

@@ -54,7 +54,7 @@ async fn metrics_health_and_readiness_report_the_pipeline() {
     let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
     let event = json!({"event_id": "e1", "persona_id": "ada", "platform": "p", "channel_id": "c",
         "messages": [{"message_id": "m1", "role": "persona", "content": "I love owls. I hate noise.", "timestamp": "2026-11-20T08:00:00Z"}]});
-    let subject = format!("{}.ada", config.ingest.subject_prefix);
+    let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
     app.js
         .publish(subject.clone(), serde_json::to_vec(&event).unwrap().into())
         .await

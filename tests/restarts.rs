@@ -127,7 +127,7 @@ async fn publish(app: &App, n: usize) {
         "messages": [{"message_id": format!("m{n}"), "role": "persona", "content": "I love green tea.",
                       "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
     });
-    let subject = format!("{}.ada", app.config.ingest.subject_prefix);
+    let subject = persona_prefs::subjects::event_subject(&app.config.ingest.subject_prefix, "ada");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut headers = async_nats::HeaderMap::new();

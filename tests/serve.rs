@@ -554,7 +554,7 @@ async fn purge_user_erases_the_users_settled_events_and_dead_letters() {
     s.app.consumer().await.unwrap();
     let publish = |payload: Value| {
         let js = s.app.js.clone();
-        let subject = format!("{}.ada", config.ingest.subject_prefix);
+        let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
         async move {
             js.publish(subject, serde_json::to_vec(&payload).unwrap().into())
                 .await
@@ -914,7 +914,7 @@ async fn an_unreachable_redis_is_a_503() {
     let services = serve::start(&app, stopped).await.unwrap();
     redis.process.kill().unwrap();
     redis.process.wait().unwrap();
-    let subject = format!("{}.stats", config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
     let reply = tokio::time::timeout(
         Duration::from_secs(20),
         app.nats.request(
@@ -992,7 +992,7 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
             )
         }
     };
-    let subject = format!("{}.inject", config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
     let request = |body: &Value| {
         let nats = app.nats.clone();
         let subject = subject.clone();

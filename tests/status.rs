@@ -49,7 +49,7 @@ async fn status_tells_what_is_missing_then_healthy_then_dead_letters() {
         .app
         .js
         .publish(
-            format!("{}.ada", config.ingest.subject_prefix),
+            persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada"),
             b"{not json".to_vec().into(),
         )
         .await

@@ -62,7 +62,8 @@ async fn publish(app: &App, persona: &str, n: usize, text: &str) {
              "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}
         ]
     });
-    let subject = format!("{}.{persona}", app.config.ingest.subject_prefix);
+    let subject =
+        persona_prefs::subjects::event_subject(&app.config.ingest.subject_prefix, persona);
     app.js
         .publish(subject, serde_json::to_vec(&event).unwrap().into())
         .await
@@ -254,7 +255,7 @@ async fn a_replica_shutting_down_hands_requests_to_the_others_at_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // The leaving replica is still finishing its event; every request is answered anyway.
-    let subject = format!("{}.stats", config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
     for n in 0..20 {
         let reply = tokio::time::timeout(
             Duration::from_secs(2),

@@ -192,9 +192,9 @@ impl DeadLetters {
                 // Also the subject token, so it must be a valid persona id ("unknown" is one).
                 crate::store::validate::persona_id(persona)
                     .map_err(|error| DeadLetterError::Invalid(error.to_string()))?;
-                format!("{}.{persona}", self.config.dlq_subject_prefix)
+                crate::subjects::dead_letter_subject(&self.config.dlq_subject_prefix, persona)
             }
-            None => format!("{}.>", self.config.dlq_subject_prefix),
+            None => crate::subjects::all_under(&self.config.dlq_subject_prefix),
         };
         let mut stream = self.stream().await?;
         let stored = stream

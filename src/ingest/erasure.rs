@@ -15,7 +15,7 @@ use std::ops::ControlFlow;
 use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::stream::{self, ConsumerErrorKind, DeleteMessageErrorKind};
 use async_nats::jetstream::{self, ErrorCode, consumer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::IngestConfig;
 use super::scan::scan_subject;
@@ -28,7 +28,7 @@ pub struct StoredEventsError {
 }
 
 /// What an erasure did to the streams.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StoredEventsReport {
     /// Settled events naming the user, erased.
     pub events_erased: u64,
@@ -51,7 +51,7 @@ pub async fn erase_stored_events(
     if let Some((stream, events)) = naming(
         js,
         &config.stream,
-        &format!("{}.{persona_id}", config.subject_prefix),
+        &crate::subjects::event_subject(&config.subject_prefix, persona_id),
         user_id,
     )
     .await?
@@ -68,7 +68,7 @@ pub async fn erase_stored_events(
     if let Some((stream, letters)) = naming(
         js,
         &config.dlq_stream,
-        &format!("{}.{persona_id}", config.dlq_subject_prefix),
+        &crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona_id),
         user_id,
     )
     .await?

@@ -123,7 +123,7 @@ pub async fn ensure_jetstream(
         js,
         stream::Config {
             name: config.stream.clone(),
-            subjects: vec![format!("{}.>", config.subject_prefix)],
+            subjects: vec![crate::subjects::all_under(&config.subject_prefix)],
             duplicate_window: Duration::from_secs(config.duplicate_window_secs),
             max_age: hours(config.events_max_age_hours),
             storage: stream::StorageType::File,
@@ -138,7 +138,7 @@ pub async fn ensure_jetstream(
         js,
         stream::Config {
             name: config.dlq_stream.clone(),
-            subjects: vec![format!("{}.>", config.dlq_subject_prefix)],
+            subjects: vec![crate::subjects::all_under(&config.dlq_subject_prefix)],
             max_age: hours(config.dlq_max_age_hours),
             storage: stream::StorageType::File,
             num_replicas: config.stream_replicas,
@@ -438,7 +438,8 @@ impl Worker {
         let persona = subject_persona(subject, &self.config.subject_prefix)
             .filter(|token| validate::persona_id(token).is_ok())
             .unwrap_or("unknown");
-        let dlq_subject = format!("{}.{persona}", self.config.dlq_subject_prefix);
+        let dlq_subject =
+            crate::subjects::dead_letter_subject(&self.config.dlq_subject_prefix, persona);
         let mut headers = HeaderMap::new();
         headers.insert(HEADER_REASON, single_line(reason.message()).as_str());
         headers.insert(HEADER_REASON_CODE, reason.code());

@@ -31,24 +31,19 @@ const HYBRID_KEYWORD_WEIGHT: f64 = 0.3;
 /// An error reply.
 #[derive(Debug, Clone)]
 pub struct ServiceError {
-    pub code: u16,
-    pub kind: &'static str,
+    pub kind: ErrorKind,
     pub message: String,
 }
 
 impl ServiceError {
-    fn new(code: u16, kind: &'static str, message: impl Into<String>) -> ServiceError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> ServiceError {
         ServiceError {
-            code,
             kind,
             message: message.into(),
         }
     }
-    fn bad(kind: &'static str, message: impl Into<String>) -> ServiceError {
-        ServiceError::new(400, kind, message)
-    }
     fn not_found(what: &str) -> ServiceError {
-        ServiceError::new(404, "not_found", format!("{what} not found"))
+        ServiceError::new(ErrorKind::NotFound, format!("{what} not found"))
     }
 }
 
@@ -57,10 +52,12 @@ impl From<StoreError> for ServiceError {
         match &error {
             StoreError::InvalidInput {
                 field: "embedding", ..
-            } => ServiceError::bad("wrong_dims", error.to_string()),
-            StoreError::InvalidInput { .. } => ServiceError::bad("invalid", error.to_string()),
-            e if e.is_retryable() => ServiceError::new(503, "unavailable", error.to_string()),
-            _ => ServiceError::new(500, "internal", error.to_string()),
+            } => ServiceError::new(ErrorKind::WrongDims, error.to_string()),
+            StoreError::InvalidInput { .. } => {
+                ServiceError::new(ErrorKind::Invalid, error.to_string())
+            }
+            e if e.is_retryable() => ServiceError::new(ErrorKind::Unavailable, error.to_string()),
+            _ => ServiceError::new(ErrorKind::Internal, error.to_string()),
         }
     }
 }
@@ -68,9 +65,9 @@ impl From<StoreError> for ServiceError {
 impl From<EmbedError> for ServiceError {
     fn from(error: EmbedError) -> ServiceError {
         if error.is_retryable() {
-            ServiceError::new(503, "unavailable", error.to_string())
+            ServiceError::new(ErrorKind::Unavailable, error.to_string())
         } else {
-            ServiceError::new(500, "internal", error.to_string())
+            ServiceError::new(ErrorKind::Internal, error.to_string())
         }
     }
 }
@@ -89,14 +86,6 @@ pub struct Handlers {
     /// Erasure also erases the user's stored events and dead letters.
     js: async_nats::jetstream::Context,
     ingest: crate::ingest::IngestConfig,
-}
-
-/// The reply to `purge_user`: what changed in the memory, and in the streams.
-#[derive(Debug, Serialize)]
-pub struct PurgeUserReply {
-    #[serde(flatten)]
-    pub memory: crate::store::PurgeReport,
-    pub stored_events: crate::ingest::erasure::StoredEventsReport,
 }
 
 impl Handlers {
@@ -122,12 +111,12 @@ impl Handlers {
     }
 
     /// Answers one request; never returns without replying (unless the requester is gone).
-    pub async fn handle(&self, endpoint: &'static str, request: Request) {
+    pub async fn handle(&self, endpoint: Endpoint, request: Request) {
         let started = Instant::now();
         let payload = request.message.payload.clone();
         let reply = if payload.len() > self.max_payload_bytes {
-            Err(ServiceError::bad(
-                "oversize",
+            Err(ServiceError::new(
+                ErrorKind::Oversize,
                 format!(
                     "request is {} bytes, the limit is {}",
                     payload.len(),
@@ -139,8 +128,8 @@ impl Handlers {
         };
         // A reply the server would refuse never arrives: say so instead.
         let reply = match reply {
-            Ok(body) if body.len() > self.max_reply_bytes => Err(ServiceError::bad(
-                "reply_too_large",
+            Ok(body) if body.len() > self.max_reply_bytes => Err(ServiceError::new(
+                ErrorKind::ReplyTooLarge,
                 format!(
                     "the reply would be {} bytes, over the {} the NATS server accepts; ask for fewer (limit, top_k, max_count)",
                     body.len(),
@@ -149,21 +138,27 @@ impl Handlers {
             )),
             other => other,
         };
-        let status = reply.as_ref().map(|_| 200).unwrap_or_else(|e| e.code);
-        telemetry::request(endpoint, status, started.elapsed());
+        let status = reply
+            .as_ref()
+            .map(|_| 200)
+            .unwrap_or_else(|e| e.kind.status());
+        telemetry::request(endpoint.name(), status, started.elapsed());
         let sent = match reply {
             Ok(body) => request.respond(Ok(Bytes::from(body))).await,
             Err(error) => {
-                if error.code >= 500 {
-                    tracing::warn!(endpoint, code = error.code, message = %error.message, "request failed");
+                if error.kind.status() >= 500 {
+                    tracing::warn!(endpoint = endpoint.name(), kind = %error.kind, message = %error.message, "request failed");
                 }
                 let mut headers = HeaderMap::new();
                 headers.insert(NATS_SERVICE_ERROR, single_line(&error.message).as_str());
-                headers.insert(NATS_SERVICE_ERROR_CODE, error.code.to_string().as_str());
+                headers.insert(
+                    NATS_SERVICE_ERROR_CODE,
+                    error.kind.status().to_string().as_str(),
+                );
                 let body = serde_json::to_vec(&ErrorReply {
                     error: ErrorBody {
-                        code: error.code,
-                        kind: error.kind.to_string(),
+                        code: error.kind.status(),
+                        kind: error.kind,
                         message: error.message,
                     },
                 })
@@ -174,15 +169,15 @@ impl Handlers {
             }
         };
         if let Err(error) = sent {
-            tracing::debug!(endpoint, %error, "reply not delivered");
+            tracing::debug!(endpoint = endpoint.name(), %error, "reply not delivered");
         }
     }
 
-    async fn dispatch(&self, endpoint: &str, payload: &[u8]) -> Reply {
+    async fn dispatch(&self, endpoint: Endpoint, payload: &[u8]) -> Reply {
         match endpoint {
-            "inject" => self.inject(parse(payload)?).await.and_then(json),
-            "add" => self.add(parse(payload)?).await.and_then(json),
-            "reinforce" => {
+            Endpoint::Inject => self.inject(parse(payload)?).await.and_then(json),
+            Endpoint::Add => self.add(parse(payload)?).await.and_then(json),
+            Endpoint::Reinforce => {
                 let r: PreferenceRef = parse(payload)?;
                 let outcome = self
                     .store
@@ -190,8 +185,8 @@ impl Handlers {
                     .await?;
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
-            "evolve" => self.evolve(parse(payload)?).await.and_then(json),
-            "retract" => {
+            Endpoint::Evolve => self.evolve(parse(payload)?).await.and_then(json),
+            Endpoint::Retract => {
                 let r: RetractRequest = parse(payload)?;
                 let outcome = self
                     .store
@@ -204,7 +199,7 @@ impl Handlers {
                     .await?;
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
-            "get" => {
+            Endpoint::Get => {
                 let r: PreferenceRef = parse(payload)?;
                 json(
                     self.store
@@ -213,11 +208,11 @@ impl Handlers {
                         .ok_or_else(|| ServiceError::not_found("preference"))?,
                 )
             }
-            "list" => {
+            Endpoint::List => {
                 let r: ListRequest = parse(payload)?;
                 if r.limit == 0 || r.limit > validate::MAX_LIST_LIMIT {
-                    return Err(ServiceError::bad(
-                        "invalid",
+                    return Err(ServiceError::new(
+                        ErrorKind::Invalid,
                         format!("limit must be within 1..={}", validate::MAX_LIST_LIMIT),
                     ));
                 }
@@ -228,16 +223,12 @@ impl Handlers {
                 };
                 json(self.store.list_preferences(&r.persona_id, &options).await?)
             }
-            "stats" => {
+            Endpoint::Stats => {
                 let r: PersonaRequest = parse(payload)?;
                 json(self.store.stats(&r.persona_id).await?)
             }
-            "search" => self.search(parse(payload)?).await.and_then(json),
-            "purge_user" => self.purge_user(parse(payload)?).await.and_then(json),
-            other => Err(ServiceError::bad(
-                "malformed",
-                format!("unknown endpoint {other}"),
-            )),
+            Endpoint::Search => self.search(parse(payload)?).await.and_then(json),
+            Endpoint::PurgeUser => self.purge_user(parse(payload)?).await.and_then(json),
         }
     }
 
@@ -246,14 +237,14 @@ impl Handlers {
         validate::persona_id(&request.persona_id)?;
         let embedding = match (&request.query, &request.query_embedding) {
             (Some(_), Some(_)) => {
-                return Err(ServiceError::bad(
-                    "malformed",
+                return Err(ServiceError::new(
+                    ErrorKind::Malformed,
                     "give either query or query_embedding, not both",
                 ));
             }
             (None, None) => {
-                return Err(ServiceError::bad(
-                    "malformed",
+                return Err(ServiceError::new(
+                    ErrorKind::Malformed,
                     "query or query_embedding is required",
                 ));
             }
@@ -290,24 +281,24 @@ impl Handlers {
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, ServiceError> {
         let text = text.trim();
         if text.is_empty() {
-            return Err(ServiceError::bad("invalid", "query is empty"));
+            return Err(ServiceError::new(ErrorKind::Invalid, "query is empty"));
         }
         if text.chars().count() > MAX_QUERY_CHARS {
-            return Err(ServiceError::bad(
-                "invalid",
+            return Err(ServiceError::new(
+                ErrorKind::Invalid,
                 format!("query is longer than {MAX_QUERY_CHARS} characters"),
             ));
         }
         let mut vectors = self.embedder.embed(&[text.to_string()]).await?;
         vectors
             .pop()
-            .ok_or_else(|| ServiceError::new(500, "internal", "embedder returned nothing"))
+            .ok_or_else(|| ServiceError::new(ErrorKind::Internal, "embedder returned nothing"))
     }
 
     async fn add(&self, r: AddRequest) -> Result<crate::store::Preference, ServiceError> {
         validate::persona_id(&r.persona_id)?;
         if r.name.trim().is_empty() {
-            return Err(ServiceError::bad("invalid", "name is empty"));
+            return Err(ServiceError::new(ErrorKind::Invalid, "name is empty"));
         }
         // Preferences are matched by topic, so the stored vector is the name's.
         let embedding = self.embed_query(&r.name).await?;
@@ -451,7 +442,9 @@ impl Handlers {
             .locks
             .acquire(&r.persona_id, self.lock_patience)
             .await?
-            .ok_or_else(|| ServiceError::new(503, "unavailable", "persona is busy; try again"))?;
+            .ok_or_else(|| {
+                ServiceError::new(ErrorKind::Unavailable, "persona is busy; try again")
+            })?;
         let report = self
             .store
             .purge_user(
@@ -477,8 +470,7 @@ impl Handlers {
         .await
         .map_err(|error| {
             ServiceError::new(
-                503,
-                "unavailable",
+                ErrorKind::Unavailable,
                 format!(
                     "the memory is erased (pseudonym {}), but not yet the stored events: {error}; \
                      run purge_user again",
@@ -494,14 +486,15 @@ impl Handlers {
 }
 
 fn parse<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {
-    let text = std::str::from_utf8(payload)
-        .map_err(|e| ServiceError::bad("malformed", format!("request is not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(payload).map_err(|e| {
+        ServiceError::new(ErrorKind::Malformed, format!("request is not UTF-8: {e}"))
+    })?;
     serde_json::from_str(text)
-        .map_err(|e| ServiceError::bad("malformed", format!("request JSON: {e}")))
+        .map_err(|e| ServiceError::new(ErrorKind::Malformed, format!("request JSON: {e}")))
 }
 
 fn json(value: impl Serialize) -> Reply {
-    serde_json::to_vec(&value).map_err(|e| ServiceError::new(500, "internal", e.to_string()))
+    serde_json::to_vec(&value).map_err(|e| ServiceError::new(ErrorKind::Internal, e.to_string()))
 }
 
 fn single_line(text: &str) -> String {

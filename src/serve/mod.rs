@@ -20,20 +20,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::app::App;
 use crate::config::ConfigError;
 use handlers::Handlers;
-
-/// The endpoints, in the order they are registered.
-pub const ENDPOINTS: [&str; 10] = [
-    "inject",
-    "add",
-    "reinforce",
-    "evolve",
-    "retract",
-    "get",
-    "list",
-    "stats",
-    "search",
-    "purge_user",
-];
+pub use protocol::Endpoint;
 
 /// Requests handled at once per process; more wait in NATS (backpressure, bounded memory).
 const MAX_CONCURRENT_REQUESTS: usize = 256;
@@ -86,9 +73,9 @@ pub async fn start(app: &App, shutdown: watch::Receiver<bool>) -> Result<Service
     let handlers = Arc::new(Handlers::new(app));
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
     let mut tasks = Vec::new();
-    for name in ENDPOINTS {
+    for name in Endpoint::ALL {
         let mut endpoint = group
-            .endpoint(name)
+            .endpoint(name.name())
             .await
             .map_err(|e| ServeError(format!("endpoint {name}: {e}")))?;
         let handlers = handlers.clone();

@@ -6,6 +6,64 @@ use serde::{Deserialize, Serialize};
 use super::render::Format;
 use crate::store::{InjectedPreference, Preference, Stance};
 
+/// Every endpoint of the service; its subject is `<serve.subject_prefix>.<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    Inject,
+    Add,
+    Reinforce,
+    Evolve,
+    Retract,
+    Get,
+    List,
+    Stats,
+    Search,
+    PurgeUser,
+}
+
+impl Endpoint {
+    /// In the order they are registered.
+    pub const ALL: [Endpoint; 10] = [
+        Endpoint::Inject,
+        Endpoint::Add,
+        Endpoint::Reinforce,
+        Endpoint::Evolve,
+        Endpoint::Retract,
+        Endpoint::Get,
+        Endpoint::List,
+        Endpoint::Stats,
+        Endpoint::Search,
+        Endpoint::PurgeUser,
+    ];
+
+    /// The last token of the endpoint's subject.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Inject => "inject",
+            Endpoint::Add => "add",
+            Endpoint::Reinforce => "reinforce",
+            Endpoint::Evolve => "evolve",
+            Endpoint::Retract => "retract",
+            Endpoint::Get => "get",
+            Endpoint::List => "list",
+            Endpoint::Stats => "stats",
+            Endpoint::Search => "search",
+            Endpoint::PurgeUser => "purge_user",
+        }
+    }
+
+    /// `<subject_prefix>.<name>`.
+    pub fn subject(self, subject_prefix: &str) -> String {
+        format!("{subject_prefix}.{}", self.name())
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 fn default_max_count() -> usize {
     8
 }
@@ -42,7 +100,7 @@ pub struct InjectRequest {
     pub resident: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InjectReply {
     pub persona_id: String,
     /// Query results first (ranked), then resident ones (`matched_by: ["resident"]`).
@@ -181,10 +239,62 @@ pub struct ErrorReply {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorBody {
-    /// HTTP-like status: 400, 404, 500, 503.
+    /// HTTP-like status: 400, 404, 500, 503 ([`ErrorKind::status`]).
     pub code: u16,
-    /// Stable machine-readable kind: `malformed`, `oversize`, `wrong_dims`, `invalid`,
-    /// `reply_too_large`, `not_found`, `unavailable`, `internal`.
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
+}
+
+/// What went wrong with a request, stable and machine-readable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Not JSON, not UTF-8, an unknown field, or a combination of fields that cannot be.
+    Malformed,
+    /// Over `nats.max_payload_bytes`.
+    Oversize,
+    /// An embedding of the wrong dimensions.
+    WrongDims,
+    /// A value breaks a limit or a format rule.
+    Invalid,
+    /// The reply would be over what the NATS server carries.
+    ReplyTooLarge,
+    NotFound,
+    /// Try again later (Redis or the embedder unreachable, the persona busy).
+    Unavailable,
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP-like status sent in `Nats-Service-Error-Code`.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorKind::Malformed
+            | ErrorKind::Oversize
+            | ErrorKind::WrongDims
+            | ErrorKind::Invalid
+            | ErrorKind::ReplyTooLarge => 400,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Internal => 500,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_value(self)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_string))
+            .unwrap_or_default();
+        f.write_str(&text)
+    }
+}
+
+/// The reply to `purge_user`: what changed in the memory, and in the streams.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PurgeUserReply {
+    #[serde(flatten)]
+    pub memory: crate::store::PurgeReport,
+    pub stored_events: crate::ingest::erasure::StoredEventsReport,
 }

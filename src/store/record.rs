@@ -364,7 +364,7 @@ impl ScoredPreference {
 }
 
 /// Counts over one persona's preferences.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreferenceStats {
     pub persona_id: String,
     pub total: u64,
@@ -375,8 +375,8 @@ pub struct PreferenceStats {
 }
 
 /// Why a preference was chosen for injection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(into = "String")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum MatchReason {
     /// Close to the query in meaning.
     Semantic,
@@ -396,6 +396,20 @@ impl From<MatchReason> for String {
     }
 }
 
+impl TryFrom<String> for MatchReason {
+    type Error = String;
+    fn try_from(text: String) -> Result<MatchReason, String> {
+        match text.as_str() {
+            "semantic" => Ok(MatchReason::Semantic),
+            "resident" => Ok(MatchReason::Resident),
+            other => other
+                .strip_prefix("user:")
+                .map(|id| MatchReason::User(id.to_string()))
+                .ok_or_else(|| format!("unknown match reason {other:?}")),
+        }
+    }
+}
+
 impl std::fmt::Display for MatchReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&String::from(self.clone()))
@@ -403,7 +417,7 @@ impl std::fmt::Display for MatchReason {
 }
 
 /// One preference selected for a system prompt.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InjectedPreference {
     pub id: String,
     pub name: String,
@@ -443,7 +457,7 @@ pub struct Evolution<'a> {
 }
 
 /// What erasing a user changed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PurgeReport {
     pub persona_id: String,
     /// What the user id was replaced with.
@@ -455,7 +469,7 @@ pub struct PurgeReport {
 }
 
 /// Effect of a reinforce, evolve or retract; `None` from the store means not found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReinforceOutcome {
     pub id: String,
     pub name: String,
@@ -465,7 +479,7 @@ pub struct ReinforceOutcome {
     pub applied: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvolveOutcome {
     pub id: String,
     pub name: String,
@@ -475,7 +489,7 @@ pub struct EvolveOutcome {
     pub applied: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetractOutcome {
     pub id: String,
     pub name: String,

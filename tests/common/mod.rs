@@ -358,16 +358,15 @@ impl Running {
     /// Publishes an event to its persona's subject and waits for JetStream to store it.
     pub async fn publish_event(&self, event: &serde_json::Value) {
         let persona = event["persona_id"].as_str().expect("persona_id");
-        self.app
-            .js
-            .publish(
-                format!("{}.{persona}", self.app.config.ingest.subject_prefix),
-                serde_json::to_vec(event).unwrap().into(),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        persona_prefs::client::publish_event(
+            &self.app.js,
+            &self.app.config.ingest.subject_prefix,
+            persona,
+            serde_json::to_vec(event).unwrap(),
+            None,
+        )
+        .await
+        .unwrap();
     }
 
     /// Waits until every published event is acked.
