@@ -13,6 +13,7 @@ pub mod extract;
 pub mod ingest;
 pub mod migrate;
 pub mod openai_http;
+pub mod retry;
 pub mod serve;
 pub mod status;
 pub mod store;

@@ -2,10 +2,12 @@
 //! shared by the LLM extractor and the remote embedder: JSON POST with a timeout, retries with
 //! exponential backoff on 429, 5xx, timeouts and connection errors, honouring `Retry-After`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use backon::Retryable;
 use serde_json::Value;
+
+use crate::retry::RetryPolicy;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -64,27 +66,15 @@ impl ApiClient {
         on_attempt: &(dyn Fn(&'static str, Duration) + Sync),
     ) -> Result<Value, ApiError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
-        let attempts = AtomicU32::new(0);
-        let policy = backoff::ExponentialBackoffBuilder::new()
-            .with_initial_interval(Duration::from_millis(100))
-            .with_multiplier(2.0)
-            .with_max_interval(self.max_backoff)
-            .with_max_elapsed_time(None)
-            .build();
-        backoff::future::retry(policy, || async {
-            let attempt = attempts.fetch_add(1, Ordering::Relaxed);
-            let give_up = attempt >= self.max_retries;
-            let transient = |error: ApiError, retry_after: Option<Duration>| {
-                if give_up {
-                    backoff::Error::permanent(error)
-                } else {
-                    match retry_after {
-                        Some(wait) => {
-                            backoff::Error::retry_after(error, wait.min(self.max_backoff))
-                        }
-                        None => backoff::Error::transient(error),
-                    }
-                }
+        let policy = RetryPolicy {
+            first: Duration::from_millis(100),
+            max: self.max_backoff,
+        };
+        let attempt = || async {
+            let transient = |error: ApiError, retry_after: Option<Duration>| Failure {
+                error,
+                retryable: true,
+                retry_after,
             };
             let started = std::time::Instant::now();
             let mut request = self.http.post(&url).json(body);
@@ -144,9 +134,11 @@ impl ApiClient {
             if !status.is_success() {
                 on_attempt("rejected", started.elapsed());
                 let snippet: String = text.chars().take(200).collect();
-                return Err(backoff::Error::permanent(ApiError::Rejected(format!(
-                    "POST {url}: HTTP {status}: {snippet}"
-                ))));
+                return Err(Failure {
+                    error: ApiError::Rejected(format!("POST {url}: HTTP {status}: {snippet}")),
+                    retryable: false,
+                    retry_after: None,
+                });
             }
             match serde_json::from_str::<Value>(&text) {
                 Ok(value) => {
@@ -161,7 +153,27 @@ impl ApiClient {
                     ))
                 }
             }
-        })
-        .await
+        };
+        attempt
+            .retry(policy.backoff(self.max_retries as usize))
+            .when(|failure| failure.retryable)
+            // A server's Retry-After replaces the policy's wait (capped), but never adds retries.
+            .adjust(|failure, wait| {
+                wait.map(|wait| {
+                    failure
+                        .retry_after
+                        .map_or(wait, |asked| asked.min(self.max_backoff))
+                })
+            })
+            .await
+            .map_err(|failure| failure.error)
     }
+}
+
+/// One attempt's failure: whether another attempt may succeed, and how long the server asked
+/// to wait before it.
+struct Failure {
+    error: ApiError,
+    retryable: bool,
+    retry_after: Option<Duration>,
 }

@@ -22,6 +22,7 @@ use tokio::sync::{Semaphore, watch};
 use super::IngestConfig;
 use super::event::{ConversationEvent, EventLimits, InvalidEvent, parse_event, subject_persona};
 use super::pipeline::Pipeline;
+use crate::retry::RetryPolicy;
 use crate::store::validate;
 use crate::telemetry;
 
@@ -419,10 +420,14 @@ impl Worker {
         true
     }
 
+    /// How long a failed event waits in JetStream before its next delivery: the same policy
+    /// as every other retry (`retry.rs`), from `ingest.retry_delay_ms` up to a minute.
     fn retry_delay(&self, delivered: i64) -> Duration {
-        let exponent = (delivered.max(1) - 1).min(10) as u32;
-        Duration::from_millis(self.config.retry_delay_ms.saturating_mul(1 << exponent))
-            .min(Duration::from_secs(60))
+        RetryPolicy {
+            first: Duration::from_millis(self.config.retry_delay_ms),
+            max: Duration::from_secs(60),
+        }
+        .delay(u32::try_from(delivered).unwrap_or(u32::MAX))
     }
 
     /// Publishes the original payload with its reason to the dead-letter subject, then
