@@ -75,12 +75,12 @@ impl App {
             self.embedder.clone(),
             PersonaLock::new(
                 self.store.clone(),
-                Duration::from_millis(ingest.lock_ttl_ms),
+                Duration::from_millis(self.config.store.lock_ttl_ms),
             ),
             PipelineSettings {
                 match_threshold: self.config.embed.match_threshold(),
                 max_redacted_share: ingest.max_redacted_share,
-                lock_patience: Duration::from_millis(ingest.lock_patience_ms),
+                lock_patience: Duration::from_millis(self.config.store.lock_patience_ms),
             },
         )
     }

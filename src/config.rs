@@ -88,6 +88,10 @@ pub struct StoreConfig {
     pub effect_ttl_hours: u64,
     /// How each persona's vector set stores its vectors: "q8", "fp32" or "bin".
     pub vector_quantisation: VectorQuantisation,
+    /// The per-persona lock (ingest's decide-and-write, and erasure): its lifetime without
+    /// renewal, and how long a caller waits for it.
+    pub lock_ttl_ms: u64,
+    pub lock_patience_ms: u64,
 }
 
 /// Vector set quantisation (`VADD … Q8 | NOQUANT | BIN`).
@@ -292,6 +296,7 @@ impl Config {
                 }
             })?;
         }
+        refuse_moved_keys(&value)?;
         let config: Config =
             value
                 .try_into()
@@ -315,6 +320,9 @@ impl Config {
                 Err(invalid(key, format!("must be within [0, 1], got {value}")))
             }
         };
+        if self.store.lock_ttl_ms == 0 {
+            return Err(invalid("store.lock_ttl_ms", "must be positive".into()));
+        }
         if !self.redis.cluster_nodes.is_empty() && self.redis.tls().any() {
             return Err(invalid(
                 "redis.cluster_nodes",
@@ -529,6 +537,37 @@ impl Config {
 }
 
 /// Recursively overlays `overlay` onto `base`: tables merge key by key, anything else replaces.
+/// Keys that moved, and where to: a configuration still naming the old key is refused with
+/// the new one, rather than with serde's bare "unknown field".
+const MOVED_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "ingest",
+        "lock_ttl_ms",
+        "store.lock_ttl_ms (the lock serves erasure too)",
+    ),
+    (
+        "ingest",
+        "lock_patience_ms",
+        "store.lock_patience_ms (the lock serves erasure too)",
+    ),
+];
+
+fn refuse_moved_keys(value: &toml::Value) -> Result<(), ConfigError> {
+    for (section, key, moved_to) in MOVED_KEYS {
+        if value
+            .get(section)
+            .and_then(|table| table.get(key))
+            .is_some()
+        {
+            return Err(ConfigError::Invalid {
+                key: format!("{section}.{key}"),
+                message: format!("moved to {moved_to}; set that instead"),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn merge(base: &mut toml::Value, overlay: toml::Value) {
     match (base, overlay) {
         (toml::Value::Table(base), toml::Value::Table(overlay)) => {
@@ -557,9 +596,16 @@ fn set_path(root: &mut toml::Value, path: &[String], value: toml::Value) -> Resu
     let table = node
         .as_table_mut()
         .ok_or_else(|| format!("`{}` is not a section", path.join(".")))?;
-    let existing = table
-        .get(last)
-        .ok_or_else(|| format!("no config key `{}`", path.join(".")))?;
+    let existing = table.get(last).ok_or_else(|| {
+        let key = path.join(".");
+        match MOVED_KEYS
+            .iter()
+            .find(|(section, name, _)| key == format!("{section}.{name}"))
+        {
+            Some((_, _, moved_to)) => format!("`{key}` moved to {moved_to}; set that instead"),
+            None => format!("no config key `{key}`"),
+        }
+    })?;
     // A value that parsed as TOML but into another type than the default's (e.g. a numeric-looking
     // API key name) is taken as the string it was written as.
     let value = match (existing, value) {
@@ -628,6 +674,24 @@ mod tests {
         assert_eq!(config.store.reinforce_rate, 0.2);
         assert_eq!(config.redis.key_prefix, "demo");
         assert_eq!(config.redis.url, "redis://10.0.0.1:7000");
+    }
+
+    #[test]
+    fn a_moved_key_is_refused_with_its_new_name() {
+        let error = Config::load_from(None, &env(&[("PERSONA_PREFS__INGEST__LOCK_TTL_MS", "100")]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`ingest.lock_ttl_ms` moved"), "{error}");
+        assert!(error.contains("store.lock_ttl_ms"), "{error}");
+        let file = std::env::temp_dir().join(format!("moved-{}.toml", std::process::id()));
+        std::fs::write(&file, "[ingest]\nlock_patience_ms = 5\n").unwrap();
+        let error = Config::load_from(Some(&file), &[]).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&file);
+        assert!(error.contains("`ingest.lock_patience_ms`"), "{error}");
+        assert!(error.contains("store.lock_patience_ms"), "{error}");
+        let config =
+            Config::load_from(None, &env(&[("PERSONA_PREFS__STORE__LOCK_TTL_MS", "100")])).unwrap();
+        assert_eq!(config.store.lock_ttl_ms, 100);
     }
 
     #[test]

@@ -366,7 +366,7 @@ async fn restating_an_injected_preference_is_an_echo_not_a_reinforcement() {
 #[tokio::test]
 async fn a_large_event_outlasting_the_lock_renews_it() {
     let mut config = test_config("longevent");
-    config.ingest.lock_ttl_ms = 100;
+    config.store.lock_ttl_ms = 100;
     let _cleanup = Cleanup(config.clone());
     let app = App::start(config).await.unwrap();
     // 50 persona messages of 8 opinions: 400 decisions, about a second, ten lock lifetimes.

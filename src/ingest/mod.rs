@@ -33,8 +33,6 @@ pub struct IngestConfig {
     pub max_messages_per_event: usize,
     pub max_message_chars: usize,
     pub duplicate_window_secs: u64,
-    pub lock_ttl_ms: u64,
-    pub lock_patience_ms: u64,
     pub retry_delay_ms: u64,
     pub grace_period_ms: u64,
     pub max_redacted_share: f64,
@@ -111,7 +109,6 @@ impl IngestConfig {
             ("ingest.max_in_flight", self.max_in_flight as u64),
             ("ingest.max_message_chars", self.max_message_chars as u64),
             ("ingest.ack_wait_ms", self.ack_wait_ms),
-            ("ingest.lock_ttl_ms", self.lock_ttl_ms),
             ("ingest.duplicate_window_secs", self.duplicate_window_secs),
         ] {
             if value == 0 {

@@ -35,7 +35,7 @@ pub enum PipelineError {
     Embed(#[from] EmbedError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
-    #[error("persona {0} stayed locked by another worker past ingest.lock_patience_ms")]
+    #[error("persona {0} stayed locked by another worker past store.lock_patience_ms")]
     LockBusy(String),
 }
 

@@ -95,9 +95,9 @@ impl Handlers {
             embedder: app.embedder.clone(),
             locks: PersonaLock::new(
                 app.store.clone(),
-                Duration::from_millis(app.config.ingest.lock_ttl_ms),
+                Duration::from_millis(app.config.store.lock_ttl_ms),
             ),
-            lock_patience: Duration::from_millis(app.config.ingest.lock_patience_ms),
+            lock_patience: Duration::from_millis(app.config.store.lock_patience_ms),
             max_payload_bytes: app.config.nats.max_payload_bytes,
             max_reply_bytes: app
                 .nats
