@@ -50,7 +50,7 @@ async fn main() {
         .await
         .expect("services (run scripts/bench inject)");
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let services = persona_prefs::serve::start(&app, stopped).await.unwrap();
+    let services = app.serve(stopped).await.unwrap();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let loading = Instant::now();

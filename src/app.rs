@@ -13,10 +13,12 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::embed::{self, EmbedError, Embedder};
+use crate::erasure::Eraser;
 use crate::extract::{self, ExtractError, Extractor};
 use crate::ingest::event::{ConversationEvent, EventLimits};
 use crate::ingest::pipeline::{Pipeline, PipelineSettings};
 use crate::ingest::worker::{Worker, WorkerError, ensure_jetstream};
+use crate::serve::{ServeContext, ServeError, Services};
 use crate::store::{ListOptions, PersonaLock, Preference, PreferenceStore, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +85,23 @@ impl App {
                 lock_patience: Duration::from_millis(self.config.store.lock_patience_ms),
             },
         )
+    }
+
+    /// What the request-reply service needs.
+    pub fn serve_context(&self) -> ServeContext {
+        ServeContext {
+            nats: self.nats.clone(),
+            store: self.store.clone(),
+            embedder: self.embedder.clone(),
+            eraser: Eraser::new(self.store.clone(), self.js.clone(), &self.config),
+            config: self.config.serve.clone(),
+            max_payload_bytes: self.config.nats.max_payload_bytes,
+        }
+    }
+
+    /// Starts the request-reply service until `shutdown`.
+    pub async fn serve(&self, shutdown: watch::Receiver<bool>) -> Result<Services, ServeError> {
+        crate::serve::start(self.serve_context(), shutdown).await
     }
 
     pub fn event_limits(&self) -> EventLimits {
@@ -194,7 +213,8 @@ pub async fn serve(
     let address = start_metrics(&config, metrics, ready, shutdown.clone()).await?;
     let app = App::start(config).await?;
     let consumer = app.consumer().await?;
-    let services = crate::serve::start(&app, shutdown.clone())
+    let services = app
+        .serve(shutdown.clone())
         .await
         .map_err(|e| AppError::Other(e.to_string()))?;
     let _ = ready_tx.send(true);

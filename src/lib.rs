@@ -9,6 +9,7 @@ pub mod app;
 pub mod client;
 pub mod config;
 pub mod embed;
+pub mod erasure;
 pub mod extract;
 pub mod ingest;
 pub mod migrate;

@@ -21,7 +21,7 @@ async fn the_cli_drives_every_administration_endpoint() {
     let _cleanup = Cleanup(config.clone());
     let app = App::start(config.clone()).await.unwrap();
     let (_stop, stopped) = watch::channel(false);
-    let services = persona_prefs::serve::start(&app, stopped).await.unwrap();
+    let services = app.serve(stopped).await.unwrap();
 
     let added = cli(
         &config,

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use common::{Cleanup, test_config};
 use persona_prefs::app::App;
 use persona_prefs::client::{Client, Endpoint};
-use persona_prefs::serve;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -71,7 +70,7 @@ async fn injection_brings_the_relevant_preferences_to_mind() {
     let _cleanup = Cleanup(config.clone());
     let app = App::start(config).await.unwrap();
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let _services = serve::start(&app, stopped).await.unwrap();
+    let _services = app.serve(stopped).await.unwrap();
     for preference in &set.preferences {
         let mut body = preference.clone();
         body["persona_id"] = json!("ada");

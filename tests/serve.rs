@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{Cleanup, test_config, unit_vector, vector_near};
 use persona_prefs::app::App;
 use persona_prefs::config::Config;
-use persona_prefs::serve::{self, Services};
+use persona_prefs::serve::Services;
 use persona_prefs::store::{NewPreference, Provenance, Stance};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -25,7 +25,7 @@ impl Service {
         let cleanup = Cleanup(config.clone());
         let app = App::start(config).await.unwrap();
         let (stop, stopped) = watch::channel(false);
-        let services = serve::start(&app, stopped).await.unwrap();
+        let services = app.serve(stopped).await.unwrap();
         Service {
             app,
             services: Some(services),
@@ -773,7 +773,7 @@ async fn purge_user_pseudonymises_and_retracts_what_only_they_evidenced() {
 async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
     let s = Service::start(test_config("discover")).await;
     let (stop, stopped) = watch::channel(false);
-    let replica = serve::start(&s.app, stopped).await.unwrap();
+    let replica = s.app.serve(stopped).await.unwrap();
     let name = s.app.config.serve.service_name.clone();
     let info = s
         .app
@@ -911,7 +911,7 @@ async fn an_unreachable_redis_is_a_503() {
     config.redis.response_timeout_ms = 500;
     let app = redis.app(&mut config).await;
     let (_stop, stopped) = watch::channel(false);
-    let services = serve::start(&app, stopped).await.unwrap();
+    let services = app.serve(stopped).await.unwrap();
     redis.process.kill().unwrap();
     redis.process.wait().unwrap();
     let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
@@ -948,7 +948,7 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
     let mut config = test_config("twoqueries");
     let app = redis.app(&mut config).await;
     let (_stop, stopped) = watch::channel(false);
-    let services = serve::start(&app, stopped).await.unwrap();
+    let services = app.serve(stopped).await.unwrap();
     let query = unit_vector(1);
     let mut seeded = NewPreference {
         persona_id: "ada".into(),

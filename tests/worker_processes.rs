@@ -237,7 +237,7 @@ async fn a_replica_shutting_down_hands_requests_to_the_others_at_once() {
     // The replica that stays: the service only, in this process.
     let app = App::start(config.clone()).await.unwrap();
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let staying = persona_prefs::serve::start(&app, stopped).await.unwrap();
+    let staying = app.serve(stopped).await.unwrap();
     wait_for_pullers(&app, 1).await;
 
     publish(&app, "ada", 0, "I love green tea.").await;

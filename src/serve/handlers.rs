@@ -2,7 +2,7 @@
 //! embedder for text), and always produce a reply: success JSON or a typed error.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_nats::HeaderMap;
 use async_nats::service::{NATS_SERVICE_ERROR, NATS_SERVICE_ERROR_CODE, Request};
@@ -10,13 +10,14 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::ServeContext;
 use super::protocol::*;
 use super::render;
-use crate::app::App;
 use crate::embed::{EmbedError, Embedder};
+use crate::erasure::{Eraser, ErasureError};
 use crate::store::{
-    Evolution, InjectionQuery, ListOptions, NewPreference, PersonaLock, PreferenceStore,
-    Provenance, StoreError, WriteGuard, validate,
+    Evolution, InjectionQuery, ListOptions, NewPreference, PreferenceStore, Provenance, StoreError,
+    WriteGuard, validate,
 };
 use crate::telemetry;
 
@@ -62,6 +63,15 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+impl From<ErasureError> for ServiceError {
+    fn from(error: ErasureError) -> ServiceError {
+        match error {
+            ErasureError::Store(error) => error.into(),
+            other => ServiceError::new(ErrorKind::Unavailable, other.to_string()),
+        }
+    }
+}
+
 impl From<EmbedError> for ServiceError {
     fn from(error: EmbedError) -> ServiceError {
         if error.is_retryable() {
@@ -77,36 +87,26 @@ type Reply = Result<Vec<u8>, ServiceError>;
 pub struct Handlers {
     store: PreferenceStore,
     embedder: Arc<dyn Embedder>,
-    locks: PersonaLock,
-    lock_patience: Duration,
     max_payload_bytes: usize,
     /// Largest reply body the NATS server accepts (its max_payload, less room for headers).
     max_reply_bytes: usize,
     resident_count: usize,
-    /// Erasure also erases the user's stored events and dead letters.
-    js: async_nats::jetstream::Context,
-    ingest: crate::ingest::IngestConfig,
+    eraser: Eraser,
 }
 
 impl Handlers {
-    pub fn new(app: &App) -> Handlers {
+    pub fn new(context: &ServeContext) -> Handlers {
         Handlers {
-            store: app.store.clone(),
-            embedder: app.embedder.clone(),
-            locks: PersonaLock::new(
-                app.store.clone(),
-                Duration::from_millis(app.config.store.lock_ttl_ms),
-            ),
-            lock_patience: Duration::from_millis(app.config.store.lock_patience_ms),
-            max_payload_bytes: app.config.nats.max_payload_bytes,
-            max_reply_bytes: app
+            store: context.store.clone(),
+            embedder: context.embedder.clone(),
+            max_payload_bytes: context.max_payload_bytes,
+            max_reply_bytes: context
                 .nats
                 .server_info()
                 .max_payload
                 .saturating_sub(REPLY_HEADROOM),
-            resident_count: app.config.serve.resident_count,
-            js: app.js.clone(),
-            ingest: app.config.ingest.clone(),
+            resident_count: context.config.resident_count,
+            eraser: context.eraser.clone(),
         }
     }
 
@@ -430,58 +430,10 @@ impl Handlers {
     }
 
     async fn purge_user(&self, r: PurgeUserRequest) -> Result<PurgeUserReply, ServiceError> {
-        validate::persona_id(&r.persona_id)?;
-        let pseudonym = r.pseudonym.unwrap_or_else(|| {
-            format!(
-                "erased-{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..12]
-            )
-        });
-        // Under the persona's lock, so ingest cannot add evidence from this user mid-erasure.
-        let lock = self
-            .locks
-            .acquire(&r.persona_id, self.lock_patience)
-            .await?
-            .ok_or_else(|| {
-                ServiceError::new(ErrorKind::Unavailable, "persona is busy; try again")
-            })?;
-        let report = self
-            .store
-            .purge_user(
-                &r.persona_id,
-                &r.user_id,
-                &pseudonym,
-                WriteGuard {
-                    effect_id: None,
-                    lock: Some(&lock),
-                },
-            )
-            .await;
-        let _ = self.locks.release(lock).await;
-        let memory = report?;
-        // After the memory: from here on ingest skips the user's earlier conversations, so an
-        // event still pending when the streams are scanned cannot bring the id back.
-        let stored_events = crate::ingest::erasure::erase_stored_events(
-            &self.js,
-            &self.ingest,
-            &r.persona_id,
-            &r.user_id,
-        )
-        .await
-        .map_err(|error| {
-            ServiceError::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "the memory is erased (pseudonym {}), but not yet the stored events: {error}; \
-                     run purge_user again",
-                    memory.pseudonym
-                ),
-            )
-        })?;
-        Ok(PurgeUserReply {
-            memory,
-            stored_events,
-        })
+        Ok(self
+            .eraser
+            .erase_user(&r.persona_id, &r.user_id, r.pseudonym)
+            .await?)
     }
 }
 

@@ -17,8 +17,10 @@ use futures::StreamExt;
 use serde::Deserialize;
 use tokio::sync::{Semaphore, watch};
 
-use crate::app::App;
 use crate::config::ConfigError;
+use crate::embed::Embedder;
+use crate::erasure::Eraser;
+use crate::store::PreferenceStore;
 use handlers::Handlers;
 pub use protocol::Endpoint;
 
@@ -58,10 +60,24 @@ impl Services {
     }
 }
 
+/// What the service needs, connected (`App::serve_context` builds it).
+pub struct ServeContext {
+    pub nats: async_nats::Client,
+    pub store: PreferenceStore,
+    pub embedder: Arc<dyn Embedder>,
+    pub eraser: Eraser,
+    pub config: ServeConfig,
+    /// Requests over this many bytes are refused (`nats.max_payload_bytes`).
+    pub max_payload_bytes: usize,
+}
+
 /// Registers the service and its endpoints and starts answering until `shutdown`.
-pub async fn start(app: &App, shutdown: watch::Receiver<bool>) -> Result<Services, ServeError> {
-    let config = &app.config.serve;
-    let service = app
+pub async fn start(
+    context: ServeContext,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Services, ServeError> {
+    let config = &context.config;
+    let service = context
         .nats
         .service_builder()
         .description("Durable memory of a persona's own opinions: injection and administration")
@@ -70,7 +86,7 @@ pub async fn start(app: &App, shutdown: watch::Receiver<bool>) -> Result<Service
         .await
         .map_err(|e| ServeError(e.to_string()))?;
     let group = service.group(&config.subject_prefix);
-    let handlers = Arc::new(Handlers::new(app));
+    let handlers = Arc::new(Handlers::new(&context));
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
     let mut tasks = Vec::new();
     for name in Endpoint::ALL {

@@ -292,9 +292,4 @@ impl std::fmt::Display for ErrorKind {
 }
 
 /// The reply to `purge_user`: what changed in the memory, and in the streams.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PurgeUserReply {
-    #[serde(flatten)]
-    pub memory: crate::store::PurgeReport,
-    pub stored_events: crate::ingest::erasure::StoredEventsReport,
-}
+pub type PurgeUserReply = crate::erasure::ErasureReport;

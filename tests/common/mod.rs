@@ -348,9 +348,7 @@ impl Running {
 
     pub async fn worker_and_service(config: Config) -> Running {
         let mut running = Running::worker(config).await;
-        let services = persona_prefs::serve::start(&running.app, running.stop.subscribe())
-            .await
-            .unwrap();
+        let services = running.app.serve(running.stop.subscribe()).await.unwrap();
         running.services = Some(services);
         running
     }
