@@ -9,6 +9,14 @@
 //!    falling back to a plain string), plus the short forms `REDIS_URL`, `REDIS_CLUSTER_NODES`
 //!    (comma-separated), `NATS_URL` and
 //!    `PERSONA_PREFS_MODEL_DIR`.
+//!
+//! Why the layering is written here (about 110 lines) rather than taken from figment or
+//! config-rs: an environment variable naming a key that does not exist is an error naming the
+//! variable (both crates silently ignore it, so a misspelt override does nothing); a retired
+//! key is refused with what replaced it ([`RETIRED_KEYS`]); a value is typed by the default it
+//! overrides (an API key variable that looks like a number stays a string); and the short forms
+//! above are plain names operators already set. Each of those would be code around either crate
+//! anyway, and the whole of it is tested below.
 
 use std::path::Path;
 
@@ -212,7 +220,6 @@ pub fn redact_url(url: &str) -> String {
 pub struct MetricsConfig {
     /// Address of the Prometheus `/metrics`, `/healthz` and `/readyz` listener; empty disables it.
     pub listen: String,
-    pub namespace: String,
 }
 
 /// A configuration problem, always naming the key (or variable, or file) at fault.
@@ -296,7 +303,7 @@ impl Config {
                 }
             })?;
         }
-        refuse_moved_keys(&value)?;
+        refuse_retired_keys(&value)?;
         let config: Config =
             value
                 .try_into()
@@ -537,23 +544,28 @@ impl Config {
 }
 
 /// Recursively overlays `overlay` onto `base`: tables merge key by key, anything else replaces.
-/// Keys that moved, and where to: a configuration still naming the old key is refused with
-/// the new one, rather than with serde's bare "unknown field".
-const MOVED_KEYS: &[(&str, &str, &str)] = &[
+/// Keys that moved or went away, with what to do instead: a configuration still naming one
+/// is refused with that, rather than with serde's bare "unknown field".
+const RETIRED_KEYS: &[(&str, &str, &str)] = &[
     (
         "ingest",
         "lock_ttl_ms",
-        "store.lock_ttl_ms (the lock serves erasure too)",
+        "moved to store.lock_ttl_ms (the lock serves erasure too); set that instead",
     ),
     (
         "ingest",
         "lock_patience_ms",
-        "store.lock_patience_ms (the lock serves erasure too)",
+        "moved to store.lock_patience_ms (the lock serves erasure too); set that instead",
+    ),
+    (
+        "metrics",
+        "namespace",
+        "removed: it never changed anything (metric names are always persona_prefs_*); delete it",
     ),
 ];
 
-fn refuse_moved_keys(value: &toml::Value) -> Result<(), ConfigError> {
-    for (section, key, moved_to) in MOVED_KEYS {
+fn refuse_retired_keys(value: &toml::Value) -> Result<(), ConfigError> {
+    for (section, key, instead) in RETIRED_KEYS {
         if value
             .get(section)
             .and_then(|table| table.get(key))
@@ -561,7 +573,7 @@ fn refuse_moved_keys(value: &toml::Value) -> Result<(), ConfigError> {
         {
             return Err(ConfigError::Invalid {
                 key: format!("{section}.{key}"),
-                message: format!("moved to {moved_to}; set that instead"),
+                message: instead.to_string(),
             });
         }
     }
@@ -598,11 +610,11 @@ fn set_path(root: &mut toml::Value, path: &[String], value: toml::Value) -> Resu
         .ok_or_else(|| format!("`{}` is not a section", path.join(".")))?;
     let existing = table.get(last).ok_or_else(|| {
         let key = path.join(".");
-        match MOVED_KEYS
+        match RETIRED_KEYS
             .iter()
             .find(|(section, name, _)| key == format!("{section}.{name}"))
         {
-            Some((_, _, moved_to)) => format!("`{key}` moved to {moved_to}; set that instead"),
+            Some((_, _, instead)) => format!("`{key}` {instead}"),
             None => format!("no config key `{key}`"),
         }
     })?;

@@ -165,10 +165,6 @@ impl Pipeline {
         }
     }
 
-    pub fn store(&self) -> &PreferenceStore {
-        &self.store
-    }
-
     /// Applies `event`. Safe to call again for the same event: every effect is keyed, so a
     /// repeat changes nothing and reports `applied: false`.
     pub async fn process(&self, event: &ConversationEvent) -> Result<EventOutcome, PipelineError> {
