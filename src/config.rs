@@ -12,7 +12,8 @@
 //!
 //! Why the layering is written here (about 110 lines) rather than taken from figment or
 //! config-rs: an environment variable naming a key that does not exist is an error naming the
-//! variable (both crates silently ignore it, so a misspelt override does nothing); a retired
+//! variable (with those crates it is at best serde's "unknown field", which names neither the
+//! variable nor the layer it came from); a retired
 //! key is refused with what replaced it ([`RETIRED_KEYS`]); a value is typed by the default it
 //! overrides (an API key variable that looks like a number stays a string); and the short forms
 //! above are plain names operators already set. Each of those would be code around either crate
