@@ -4,6 +4,7 @@
 //! key's similarity against `embed.local_match_threshold` decides "same topic", and the stance
 //! then decides reinforce vs evolve. Prints the separation and the decision accuracy, beside
 //! what whole-sentence embeddings (the seed's key) would give at the seed's 0.80.
+#![cfg(feature = "local-embedder")]
 
 use persona_prefs::config::Config;
 use persona_prefs::embed::Embedder;

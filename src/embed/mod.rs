@@ -1,6 +1,7 @@
 //! Embedding stage: text → unit vector, behind the [`Embedder`] trait.
 //!
-//! - [`local::LocalEmbedder`]: all-MiniLM-L6-v2 on the CPU with candle (the default);
+//! - `local::LocalEmbedder`: all-MiniLM-L6-v2 on the CPU with candle (the default; the
+//!   `local-embedder` cargo feature, on by default);
 //! - [`openai::OpenAiEmbedder`]: any OpenAI-compatible `/v1/embeddings` server;
 //! - [`batcher::BatchingEmbedder`]: gathers texts from concurrent callers into one batch, so
 //!   the local model runs at batch throughput while each event embeds only its own texts;
@@ -8,6 +9,7 @@
 
 pub mod batcher;
 pub mod cache;
+#[cfg(feature = "local-embedder")]
 pub mod local;
 pub mod openai;
 
@@ -48,10 +50,19 @@ impl EmbedError {
 /// the cache of recent texts.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     let inner: Arc<dyn Embedder> = match config.kind {
+        #[cfg(feature = "local-embedder")]
         EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(
             std::path::Path::new(&config.model_dir),
             config.max_input_chars,
         )?),
+        #[cfg(not(feature = "local-embedder"))]
+        EmbedderKind::Local => {
+            return Err(EmbedError::Model(
+                "this build has no local embedder (built without the local-embedder feature): \
+                 set embed.kind = \"openai\""
+                    .into(),
+            ));
+        }
         EmbedderKind::Openai => Arc::new(openai::OpenAiEmbedder::new(
             &config.openai,
             config.max_input_chars,
