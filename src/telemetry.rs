@@ -207,51 +207,42 @@ pub fn request(endpoint: &'static str, status: u16, took: Duration) {
 }
 
 /// Serves `/metrics` (Prometheus text), `/healthz` (process is up) and `/readyz` (connected to
-/// Redis and NATS, index and streams in place) until `shutdown` turns true. A deliberately tiny
-/// HTTP/1.1 responder: three GET routes do not justify a web framework.
+/// Redis and NATS, index and streams in place) until `shutdown` turns true, with axum (the
+/// same server the inspector page will use) rather than a hand-written responder.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     handle: metrics_exporter_prometheus::PrometheusHandle,
     ready: tokio::sync::watch::Receiver<bool>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = crate::ingest::worker::stopped(&mut shutdown) => return,
-        };
-        let Ok((mut socket, _)) = accepted else {
-            continue;
-        };
-        let handle = handle.clone();
-        let ready = *ready.borrow();
-        tokio::spawn(async move {
-            let mut buffer = [0u8; 2048];
-            let Ok(Ok(read)) =
-                tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await
-            else {
-                return;
-            };
-            let request = String::from_utf8_lossy(&buffer[..read]);
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let (status, content_type, body) = match path {
-                "/metrics" => ("200 OK", "text/plain; version=0.0.4", handle.render()),
-                "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/readyz" if ready => ("200 OK", "text/plain", "ready\n".to_string()),
-                "/readyz" => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "not ready\n".to_string(),
-                ),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(response.as_bytes()).await;
-            let _ = socket.shutdown().await;
-        });
+    use axum::http::{StatusCode, header};
+    use axum::routing::get;
+    let routes = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let body = handle.render();
+                async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body) }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = *ready.borrow();
+                async move {
+                    if ready {
+                        (StatusCode::OK, "ready\n")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                    }
+                }
+            }),
+        );
+    let served = axum::serve(listener, routes)
+        .with_graceful_shutdown(async move { crate::ingest::worker::stopped(&mut shutdown).await })
+        .await;
+    if let Err(error) = served {
+        tracing::warn!(%error, "metrics listener stopped");
     }
 }

@@ -13,11 +13,19 @@ use tokio::sync::watch;
 async fn get(address: std::net::SocketAddr, path: &str) -> (String, String) {
     let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
     socket
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
         .await
         .unwrap();
     let mut response = String::new();
-    socket.read_to_string(&mut response).await.unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        socket.read_to_string(&mut response),
+    )
+    .await
+    .expect("the server closes the connection it was asked to close")
+    .unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     (head.lines().next().unwrap().to_string(), body.to_string())
 }
