@@ -20,3 +20,4 @@ pub mod status;
 pub mod store;
 pub mod subjects;
 pub mod telemetry;
+pub mod timestamp;

@@ -3,6 +3,8 @@
 
 mod common;
 
+use persona_prefs::timestamp::Timestamp;
+
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -756,7 +758,7 @@ async fn an_erased_users_earlier_conversations_never_bring_them_back() {
         message["timestamp"] = json!(soon);
     }
     let mut stored_before = parse(&fast_clock);
-    stored_before.received_at = Some(an_hour_ago());
+    stored_before.received_at = Some(Timestamp::parse(&an_hour_ago()).unwrap());
     let outcome = pipeline.process(&stored_before).await.unwrap();
     assert_eq!(outcome.decisions[0].action, Action::Erased);
     assert!(
@@ -766,7 +768,7 @@ async fn an_erased_users_earlier_conversations_never_bring_them_back() {
 
     // The same user talks to the persona again after the erasure: new evidence.
     let mut later = parse(&fast_clock);
-    later.received_at = Some(soon.clone());
+    later.received_at = Some(Timestamp::parse(&soon).unwrap());
     let outcome = pipeline.process(&later).await.unwrap();
     assert!(!outcome.predates_an_erasure);
     assert_eq!(outcome.decisions[0].action, Action::Add);

@@ -225,8 +225,9 @@ async fn a_master_killed_mid_stream_fails_over_and_loses_nothing() {
     .await;
     assert!(
         wrong.is_empty(),
-        "expected {expected:?} for every persona; wrong: {:?}",
-        &wrong[..wrong.len().min(5)]
+        "expected {expected:?} for every persona; wrong: {:?}; {}",
+        &wrong[..wrong.len().min(5)],
+        running.backlog().await
     );
     println!(
         "{EVENTS} events applied exactly once across a failover in {:.1}s",

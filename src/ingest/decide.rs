@@ -17,15 +17,16 @@
 use std::collections::HashMap;
 
 use crate::store::{Erasure, Provenance, ScoredPreference, Stance};
+use crate::timestamp::Timestamp;
 
 /// What is known about one opinion when deciding.
 #[derive(Debug, Clone, Copy)]
 pub struct OpinionFacts<'a> {
     pub stance: Stance,
-    /// The persona message's timestamp (RFC 3339).
-    pub expressed_at: &'a str,
+    /// The persona message's timestamp.
+    pub expressed_at: Timestamp,
     /// When JetStream stored the event (the server's clock), if known.
-    pub received_at: Option<&'a str>,
+    pub received_at: Option<Timestamp>,
     pub provenance: &'a Provenance,
     pub related_user_ids: &'a [String],
     /// Preferences that were in the prompt of the message that voiced the opinion.
@@ -139,21 +140,19 @@ fn evolution_reason(provenance: &Provenance) -> String {
 /// timestamp, or by when JetStream stored the event (the server's clock, right even when the
 /// chat pipeline's clock runs fast). Either one suffices: erasure errs on the side of
 /// forgetting.
-pub fn erased_before(erasure: &Erasure, received_at: Option<&str>, written_at: &str) -> bool {
+pub fn erased_before(
+    erasure: &Erasure,
+    received_at: Option<Timestamp>,
+    written_at: Timestamp,
+) -> bool {
     erasure.covers(written_at) || received_at.is_some_and(|received_at| erasure.covers(received_at))
 }
 
-/// True when RFC 3339 time `a` is strictly before `b`. Unparseable or empty times are never
-/// "older", so records without `stance_at` (the original system's) can still evolve.
-fn is_older(a: &str, b: &str) -> bool {
-    use time::format_description::well_known::Rfc3339;
-    match (
-        time::OffsetDateTime::parse(a, &Rfc3339),
-        time::OffsetDateTime::parse(b, &Rfc3339),
-    ) {
-        (Ok(a), Ok(b)) => a < b,
-        _ => false,
-    }
+/// True when `expressed` is strictly before the stored stance time `stance_at` (RFC 3339 as
+/// stored). A stored time that is empty or unreadable is never later, so records without
+/// `stance_at` (the original system's) can still evolve.
+fn is_older(expressed: Timestamp, stance_at: &str) -> bool {
+    Timestamp::parse(stance_at).is_ok_and(|stance| expressed < stance)
 }
 
 #[cfg(test)]
@@ -361,8 +360,8 @@ mod tests {
             let injected: Vec<String> = case.injected.iter().map(|u| u.to_string()).collect();
             let facts = OpinionFacts {
                 stance: case.stance,
-                expressed_at: case.expressed_at,
-                received_at: case.received_at,
+                expressed_at: at(case.expressed_at),
+                received_at: case.received_at.map(at),
                 provenance: &provenance,
                 related_user_ids: &related,
                 injected_preference_ids: &injected,
@@ -384,16 +383,23 @@ mod tests {
         );
     }
 
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
     #[test]
     fn older_compares_instants_not_text() {
-        assert!(is_older("2026-11-20T09:17:00Z", "2026-11-20T09:29:00Z"));
-        assert!(!is_older("2026-11-20T09:29:00Z", "2026-11-20T09:17:00Z"));
+        assert!(is_older(at("2026-11-20T09:17:00Z"), "2026-11-20T09:29:00Z"));
+        assert!(!is_older(
+            at("2026-11-20T09:29:00Z"),
+            "2026-11-20T09:17:00Z"
+        ));
         assert!(
-            is_older("2026-11-20T10:00:00+02:00", "2026-11-20T09:00:00Z"),
+            is_older(at("2026-11-20T10:00:00+02:00"), "2026-11-20T09:00:00Z"),
             "offsets are honoured"
         );
         assert!(
-            !is_older("2026-11-20T09:17:00Z", ""),
+            !is_older(at("2026-11-20T09:17:00Z"), ""),
             "no recorded stance time never makes a contradiction stale"
         );
     }

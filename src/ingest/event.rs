@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::validate;
+use crate::timestamp::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConversationEvent {
@@ -20,7 +21,7 @@ pub struct ConversationEvent {
     /// payload). The server's clock: it places the conversation before or after an erasure
     /// even when the chat pipeline's clock, which wrote the message timestamps, runs fast.
     #[serde(skip)]
-    pub received_at: Option<String>,
+    pub received_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,8 +31,8 @@ pub struct ChatMessage {
     #[serde(default)]
     pub user_id: String,
     pub content: String,
-    /// RFC 3339.
-    pub timestamp: String,
+    /// RFC 3339 on the wire; an event whose timestamp is not is refused (`schema`).
+    pub timestamp: Timestamp,
     /// On a persona message: the preferences that were in its prompt (the `id`s an injection
     /// reply listed). The persona restating one of them is an echo of its reminder, not new
     /// evidence, so it does not reinforce it.
@@ -240,16 +241,7 @@ fn validate_event(
                 limits.max_message_chars
             )));
         }
-        time::OffsetDateTime::parse(
-            &message.timestamp,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .map_err(|e| {
-            schema(format!(
-                "messages[{index}].timestamp {:?} is not RFC 3339: {e}",
-                message.timestamp
-            ))
-        })?;
+        // Timestamps were read as instants while parsing (`Timestamp`): nothing to check.
     }
     Ok(())
 }

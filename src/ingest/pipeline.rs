@@ -22,6 +22,7 @@ use crate::store::{
     WriteGuard,
 };
 use crate::telemetry;
+use crate::timestamp::Timestamp;
 
 /// How many earlier turns the extractor sees as context.
 const CONTEXT_TURNS: usize = 12;
@@ -140,7 +141,7 @@ pub struct Pipeline {
 struct Candidate {
     opinion: ExtractedOpinion,
     /// The persona message's timestamp.
-    expressed_at: String,
+    expressed_at: Timestamp,
     effect_id: String,
     provenance: Provenance,
     embedding: Vec<f32>,
@@ -271,7 +272,7 @@ impl Pipeline {
                     continue;
                 };
                 candidates.push(Candidate {
-                    expressed_at: persona_message.timestamp.clone(),
+                    expressed_at: persona_message.timestamp,
                     effect_id: format!(
                         "{}:{}:{}#{ordinal}",
                         event.platform, event.channel_id, persona_message.message_id
@@ -380,8 +381,8 @@ impl Pipeline {
         let opinion = &candidate.opinion;
         let facts = OpinionFacts {
             stance: opinion.stance,
-            expressed_at: &candidate.expressed_at,
-            received_at: event.received_at.as_deref(),
+            expressed_at: candidate.expressed_at,
+            received_at: event.received_at,
             provenance: &candidate.provenance,
             related_user_ids: &opinion.related_user_ids,
             injected_preference_ids: &candidate.injected_preference_ids,
@@ -442,12 +443,13 @@ impl Pipeline {
                 preference_id,
                 reason,
             } => {
+                let expressed_at = candidate.expressed_at.to_rfc3339();
                 let evolution = Evolution {
                     new_opinion: &opinion.opinion,
                     new_embedding: &candidate.embedding,
                     reason: &reason,
                     new_stance: Some(opinion.stance),
-                    expressed_at: Some(&candidate.expressed_at),
+                    expressed_at: Some(&expressed_at),
                     evidence_user_id: Some(&candidate.provenance.triggering_user_id),
                 };
                 self.store
@@ -477,7 +479,7 @@ impl Pipeline {
                     opinion: opinion.opinion.clone(),
                     category: opinion.category.clone(),
                     stance: Some(opinion.stance),
-                    stance_at: Some(candidate.expressed_at.clone()),
+                    stance_at: Some(candidate.expressed_at.to_rfc3339()),
                     strength: Some(opinion.strength),
                     provenance: candidate.provenance.clone(),
                     related_user_ids: decide::related_users_for_add(&facts, erasures),
@@ -512,9 +514,10 @@ fn event_user_ids(event: &ConversationEvent) -> impl Iterator<Item = &str> {
 fn predates_an_erasure(event: &ConversationEvent, erasures: &HashMap<String, Erasure>) -> bool {
     event_user_ids(event).any(|user_id| {
         erasures.get(user_id).is_some_and(|erasure| {
-            event.messages.iter().any(|message| {
-                decide::erased_before(erasure, event.received_at.as_deref(), &message.timestamp)
-            })
+            event
+                .messages
+                .iter()
+                .any(|message| decide::erased_before(erasure, event.received_at, message.timestamp))
         })
     })
 }

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer, consumer::pull, stream};
 use futures::StreamExt;
-use time::format_description::well_known::Rfc3339;
 use tokio::sync::{Semaphore, watch};
 
 use super::IngestConfig;
@@ -25,6 +24,7 @@ use super::pipeline::Pipeline;
 use crate::retry::RetryPolicy;
 use crate::store::validate;
 use crate::telemetry;
+use crate::timestamp::Timestamp;
 
 /// Dead-letter headers.
 pub const HEADER_REASON: &str = "Persona-Prefs-Reason";
@@ -324,7 +324,7 @@ impl Worker {
                 (
                     info.stream_sequence,
                     info.delivered,
-                    info.published.format(&Rfc3339).ok(),
+                    Some(Timestamp::from(info.published)),
                 )
             })
             .unwrap_or((0, 1, None));

@@ -9,6 +9,8 @@ use super::{
     PreferenceStore, PurgeReport, StoreError, WriteGuard, now_iso, script_reply, scripts, validate,
 };
 
+use crate::timestamp::Timestamp;
+
 impl PreferenceStore {
     /// Erasure of one user from one persona's memory: the user id is replaced by `pseudonym`
     /// in related users, evidence and provenance of every preference, and preferences whose
@@ -164,20 +166,17 @@ impl PreferenceStore {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Erasure {
     pub pseudonym: String,
-    /// RFC 3339.
+    /// RFC 3339, as stored (read by [`Erasure::covers`]).
     pub erased_at: String,
 }
 
 impl Erasure {
-    /// Whether a persona message sent at `expressed_at` belongs to the erased past. A time
-    /// that cannot be read counts as erased: erasure errs on the side of forgetting.
-    pub fn covers(&self, expressed_at: &str) -> bool {
-        let parse = |text: &str| {
-            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
-        };
-        match (parse(expressed_at), parse(&self.erased_at)) {
-            (Some(expressed), Some(erased)) => expressed <= erased,
-            _ => true,
+    /// Whether words written at `at` belong to the erased past. A stored erasure time that
+    /// cannot be read counts as covering everything: erasure errs on the side of forgetting.
+    pub fn covers(&self, at: Timestamp) -> bool {
+        match Timestamp::parse(&self.erased_at) {
+            Ok(erased) => at <= erased,
+            Err(_) => true,
         }
     }
 }

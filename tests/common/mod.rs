@@ -367,6 +367,20 @@ impl Running {
         .unwrap();
     }
 
+    /// The consumer's backlog in words, for a failure message: events not yet delivered,
+    /// delivered and not yet acked, and redelivered so far. It tells an event still waiting
+    /// (slow) from one that is gone (lost).
+    pub async fn backlog(&self) -> String {
+        let mut consumer = self.consumer.clone();
+        match consumer.info().await {
+            Ok(info) => format!(
+                "consumer backlog: {} pending, {} awaiting ack, {} redelivered",
+                info.num_pending, info.num_ack_pending, info.num_redelivered
+            ),
+            Err(error) => format!("consumer backlog unknown: {error}"),
+        }
+    }
+
     /// Waits until every published event is acked.
     pub async fn drain(&self) {
         persona_prefs::app::wait_until_drained(
