@@ -18,6 +18,9 @@
 //! overrides (an API key variable that looks like a number stays a string); and the short forms
 //! above are plain names operators already set. Each of those would be code around either crate
 //! anyway, and the whole of it is tested below.
+//!
+//! About 640 lines before its tests: each stage keeps its own section's struct and checks in
+//! its module; what is here is the layering and the checks that span sections.
 
 use std::path::Path;
 

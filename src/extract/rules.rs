@@ -16,6 +16,11 @@
 //!
 //! Measured by `tests/extraction_quality.rs` on a set written alongside the rules and on one
 //! written apart from them; on fresh persona text expect about precision 0.92, recall 0.80.
+//!
+//! Longer than the house limit of about 600 lines on purpose: the patterns, the word lists they
+//! use and the clean-up of what they capture are one grammar, read together, and their table
+//! tests sit at the end. The extraction-quality issue reworks this file; split it along
+//! whatever grammar comes out of that rather than now.
 
 use std::sync::LazyLock;
 

@@ -1,0 +1,585 @@
+//! Client commands of the binary and their human-readable output: the command tree and
+//! dispatch here; `prefs.rs`, `dlq.rs` and `print.rs` hold the larger commands and the output.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use persona_prefs::app::{self};
+use persona_prefs::client::{Client, ClientError, Endpoint, InjectRequest};
+use persona_prefs::config::Config;
+use persona_prefs::ingest::event::ConversationEvent;
+use persona_prefs::migrate::{MigrateOptions, migrate};
+use persona_prefs::serve::protocol::SearchMode;
+use persona_prefs::serve::render::Format;
+use persona_prefs::store::{PreferenceStore, Stance};
+
+mod dlq;
+mod prefs;
+mod print;
+
+use dlq::dlq;
+use prefs::prefs;
+pub use print::{print_demo, print_preferences};
+use print::{print_status, truncate};
+
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// Publish conversation events (one JSON object per line) to JetStream.
+    #[command(
+        after_help = "Examples:\n  persona-prefs publish --file examples/sample_conversation.jsonl\n  cat events.jsonl | persona-prefs publish"
+    )]
+    Publish {
+        /// A JSONL file; standard input when omitted.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Inspect or create the RediSearch index.
+    #[command(subcommand)]
+    Index(IndexCommand),
+    /// Ask the service which preferences to put into a system prompt.
+    #[command(
+        after_help = "Examples:\n  persona-prefs inject --persona stargazer --query \"what should we drink?\" --users 42,43 --format xml\n  persona-prefs inject --persona stargazer --query tea --resident --json"
+    )]
+    Inject {
+        #[arg(long)]
+        persona: String,
+        /// The conversational context, as text.
+        #[arg(long)]
+        query: String,
+        /// Users in the conversation (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        users: Vec<String>,
+        #[arg(long, default_value_t = 8)]
+        max_count: usize,
+        #[arg(long, default_value_t = 2000)]
+        max_chars: usize,
+        /// json, xml or markdown: the shape of the rendered block.
+        #[arg(long, default_value = "markdown", value_parser = protocol_value::<Format>)]
+        format: Format,
+        /// Also include the persona's strongest preferences.
+        #[arg(long)]
+        resident: bool,
+        /// Print the whole reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect and correct a persona's preferences (through the running service).
+    #[command(subcommand)]
+    Prefs(PrefsCommand),
+    /// Dead-lettered events: why they were given up on; replay them once fixed, or discard them.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+    /// The deployment at a glance: index, event backlog, dead letters, answering replicas.
+    /// Exits 1 when something stops the service from working.
+    #[command(after_help = "Examples:\n  persona-prefs status\n  persona-prefs status --json")]
+    Status {
+        /// How long to wait for service replicas to answer the ping.
+        #[arg(long, default_value_t = 500)]
+        listen_ms: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DlqCommand {
+    /// Dead letters, oldest first, with their reasons.
+    #[command(
+        after_help = "Examples:\n  persona-prefs dlq list\n  persona-prefs dlq list --persona stargazer --code max_deliver --json"
+    )]
+    List {
+        #[command(flatten)]
+        filter: DlqFilter,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One dead letter whole: where it came from, why, and its payload.
+    Show {
+        /// Its sequence in the dead-letter stream (the first column of `dlq list`).
+        sequence: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish dead letters back to the events stream, then delete them. For letters whose
+    /// cause is fixed (the LLM or Redis is back, the worker was upgraded); replaying an event
+    /// twice changes nothing, since every effect is keyed by its persona message.
+    #[command(
+        after_help = "Examples:\n  persona-prefs dlq replay 17 18\n  persona-prefs dlq replay --all --code max_deliver"
+    )]
+    Replay {
+        /// Sequences in the dead-letter stream.
+        sequences: Vec<u64>,
+        /// Every letter matching --persona/--code instead of listed sequences.
+        #[arg(long, conflicts_with = "sequences")]
+        all: bool,
+        #[command(flatten)]
+        filter: DlqFilter,
+    },
+    /// Delete dead letters for good.
+    #[command(
+        after_help = "Examples:\n  persona-prefs dlq discard 17\n  persona-prefs dlq discard --all --persona stargazer --code schema"
+    )]
+    Discard {
+        sequences: Vec<u64>,
+        #[arg(long, conflicts_with = "sequences")]
+        all: bool,
+        #[command(flatten)]
+        filter: DlqFilter,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct DlqFilter {
+    /// Only letters for this persona ("unknown" for events that named none).
+    #[arg(long)]
+    persona: Option<String>,
+    /// Only letters with this reason code (max_deliver, permanent, schema, limit, oversize,
+    /// invalid_json, invalid_utf8).
+    #[arg(long)]
+    code: Option<String>,
+}
+
+#[derive(Subcommand)]
+pub enum PrefsCommand {
+    /// Strongest first.
+    #[command(
+        after_help = "Example:\n  persona-prefs prefs list --persona stargazer --category culinary --all"
+    )]
+    List {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        category: Option<String>,
+        /// Include retracted preferences.
+        #[arg(long)]
+        all: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One preference with its provenance and history.
+    Get {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Totals and categories.
+    Stats {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a preference by hand.
+    #[command(
+        after_help = "Example:\n  persona-prefs prefs add --persona stargazer --name \"green tea\" --opinion \"I love green tea.\" --category culinary --stance for"
+    )]
+    Add {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        opinion: String,
+        #[arg(long, default_value = "")]
+        category: String,
+        /// for or against.
+        #[arg(long, value_parser = protocol_value::<Stance>)]
+        stance: Option<Stance>,
+        #[arg(long)]
+        strength: Option<f64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reinforce a preference once.
+    Reinforce {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record a change of mind.
+    Evolve {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long)]
+        opinion: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// for or against.
+        #[arg(long, value_parser = protocol_value::<Stance>)]
+        stance: Option<Stance>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Soft-delete a preference (kept for provenance).
+    Retract {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search by text: semantic (nearest topics), keyword (words in topics and opinions), or
+    /// hybrid (both, blended).
+    #[command(
+        after_help = "Examples:\n  persona-prefs prefs search --persona stargazer tea\n  persona-prefs prefs search --persona stargazer --mode hybrid \"the new Zorblax album\""
+    )]
+    Search {
+        #[arg(long)]
+        persona: String,
+        query: String,
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+        /// semantic, keyword or hybrid.
+        #[arg(long, default_value = "semantic", value_parser = protocol_value::<SearchMode>)]
+        mode: SearchMode,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Erase a user from a persona's memory (pseudonymise; retract what only they evidenced).
+    #[command(
+        name = "purge-user",
+        after_help = "Example:\n  persona-prefs prefs purge-user --persona stargazer --user 42"
+    )]
+    PurgeUser {
+        #[arg(long)]
+        persona: String,
+        #[arg(long)]
+        user: String,
+        #[arg(long)]
+        pseudonym: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum IndexCommand {
+    /// Show the index's schema, dimensions and document count.
+    Info {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create the index if missing; fail if it exists with another schema.
+    Ensure,
+    /// Bring existing preferences up to this build: rebuild an index whose schema does not
+    /// fit (hashes are kept) and re-embed every preference whose vector has the wrong size,
+    /// from its topic. For data of the original system, or after changing the embedder. Stop
+    /// the workers first; running it again finds nothing to do.
+    #[command(
+        after_help = "Examples:\n  persona-prefs index migrate --dry-run\n  persona-prefs index migrate\n  persona-prefs index migrate --reembed-all   # new embedder, same dimensions"
+    )]
+    Migrate {
+        /// Re-embed every preference, not only those whose vector has the wrong size.
+        #[arg(long)]
+        reembed_all: bool,
+        /// Report what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Stop after moving this many preferences of an earlier layout (a migration in
+        /// steps; run again to go on).
+        #[arg(long, value_name = "N")]
+        max_moves: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitCode> {
+    match command {
+        ClientCommand::Inject {
+            persona,
+            query,
+            users,
+            max_count,
+            max_chars,
+            format,
+            resident,
+            json,
+        } => {
+            let request = InjectRequest {
+                persona_id: persona,
+                query: Some(query),
+                query_embedding: None,
+                active_user_ids: users,
+                max_count,
+                max_chars,
+                format,
+                resident,
+            };
+            let client = match service_client(&config).await {
+                Ok(client) => client,
+                Err(code) => return Ok(code),
+            };
+            if json {
+                return print_json(client.request_json(Endpoint::Inject, &request).await);
+            }
+            let reply = match answered(client.inject(&request).await) {
+                Ok(reply) => reply,
+                Err(code) => return Ok(code),
+            };
+            println!("{}", reply.rendered);
+            eprintln!(
+                "{} preferences in {:.1} ms",
+                reply.preferences.len(),
+                reply.took_ms
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        ClientCommand::Prefs(command) => prefs(command, &config).await,
+        ClientCommand::Dlq(command) => dlq(command, &config).await,
+        ClientCommand::Status { listen_ms, json } => {
+            let status = persona_prefs::status::collect(
+                &config,
+                std::time::Duration::from_millis(listen_ms),
+            )
+            .await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+            Ok(if status.healthy {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_ERROR_REPLY)
+            })
+        }
+        ClientCommand::Publish { file } => publish(file, &config).await,
+        ClientCommand::Index(IndexCommand::Info { json }) => {
+            let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+            if store.connection().is_cluster() {
+                // Saying "0 documents" of an index that does not exist would mislead.
+                let reason = "a Redis Cluster has no shared index (RediSearch 2.10 has no \
+                              coordinator): every path reads the personas' own structures, and \
+                              keyword search ranks in the service";
+                if json {
+                    let report = IndexReport {
+                        name: &config.redis.index_name,
+                        shared_index: false,
+                        reason: Some(reason),
+                        prefixes: &[],
+                        num_docs: None,
+                        attributes: &[],
+                    };
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                } else {
+                    println!("index      none: {reason}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            match store.index_info().await? {
+                None => {
+                    eprintln!(
+                        "index {} does not exist (persona-prefs index ensure creates it)",
+                        config.redis.index_name
+                    );
+                    Ok(ExitCode::from(1))
+                }
+                Some(info) if json => {
+                    let report = IndexReport {
+                        name: &info.name,
+                        shared_index: true,
+                        reason: None,
+                        prefixes: &info.prefixes,
+                        num_docs: Some(info.num_docs),
+                        attributes: &info.attributes,
+                    };
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(info) => {
+                    println!("index      {}", info.name);
+                    println!("prefixes   {}", info.prefixes.join(", "));
+                    println!("documents  {}", info.num_docs);
+                    for (name, kind) in info.attributes {
+                        println!("  {name:<24} {kind}");
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        }
+        ClientCommand::Index(IndexCommand::Migrate {
+            reembed_all,
+            dry_run,
+            max_moves,
+            json,
+        }) => {
+            let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+            let embedder = persona_prefs::embed::from_config(&config.embed)?;
+            let options = MigrateOptions {
+                reembed_all,
+                dry_run,
+                max_moves,
+                ..MigrateOptions::default()
+            };
+            let report = migrate(&store, embedder.as_ref(), options).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let would = if report.dry_run { " (dry run)" } else { "" };
+            println!(
+                "index        {} {}{would}",
+                report.index, report.index_action
+            );
+            for problem in &report.index_problems {
+                println!("  because    {problem}");
+            }
+            let found = if report.dry_run { " found" } else { "" };
+            println!(
+                "moved        {} preferences, {} effect records, {} erasure records{found} \
+                 (earlier layouts into persona slots)",
+                report.moved, report.effects_moved, report.erasures_moved
+            );
+            println!(
+                "preferences  {} of {} personas",
+                report.preferences, report.personas
+            );
+            if report.vector_sets_rebuilt > 0 {
+                println!(
+                    "vector sets  {} rebuilt (another quantisation or size)",
+                    report.vector_sets_rebuilt
+                );
+            }
+            if !report.complete {
+                println!("incomplete   stopped early: run it again to finish");
+            }
+            println!(
+                "re-embedded  {}{}",
+                report.reembedded,
+                if report.dry_run { " would be" } else { "" }
+            );
+            if !report.without_topic.is_empty() {
+                println!(
+                    "no topic     {} left as they are (e.g. {})",
+                    report.without_topic.len(),
+                    report.without_topic[0]
+                );
+            }
+            if !report.dry_run {
+                println!(
+                    "indexed      {} ({} could not be indexed)",
+                    report.indexed, report.indexing_failures
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ClientCommand::Index(IndexCommand::Ensure) => {
+            let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+            let info = store.ensure_index().await?;
+            store.ensure_layout().await?;
+            println!("index {} ready ({} documents)", info.name, info.num_docs);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// What `index info --json` prints.
+#[derive(serde::Serialize)]
+struct IndexReport<'a> {
+    name: &'a str,
+    /// False on a Redis Cluster, which has none (`reason` says why).
+    shared_index: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    prefixes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_docs: Option<u64>,
+    attributes: &'a [(String, String)],
+}
+
+/// Exit codes of client commands: 0 success, 1 the service answered with an error, 3 no
+/// service answered (not running, or NATS unreachable). 2 is clap's, for usage errors.
+const EXIT_ERROR_REPLY: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_UNAVAILABLE: u8 = 3;
+
+/// A typed client of the running service; `Err(exit code)` after saying why there is none.
+async fn service_client(config: &Config) -> Result<Client, ExitCode> {
+    match app::connect_nats(config).await {
+        Ok(nats) => Ok(Client::new(nats, config)),
+        Err(error) => {
+            eprintln!("persona-prefs: {error}");
+            Err(ExitCode::from(EXIT_UNAVAILABLE))
+        }
+    }
+}
+
+/// A reply, or the exit code after printing why there is none: 3 when no service answered,
+/// 1 for an error reply (or a reply this build cannot read).
+fn answered<T>(reply: Result<T, ClientError>) -> Result<T, ExitCode> {
+    reply.map_err(|error| {
+        eprintln!("persona-prefs: {error}");
+        ExitCode::from(if error.is_unavailable() {
+            EXIT_UNAVAILABLE
+        } else {
+            EXIT_ERROR_REPLY
+        })
+    })
+}
+
+/// Prints a reply whole, as JSON.
+fn print_json(reply: Result<serde_json::Value, ClientError>) -> anyhow::Result<ExitCode> {
+    match answered(reply) {
+        Ok(value) => {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(code) => Ok(code),
+    }
+}
+
+/// Parses a command-line value the way the protocol reads it (`for`, `hybrid`, `xml`), so the
+/// CLI accepts exactly what the service does.
+fn protocol_value<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string()))
+        .map_err(|error| error.to_string())
+}
+
+async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitCode> {
+    let reader: Box<dyn BufRead> = match &file {
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| path.display().to_string())?,
+        )),
+        None => Box::new(std::io::BufReader::new(std::io::stdin())),
+    };
+    let client = Client::new(app::connect_nats(config).await?, config);
+    let mut published = 0usize;
+    for (number, line) in reader.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event: ConversationEvent =
+            serde_json::from_str(&line).with_context(|| format!("line {}", number + 1))?;
+        // JetStream drops a re-published id within its duplicate window.
+        let ack = client
+            .publish_event(&event.persona_id, line.into_bytes(), Some(&event.event_id))
+            .await;
+        match ack {
+            Ok(ack) if ack.duplicate => eprintln!(
+                "line {}: event {} already published (duplicate)",
+                number + 1,
+                event.event_id
+            ),
+            Ok(_) => published += 1,
+            Err(error) => bail!("line {}: {error}", number + 1),
+        }
+    }
+    println!("published {published} events");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,272 @@
+//! `prefs …`: a persona's preferences through the running service, typed end to end.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use persona_prefs::client::{
+    AddRequest, Endpoint, EvolveRequest, ListRequest, PersonaRequest, PreferenceRef,
+    PurgeUserRequest, RetractRequest, SearchRequest,
+};
+use persona_prefs::config::Config;
+use persona_prefs::store::Preference;
+
+use super::{PrefsCommand, answered, print_json, print_preferences, service_client, truncate};
+
+pub(super) async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Result<ExitCode> {
+    let client = match service_client(config).await {
+        Ok(client) => client,
+        Err(code) => return Ok(code),
+    };
+    let mut out = std::io::stdout().lock();
+    // `--json` prints the reply whole; otherwise the typed reply is read and printed.
+    macro_rules! reply {
+        ($json:expr, $endpoint:expr, $request:expr, $typed:expr) => {{
+            if $json {
+                return print_json(client.request_json($endpoint, &$request).await);
+            }
+            match answered($typed.await) {
+                Ok(reply) => reply,
+                Err(code) => return Ok(code),
+            }
+        }};
+    }
+    match command {
+        PrefsCommand::List {
+            persona,
+            category,
+            all,
+            limit,
+            json,
+        } => {
+            let request = ListRequest {
+                persona_id: persona,
+                category,
+                include_retracted: all,
+                limit,
+            };
+            let list = reply!(json, Endpoint::List, request, client.list(&request));
+            print_preferences(&mut out, &list);
+        }
+        PrefsCommand::Search {
+            persona,
+            query,
+            top_k,
+            mode,
+            json,
+        } => {
+            let request = SearchRequest {
+                persona_id: persona,
+                query,
+                top_k,
+                include_retracted: false,
+                mode,
+            };
+            let hits = reply!(json, Endpoint::Search, request, client.search(&request));
+            writeln!(
+                out,
+                "  {:>9} {:>10} {:>7}  {:<24} opinion",
+                "relevance", "similarity", "keyword", "topic"
+            )?;
+            for hit in hits {
+                writeln!(
+                    out,
+                    "  {:>9.3} {:>10.3} {:>7}  {:<24} {}",
+                    hit.relevance,
+                    hit.similarity,
+                    hit.keyword.map_or("-".to_string(), |k| format!("{k:.3}")),
+                    truncate(&hit.preference.name, 24),
+                    hit.preference.opinion
+                )?;
+            }
+        }
+        PrefsCommand::Stats { persona, json } => {
+            let request = PersonaRequest {
+                persona_id: persona.clone(),
+            };
+            let stats = reply!(json, Endpoint::Stats, request, client.stats(&persona));
+            writeln!(out, "persona    {}", stats.persona_id)?;
+            writeln!(out, "total      {}", stats.total)?;
+            writeln!(out, "active     {}", stats.active)?;
+            writeln!(out, "retracted  {}", stats.retracted)?;
+            for (category, count) in &stats.by_category {
+                writeln!(out, "  {category:<16} {count}")?;
+            }
+        }
+        PrefsCommand::Get { persona, id, json } => {
+            let request = PreferenceRef {
+                persona_id: persona.clone(),
+                preference_id: id.clone(),
+            };
+            let preference = reply!(json, Endpoint::Get, request, client.get(&persona, &id));
+            print_preference(&mut out, &preference)?;
+        }
+        PrefsCommand::Add {
+            persona,
+            name,
+            opinion,
+            category,
+            stance,
+            strength,
+            json,
+        } => {
+            let request = AddRequest {
+                persona_id: persona,
+                name,
+                opinion,
+                category,
+                stance,
+                strength,
+                triggering_user_id: String::new(),
+                triggering_message_id: String::new(),
+                source_platform: String::new(),
+                source_channel_id: String::new(),
+                related_user_ids: Vec::new(),
+                related_kg_uuids: Vec::new(),
+            };
+            let preference = reply!(json, Endpoint::Add, request, client.add(&request));
+            print_preference(&mut out, &preference)?;
+        }
+        PrefsCommand::PurgeUser {
+            persona,
+            user,
+            pseudonym,
+            json,
+        } => {
+            let request = PurgeUserRequest {
+                persona_id: persona,
+                user_id: user,
+                pseudonym,
+            };
+            let purged = reply!(
+                json,
+                Endpoint::PurgeUser,
+                request,
+                client.purge_user(&request)
+            );
+            let stored = &purged.stored_events;
+            writeln!(out, "replaced with  {}", purged.memory.pseudonym)?;
+            writeln!(out, "rewritten      {}", purged.memory.rewritten.len())?;
+            writeln!(out, "retracted      {}", purged.memory.retracted.len())?;
+            writeln!(
+                out,
+                "events erased  {} ({} not yet processed: the worker erases them once done)",
+                stored.events_erased, stored.events_pending
+            )?;
+            writeln!(out, "dead letters   {} erased", stored.dead_letters_erased)?;
+        }
+        PrefsCommand::Reinforce { persona, id, json } => {
+            let request = PreferenceRef {
+                persona_id: persona.clone(),
+                preference_id: id.clone(),
+            };
+            let done = reply!(
+                json,
+                Endpoint::Reinforce,
+                request,
+                client.reinforce(&persona, &id)
+            );
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "strength             {}", done.strength)?;
+            writeln!(out, "reinforcement_count  {}", done.reinforcement_count)?;
+            writeln!(out, "applied              {}", done.applied)?;
+        }
+        PrefsCommand::Evolve {
+            persona,
+            id,
+            opinion,
+            reason,
+            stance,
+            json,
+        } => {
+            let request = EvolveRequest {
+                persona_id: persona,
+                preference_id: id,
+                new_opinion: opinion,
+                reason,
+                new_stance: stance,
+            };
+            let done = reply!(json, Endpoint::Evolve, request, client.evolve(&request));
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "new_opinion          {}", done.new_opinion)?;
+            writeln!(out, "strength             {}", done.strength)?;
+            writeln!(out, "evolutions           {}", done.evolutions)?;
+            writeln!(out, "applied              {}", done.applied)?;
+        }
+        PrefsCommand::Retract {
+            persona,
+            id,
+            reason,
+            json,
+        } => {
+            let request = RetractRequest {
+                persona_id: persona,
+                preference_id: id,
+                reason,
+            };
+            let done = reply!(json, Endpoint::Retract, request, client.retract(&request));
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "active               {}", done.active)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One preference whole: provenance, reinforcements and history.
+fn print_preference(out: &mut impl Write, preference: &Preference) -> std::io::Result<()> {
+    writeln!(out, "id            {}", preference.id)?;
+    writeln!(out, "topic         {}", preference.name)?;
+    writeln!(out, "opinion       {}", preference.opinion)?;
+    writeln!(
+        out,
+        "stance        {}",
+        preference.stance.map(|s| s.as_str()).unwrap_or("-")
+    )?;
+    writeln!(
+        out,
+        "strength      {:.3} ({} reinforcements)",
+        preference.strength, preference.reinforcement_count
+    )?;
+    writeln!(out, "category      {}", preference.category)?;
+    writeln!(out, "active        {}", preference.active)?;
+    writeln!(
+        out,
+        "from          user {} message {} on {} {}",
+        preference.provenance.triggering_user_id,
+        preference.provenance.triggering_message_id,
+        preference.provenance.source_platform,
+        preference.provenance.source_channel_id
+    )?;
+    writeln!(out, "created       {}", preference.created_at)?;
+    for reinforcement in &preference.reinforcements {
+        let from = &reinforcement.provenance;
+        if from.persona_message_id.is_empty() {
+            writeln!(out, "reinforced    {} (by hand)", reinforcement.timestamp)?;
+        } else {
+            writeln!(
+                out,
+                "reinforced    {} by message {} (user {} message {} on {} {})",
+                reinforcement.timestamp,
+                from.persona_message_id,
+                from.triggering_user_id,
+                from.triggering_message_id,
+                from.source_platform,
+                from.source_channel_id
+            )?;
+        }
+    }
+    for entry in &preference.evolution_history {
+        writeln!(
+            out,
+            "history       {} {}: {:?} -> {:?} ({})",
+            entry.timestamp,
+            entry.action.as_deref().unwrap_or("evolution"),
+            entry.old_opinion.as_deref().unwrap_or(""),
+            entry.new_opinion.as_deref().unwrap_or(""),
+            entry.reason
+        )?;
+    }
+    Ok(())
+}
