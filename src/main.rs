@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use persona_prefs::app;
-use persona_prefs::config::Config;
+use persona_prefs::config::{Config, LogFormat};
 use tokio::sync::watch;
 
 mod cli;
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    install_tracing(matches!(cli.command, Command::Serve));
+    install_tracing(matches!(cli.command, Command::Serve), config.log.format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -98,14 +98,19 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn install_tracing(verbose: bool) {
+fn install_tracing(verbose: bool, format: LogFormat) {
+    use std::io::IsTerminal;
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        // Colour codes are noise in a file or a log collector.
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {

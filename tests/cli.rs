@@ -219,3 +219,31 @@ async fn publish_reads_jsonl_and_help_shows_examples() {
     assert_eq!(bad_config.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad_config.stderr).contains("store.reinforce_rate"));
 }
+
+/// Logs for people and for collectors: `log.format = "json"` writes one JSON object per line;
+/// text written to a pipe (not a terminal) carries no colour codes.
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_are_json_lines_or_plain_text_off_a_terminal() {
+    for format in ["json", "text"] {
+        // A fresh prefix each: `index ensure` logs that it looks for earlier layouts once.
+        let config = test_config("logs");
+        let _cleanup = Cleanup(config.clone());
+        let output = common::cli::run_with_env(
+            &config,
+            &["index", "ensure"],
+            &[("RUST_LOG", "info"), ("PERSONA_PREFS__LOG__FORMAT", format)],
+        )
+        .await;
+        let logs = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{logs}");
+        assert!(!logs.contains('\x1b'), "no colour codes off a terminal: {logs:?}");
+        assert!(logs.contains("earlier layouts"), "{format}: {logs}");
+        if format == "json" {
+            for line in logs.lines().filter(|line| !line.trim().is_empty()) {
+                let object: serde_json::Value = serde_json::from_str(line)
+                    .unwrap_or_else(|error| panic!("{error}: {line}"));
+                assert!(object["level"].is_string(), "{line}");
+            }
+        }
+    }
+}

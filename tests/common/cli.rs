@@ -67,8 +67,21 @@ pub fn config_env(config: &Config) -> Vec<(&'static str, String)> {
 }
 
 pub async fn run(config: &Config, args: &[&str]) -> Output {
+    run_with_env(config, args, &[]).await
+}
+
+/// [`run`] with more environment variables.
+pub async fn run_with_env(config: &Config, args: &[&str], extra: &[(&str, &str)]) -> Output {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let envs = config_env(config);
+    let mut envs: Vec<(String, String)> = config_env(config)
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+    envs.extend(
+        extra
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string())),
+    );
     tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_persona-prefs"))
             .args(&args)
