@@ -92,6 +92,18 @@ async fn main() {
     // background work, and its garbage collection forks the process): let it settle first, so
     // no path measured below pays for the loading.
     tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    // Where a stall comes from, should the p99s show one: Redis's latency monitor records
+    // every event over 20 ms (forks, slow commands, expiry cycles), printed after the run.
+    let mut diagnostics = app.store.connection();
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg(&["SET", "latency-monitor-threshold", "20"][..])
+        .query_async(&mut diagnostics)
+        .await;
+    let _: redis::RedisResult<()> = redis::cmd("LATENCY")
+        .arg("RESET")
+        .query_async(&mut diagnostics)
+        .await;
+    let forks_before = info_field(&mut diagnostics, "total_forks").await;
 
     let echo_subject = format!("{name}.echo");
     let mut echo = client.subscribe(echo_subject.clone()).await.unwrap();
@@ -184,6 +196,14 @@ async fn main() {
     })
     .await;
 
+    let forks = info_field(&mut diagnostics, "total_forks").await - forks_before;
+    let latest: redis::RedisResult<redis::Value> = redis::cmd("LATENCY")
+        .arg("LATEST")
+        .query_async(&mut diagnostics)
+        .await;
+    println!(
+        "redis during the measured paths: {forks} forks; latency events over 20 ms (event, time, latest ms, max ms): {latest:?}"
+    );
     let floor_p50 = search_floor.p50 + echo_floor.p50;
     println!();
     println!("{:<40} {:>9} {:>9}", "measured (ms)", "p50", "p99");
@@ -258,4 +278,16 @@ async fn main() {
         .arg("DD")
         .query_async(&mut connection)
         .await;
+}
+
+/// A numeric field of `INFO` (0 when absent).
+async fn info_field(connection: &mut persona_prefs::store::RedisConnection, name: &str) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .query_async(connection)
+        .await
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -236,12 +236,15 @@ async fn logs_are_json_lines_or_plain_text_off_a_terminal() {
         .await;
         let logs = String::from_utf8_lossy(&output.stderr).into_owned();
         assert!(output.status.success(), "{logs}");
-        assert!(!logs.contains('\x1b'), "no colour codes off a terminal: {logs:?}");
+        assert!(
+            !logs.contains('\x1b'),
+            "no colour codes off a terminal: {logs:?}"
+        );
         assert!(logs.contains("earlier layouts"), "{format}: {logs}");
         if format == "json" {
             for line in logs.lines().filter(|line| !line.trim().is_empty()) {
-                let object: serde_json::Value = serde_json::from_str(line)
-                    .unwrap_or_else(|error| panic!("{error}: {line}"));
+                let object: serde_json::Value =
+                    serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}"));
                 assert!(object["level"].is_string(), "{line}");
             }
         }
