@@ -114,11 +114,7 @@ fn install_tracing(verbose: bool, format: LogFormat) {
 }
 
 fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
-    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .context("installing the Prometheus recorder")?;
-    persona_prefs::telemetry::describe();
-    Ok(handle)
+    persona_prefs::telemetry::install_recorder().context("installing the Prometheus recorder")
 }
 
 /// A flag that turns true on SIGTERM or SIGINT. A second signal exits at once.

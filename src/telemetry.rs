@@ -13,15 +13,53 @@ pub const NAMESPACE: &str = "persona_prefs";
 pub enum MetricKind {
     Counter,
     Gauge,
-    /// Exported as a per-process summary (quantiles, `_sum`, `_count`).
+    /// A histogram with explicit buckets (`_bucket{le}`, `_sum`, `_count`), so quantiles can be
+    /// computed across replicas with `histogram_quantile`.
     Histogram,
-    /// A histogram of durations, in seconds.
+    /// A histogram of durations, in seconds ([`SECONDS_BUCKETS`]).
     Seconds,
+}
+
+/// Buckets of every latency histogram, in seconds: sub-millisecond store calls up to LLM calls
+/// that take tens of seconds.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Buckets of the best-match similarity: fine around the match thresholds (0.7–0.9).
+pub const SIMILARITY_BUCKETS: &[f64] = &[
+    0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
+];
+/// Buckets of the embedding batch size (texts).
+pub const BATCH_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// Installs the Prometheus recorder with every histogram's buckets, registers the metrics'
+/// descriptions and their zero values, and returns the handle `/metrics` renders.
+pub fn install_recorder()
+-> Result<metrics_exporter_prometheus::PrometheusHandle, metrics_exporter_prometheus::BuildError> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full("persona_prefs_best_match_similarity".into()),
+            SIMILARITY_BUCKETS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full("persona_prefs_embed_batch_size".into()),
+            BATCH_SIZE_BUCKETS,
+        )?
+        .install_recorder()?;
+    describe();
+    Ok(handle)
 }
 
 /// Every metric this process exports: the one list `describe` registers, and what the
 /// alerting rules in `deploy/prometheus/` may name (a test holds both to it).
 pub const METRICS: &[(&str, MetricKind, &str)] = &[
+    (
+        "persona_prefs_build_info",
+        MetricKind::Gauge,
+        "Always 1; the labels say which build runs (version, git_sha).",
+    ),
     (
         "persona_prefs_store_op_seconds",
         MetricKind::Seconds,
@@ -124,7 +162,55 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
     ),
 ];
 
-/// Registers descriptions so `/metrics` documents itself.
+/// The label values each labelled counter can take, so every series exists at zero from
+/// start-up: a rate or an alert over a series that appears only on its first increment misses
+/// that first event (the first dead letter of a process would never fire its alert).
+pub const COUNTER_LABELS: &[(&str, &str, &[&str])] = &[
+    (
+        "persona_prefs_events_dead_lettered_total",
+        "reason",
+        &[
+            "oversize",
+            "invalid_utf8",
+            "invalid_json",
+            "schema",
+            "limit",
+            "max_deliver",
+            "permanent",
+        ],
+    ),
+    (
+        "persona_prefs_events_retried_total",
+        "stage",
+        &["extract", "embed", "store", "lock"],
+    ),
+    (
+        "persona_prefs_decisions_total",
+        "action",
+        &["reinforce", "evolve", "add", "stale", "echo", "erased"],
+    ),
+    (
+        "persona_prefs_llm_requests_total",
+        "outcome",
+        &[
+            "ok",
+            "timeout",
+            "connection_error",
+            "rate_limited",
+            "server_error",
+            "rejected",
+            "malformed",
+        ],
+    ),
+    (
+        "persona_prefs_llm_tokens_total",
+        "kind",
+        &["prompt", "completion"],
+    ),
+];
+
+/// Registers descriptions so `/metrics` documents itself, the build's identity, and every
+/// counter at zero ([`COUNTER_LABELS`]; unlabelled counters and each endpoint's requests too).
 pub fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     for &(name, kind, help) in METRICS {
@@ -133,6 +219,29 @@ pub fn describe() {
             MetricKind::Gauge => describe_gauge!(name, help),
             MetricKind::Histogram => describe_histogram!(name, help),
             MetricKind::Seconds => describe_histogram!(name, Unit::Seconds, help),
+        }
+    }
+    gauge!(
+        "persona_prefs_build_info",
+        "version" => env!("CARGO_PKG_VERSION"),
+        "git_sha" => env!("PERSONA_PREFS_GIT_SHA")
+    )
+    .set(1.0);
+    for &(name, kind, _) in METRICS {
+        let labelled = COUNTER_LABELS.iter().any(|(labelled, _, _)| *labelled == name);
+        if kind == MetricKind::Counter && !labelled && name != "persona_prefs_requests_total" {
+            counter!(name).absolute(0);
+        }
+    }
+    for &(name, label, values) in COUNTER_LABELS {
+        for &value in values {
+            counter!(name, label => value).absolute(0);
+        }
+    }
+    for endpoint in crate::serve::Endpoint::ALL {
+        for status in ["200", "400", "404", "500", "503"] {
+            counter!("persona_prefs_requests_total", "endpoint" => endpoint.name(), "status" => status)
+                .absolute(0);
         }
     }
 }

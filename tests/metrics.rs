@@ -33,10 +33,7 @@ async fn get(address: std::net::SocketAddr, path: &str) -> (String, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_health_and_readiness_report_the_pipeline() {
     // This test process owns the global recorder (nextest runs each test in its own process).
-    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .unwrap();
-    persona_prefs::telemetry::describe();
+    let handle = persona_prefs::telemetry::install_recorder().unwrap();
     let mut config = test_config("metrics");
     config.metrics.listen = "127.0.0.1:0".into();
     let _cleanup = Cleanup(config.clone());
@@ -90,9 +87,18 @@ async fn metrics_health_and_readiness_report_the_pipeline() {
         "persona_prefs_embed_batch_size",
         "persona_prefs_store_op_seconds",
         "persona_prefs_best_match_similarity",
+        // Every labelled counter exists from start-up, at zero until it happens.
+        "persona_prefs_events_dead_lettered_total{reason=\"max_deliver\"} 0",
+        "persona_prefs_decisions_total{action=\"evolve\"} 0",
+        "persona_prefs_requests_total{endpoint=\"purge_user\",status=\"503\"} 0",
+        // Latencies have buckets, for fleet-wide quantiles.
+        "persona_prefs_event_seconds_bucket{le=\"0.005\"}",
+        "persona_prefs_best_match_similarity_bucket{le=\"0.8\"}",
+        "persona_prefs_build_info{version=",
     ] {
         assert!(body.contains(expected), "missing {expected:?} in\n{body}");
     }
+    assert!(!body.contains("quantile="), "no per-process summaries");
     assert!(!body.contains("ada"), "no persona ids as labels");
     let declared: Vec<&str> = persona_prefs::telemetry::METRICS
         .iter()
@@ -163,6 +169,7 @@ fn the_alerting_rules_name_only_exported_metrics() {
             "alerts.yml names {name}, which is not exported"
         );
     }
-    // Histograms are exported as summaries: a rule must read quantiles, not buckets.
-    assert!(!rules.contains("_bucket"), "there are no _bucket series");
+    // Latencies are histograms with buckets (fleet-wide quantiles): there are no per-process
+    // quantile series for a rule to read.
+    assert!(!rules.contains("quantile=\""), "there are no quantile series");
 }
