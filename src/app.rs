@@ -210,14 +210,16 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let (ready_tx, ready) = watch::channel(false);
-    let address = start_metrics(&config, metrics, ready, shutdown.clone()).await?;
+    // The listener outlives the worker's grace period, so `/readyz` says 503 while it drains.
+    let (listener_stop, listener_stopped) = watch::channel(false);
+    let address = start_metrics(&config, metrics, ready, listener_stopped).await?;
     let app = App::start(config).await?;
     let consumer = app.consumer().await?;
     let services = app
         .serve(shutdown.clone())
         .await
         .map_err(|e| AppError::Other(e.to_string()))?;
-    let _ = ready_tx.send(true);
+    tokio::spawn(watch_readiness(app.clone(), ready_tx, shutdown.clone()));
     tracing::info!(
         metrics = ?address,
         stream = %app.config.ingest.stream,
@@ -226,14 +228,74 @@ pub async fn serve(
         embedder = ?app.config.embed.kind,
         "persona-prefs serving"
     );
-    let report = app.worker().run(consumer, shutdown).await?;
+    let report = app.worker().run(consumer, shutdown).await;
     services.stop().await;
+    let _ = listener_stop.send(true);
+    let report = report?;
     tracing::info!(
         finished = report.finished_in_grace,
         returned = report.returned_for_redelivery,
         "stopped"
     );
     Ok(())
+}
+
+/// How often readiness is checked.
+pub const READINESS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Keeps `/readyz` true only while this replica can do its work: Redis answers (and, on a
+/// single node, the index is there), NATS is connected and the events stream exists. False
+/// from the first failed check until one passes again, and from shutdown on, so an
+/// orchestrator stops routing to a replica that cannot serve.
+pub async fn watch_readiness(
+    app: App,
+    ready: watch::Sender<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let problem = tokio::select! {
+            problem = readiness_problem(&app) => problem,
+            _ = crate::ingest::worker::stopped(&mut shutdown) => break,
+        };
+        let now_ready = problem.is_none();
+        if *ready.borrow() != now_ready {
+            match &problem {
+                None => tracing::info!("ready"),
+                Some(problem) => tracing::warn!(%problem, "not ready"),
+            }
+        }
+        let _ = ready.send(now_ready);
+        tokio::select! {
+            _ = tokio::time::sleep(READINESS_INTERVAL) => {}
+            _ = crate::ingest::worker::stopped(&mut shutdown) => break,
+        }
+    }
+    let _ = ready.send(false);
+}
+
+/// What keeps this replica from working right now, if anything. Each check is bounded by
+/// the readiness interval, so a hung server counts as down rather than stalling the check.
+async fn readiness_problem(app: &App) -> Option<String> {
+    let patience = READINESS_INTERVAL;
+    if app.nats.connection_state() != async_nats::connection::State::Connected {
+        return Some("NATS is not connected".into());
+    }
+    match tokio::time::timeout(patience, app.js.get_stream(&app.config.ingest.stream)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => return Some(format!("events stream: {error}")),
+        Err(_) => return Some("JetStream did not answer".into()),
+    }
+    match tokio::time::timeout(patience, app.store.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return Some(format!("redis: {error}")),
+        Err(_) => return Some("redis did not answer".into()),
+    }
+    match tokio::time::timeout(patience, app.store.index_info()).await {
+        Ok(Ok(Some(_))) => None,
+        Ok(Ok(None)) => Some(format!("index {} is missing", app.store.index_name())),
+        Ok(Err(error)) => Some(format!("redis: {error}")),
+        Err(_) => Some("redis did not answer".into()),
+    }
 }
 
 /// What the demo found, for printing.

@@ -228,7 +228,9 @@ pub fn describe() {
     )
     .set(1.0);
     for &(name, kind, _) in METRICS {
-        let labelled = COUNTER_LABELS.iter().any(|(labelled, _, _)| *labelled == name);
+        let labelled = COUNTER_LABELS
+            .iter()
+            .any(|(labelled, _, _)| *labelled == name);
         if kind == MetricKind::Counter && !labelled && name != "persona_prefs_requests_total" {
             counter!(name).absolute(0);
         }

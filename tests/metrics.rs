@@ -171,5 +171,8 @@ fn the_alerting_rules_name_only_exported_metrics() {
     }
     // Latencies are histograms with buckets (fleet-wide quantiles): there are no per-process
     // quantile series for a rule to read.
-    assert!(!rules.contains("quantile=\""), "there are no quantile series");
+    assert!(
+        !rules.contains("quantile=\""),
+        "there are no quantile series"
+    );
 }

@@ -245,3 +245,96 @@ async fn a_redis_restart_loses_and_doubles_nothing() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `GET path` on the metrics listener; the status line.
+async fn status_of(address: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut socket) = tokio::net::TcpStream::connect(address).await else {
+        return "no listener".into();
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if socket.write_all(request.as_bytes()).await.is_err() {
+        return "no answer".into();
+    }
+    let mut response = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), socket.read_to_string(&mut response));
+    if !matches!(read.await, Ok(Ok(_))) {
+        return "no answer".into();
+    }
+    response.lines().next().unwrap_or_default().to_string()
+}
+
+/// Waits until `/readyz` answers `expected`, or fails saying what it answered.
+async fn wait_for_readiness(address: std::net::SocketAddr, expected: &str, while_: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = status_of(address, "/readyz").await;
+        if status.contains(expected) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{while_}: /readyz said {status:?}, expected {expected}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `/readyz` follows the servers, so an orchestrator stops routing to a replica that cannot
+/// work: 503 while Redis hangs (SIGSTOP) or NATS is gone, 200 once each is back, and 503 from
+/// shutdown on while the listener still answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn readiness_follows_redis_and_nats_outages() {
+    let dir = scratch_dir("readiness");
+    let mut redis = Server::redis(&dir);
+    let mut nats = Server::nats(&dir);
+    redis.start().await;
+    nats.start().await;
+    let mut config = config_for("readiness");
+    config.redis.url = format!("redis://127.0.0.1:{}", redis.port);
+    config.redis.cluster_nodes = Vec::new();
+    config.nats.url = format!("nats://127.0.0.1:{}", nats.port);
+    config.metrics.listen = "127.0.0.1:0".into();
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config.clone()).await.unwrap();
+    let _consumer = app.consumer().await.unwrap();
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .build_recorder()
+        .handle();
+    let (ready_tx, ready) = tokio::sync::watch::channel(false);
+    let (shutdown, stopped) = tokio::sync::watch::channel(false);
+    let (listener_stop, listener_stopped) = tokio::sync::watch::channel(false);
+    let address =
+        persona_prefs::app::start_metrics(&config, Some(metrics), ready, listener_stopped)
+            .await
+            .unwrap()
+            .unwrap();
+    tokio::spawn(persona_prefs::app::watch_readiness(
+        app.clone(),
+        ready_tx,
+        stopped,
+    ));
+    wait_for_readiness(address, "200", "at start").await;
+
+    let redis_pid = redis.child.as_ref().unwrap().id().to_string();
+    Command::new("kill")
+        .args(["-STOP", &redis_pid])
+        .status()
+        .unwrap();
+    wait_for_readiness(address, "503", "with Redis hung").await;
+    Command::new("kill")
+        .args(["-CONT", &redis_pid])
+        .status()
+        .unwrap();
+    wait_for_readiness(address, "200", "with Redis back").await;
+
+    nats.stop();
+    wait_for_readiness(address, "503", "with NATS gone").await;
+    nats.start().await;
+    wait_for_readiness(address, "200", "with NATS back").await;
+
+    shutdown.send(true).unwrap();
+    wait_for_readiness(address, "503", "shutting down").await;
+    let _ = listener_stop.send(true);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -158,6 +158,19 @@ impl PreferenceStore {
         self.connection.clone()
     }
 
+    /// Every master answers a PING (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        for (node, reply) in connection.query_every_master(&redis::cmd("PING")).await? {
+            if let Value::ServerError(error) = reply {
+                return Err(StoreError::UnexpectedReply(format!(
+                    "PING on {node}: {error}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Every key and pattern of the layout.
     pub fn keys(&self) -> &Keys {
         &self.settings.keys
