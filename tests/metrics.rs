@@ -176,3 +176,47 @@ fn the_alerting_rules_name_only_exported_metrics() {
         "there are no quantile series"
     );
 }
+
+/// The Grafana dashboard queries only metrics the worker exports, and covers what an operator
+/// watches: a renamed metric would otherwise leave a panel that shows nothing.
+#[test]
+fn the_dashboard_queries_only_exported_metrics() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy/grafana/dashboards/persona-prefs.json"),
+    )
+    .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let queries: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().unwrap().clone())
+        .map(|target| target["expr"].as_str().unwrap().to_string())
+        .collect();
+    let declared: Vec<&str> = persona_prefs::telemetry::METRICS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .collect();
+    let named = metric_names(&queries.join("\n"));
+    for name in &named {
+        assert!(
+            declared.contains(&name.as_str()),
+            "the dashboard queries {name}, which is not exported"
+        );
+    }
+    for watched in [
+        "persona_prefs_events_processed_total",
+        "persona_prefs_events_dead_lettered_total",
+        "persona_prefs_decisions_total",
+        "persona_prefs_consumer_pending",
+        "persona_prefs_request_seconds",
+        "persona_prefs_llm_requests_total",
+        "persona_prefs_llm_tokens_total",
+        "persona_prefs_embed_batch_size",
+        "persona_prefs_best_match_similarity",
+        "persona_prefs_build_info",
+    ] {
+        assert!(named.contains(watched), "no panel shows {watched}");
+    }
+}
