@@ -46,6 +46,9 @@ async fn main() {
     config.serve.service_name = name.clone();
     config.serve.queue_group = name.clone();
     config.metrics.listen = String::new();
+    // Loading pipelines thousands of writes while the indexes build: a busy server can take
+    // longer than the service's 5 s to answer one, which is not what is measured here.
+    config.redis.response_timeout_ms = 60_000;
     let app = App::start(config.clone())
         .await
         .expect("services (run scripts/bench inject)");
