@@ -56,6 +56,20 @@ async fn main() {
     let services = app.serve(stopped).await.unwrap();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    // RediSearch's fork GC forks the server every 30 s and then takes the module lock to apply
+    // what it found: measured here at 6 forks and GIL waits of up to 626 ms in two minutes,
+    // with the original layout's vector index loaded beside ours. Those stalls block every
+    // command of the server, so they set the p99 of every path alike and hide the paths
+    // themselves. Paused while measuring (BENCH_KEEP_GC=1 keeps it running), and said so.
+    let keep_gc = std::env::var("BENCH_KEEP_GC").is_ok();
+    if !keep_gc && config.redis.cluster_nodes.is_empty() {
+        let mut connection = app.store.connection();
+        let paused: redis::RedisResult<redis::Value> = redis::cmd("FT.CONFIG")
+            .arg(&["SET", "FORK_GC_RUN_INTERVAL", "86400"][..])
+            .query_async(&mut connection)
+            .await;
+        println!("RediSearch fork GC paused for the run: {paused:?}");
+    }
     let loading = Instant::now();
     let data = bench_data(100, prefs, other, &mut rng);
     let total = load_personas(&app.store, &data).await;
