@@ -160,6 +160,11 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
         MetricKind::Seconds,
         "Service request latency by endpoint.",
     ),
+    (
+        "persona_prefs_injection_seconds",
+        MetricKind::Seconds,
+        "Latency of a successful injection, by query kind: text (embedded by the service) or embedding (precomputed).",
+    ),
 ];
 
 /// The label values each labelled counter can take, so every series exists at zero from
@@ -310,6 +315,13 @@ pub fn consumer_pending(count: u64) {
 
 pub fn dead_letters_stored(count: u64) {
     gauge!("persona_prefs_dead_letters_stored").set(count as f64);
+}
+
+/// A successful injection; `query` is `text` or `embedding`. Apart from the request histogram
+/// because a text query pays for an embedding and the other does not: one latency target
+/// cannot fit both.
+pub fn injection(query: &'static str, took: Duration) {
+    histogram!("persona_prefs_injection_seconds", "query" => query).record(took.as_secs_f64());
 }
 
 pub fn request(endpoint: &'static str, status: u16, took: Duration) {

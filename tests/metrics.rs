@@ -210,7 +210,7 @@ fn the_dashboard_queries_only_exported_metrics() {
         "persona_prefs_events_dead_lettered_total",
         "persona_prefs_decisions_total",
         "persona_prefs_consumer_pending",
-        "persona_prefs_request_seconds",
+        "persona_prefs_injection_seconds",
         "persona_prefs_llm_requests_total",
         "persona_prefs_llm_tokens_total",
         "persona_prefs_embed_batch_size",

@@ -269,6 +269,12 @@ impl Handlers {
             .await?;
         let rendered = render::render(request.format, &chosen, &resident);
         let preferences = chosen.into_iter().chain(resident).collect();
+        let query_kind = if request.query.is_some() {
+            "text"
+        } else {
+            "embedding"
+        };
+        telemetry::injection(query_kind, started.elapsed());
         Ok(InjectReply {
             persona_id: request.persona_id,
             preferences,
