@@ -801,6 +801,17 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
     for _ in 0..40 {
         s.ok("stats", json!({"persona_id": "ada"})).await;
     }
+    // Error replies keep their JSON body and count as errors in $SRV.STATS.
+    for n in 0..10 {
+        let (status, body) = s
+            .call(
+                "get",
+                json!({"persona_id": "ada", "preference_id": format!("missing-{n}")}),
+            )
+            .await;
+        assert_eq!(status, Some(404));
+        assert_eq!(body["error"]["kind"], "not_found", "{body}");
+    }
     // Each replica answers $SRV.STATS; both must have served some of the 40 requests.
     let inbox = s.app.nats.new_inbox();
     let mut replies = s.app.nats.subscribe(inbox.clone()).await.unwrap();
@@ -810,6 +821,7 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
         .await
         .unwrap();
     let mut served = Vec::new();
+    let mut failed = Vec::new();
     for _ in 0..2 {
         let message = tokio::time::timeout(
             Duration::from_secs(5),
@@ -827,7 +839,24 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
             .unwrap()
             .clone();
         served.push(stats_endpoint["num_requests"].as_u64().unwrap());
+        assert_eq!(stats_endpoint["num_errors"], 0, "{stats}");
+        let get = stats["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["subject"].as_str().unwrap().ends_with(".get"))
+            .unwrap();
+        assert_eq!(get["num_errors"], get["num_requests"], "{stats}");
+        failed.push(get["num_errors"].as_u64().unwrap());
+        if get["num_errors"] != 0 {
+            assert_eq!(get["last_error"], "404:preference not found", "{stats}");
+        }
     }
+    assert_eq!(
+        failed.iter().sum::<u64>(),
+        10,
+        "every error reply counted once"
+    );
     assert_eq!(served.iter().sum::<u64>(), 40);
     assert!(
         served.iter().all(|n| *n > 0),

@@ -4,13 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_nats::HeaderMap;
-use async_nats::service::{NATS_SERVICE_ERROR, NATS_SERVICE_ERROR_CODE, Request};
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::ServeContext;
+use super::micro::{ErrorReply as MicroErrorReply, Request};
 use super::protocol::*;
 use super::render;
 use crate::embed::{EmbedError, Embedder};
@@ -149,12 +148,7 @@ impl Handlers {
                 if error.kind.status() >= 500 {
                     tracing::warn!(endpoint = endpoint.name(), kind = %error.kind, message = %error.message, "request failed");
                 }
-                let mut headers = HeaderMap::new();
-                headers.insert(NATS_SERVICE_ERROR, single_line(&error.message).as_str());
-                headers.insert(
-                    NATS_SERVICE_ERROR_CODE,
-                    error.kind.status().to_string().as_str(),
-                );
+                let description = single_line(&error.message);
                 let body = serde_json::to_vec(&ErrorReply {
                     error: ErrorBody {
                         code: error.kind.status(),
@@ -164,7 +158,11 @@ impl Handlers {
                 })
                 .unwrap_or_default();
                 request
-                    .respond_with_headers(Ok(Bytes::from(body)), headers)
+                    .respond(Err(MicroErrorReply {
+                        code: error.kind.status(),
+                        description,
+                        body: Bytes::from(body),
+                    }))
                     .await
             }
         };

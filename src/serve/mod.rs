@@ -7,13 +7,12 @@
 //! `Nats-Service-Error-Code` headers plus `{"error": {"code", "kind", "message"}}`.
 
 pub mod handlers;
+pub mod micro;
 pub mod protocol;
 pub mod render;
 
 use std::sync::Arc;
 
-use async_nats::service::ServiceExt;
-use futures::StreamExt;
 use serde::Deserialize;
 use tokio::sync::{Semaphore, watch};
 
@@ -33,7 +32,7 @@ pub struct ServeError(String);
 
 /// The running service; [`Services::stop`] unregisters it and waits for its loops.
 pub struct Services {
-    service: async_nats::service::Service,
+    service: micro::MicroService,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     permits: Arc<Semaphore>,
 }
@@ -46,10 +45,12 @@ impl Services {
     /// responders" at once) instead of queueing them here; then lets the requests already
     /// being handled finish and reply.
     pub async fn stop(self) {
-        let _ = self.service.stop().await;
+        // Aborting the endpoint loops drops their subscriptions (unsubscribing them); stopping
+        // the service flushes those unsubscriptions to the server.
         for task in self.tasks {
             task.abort();
         }
+        self.service.stop().await;
         let all = MAX_CONCURRENT_REQUESTS as u32;
         if tokio::time::timeout(DRAIN_PATIENCE, self.permits.acquire_many(all))
             .await
@@ -77,21 +78,24 @@ pub async fn start(
     shutdown: watch::Receiver<bool>,
 ) -> Result<Services, ServeError> {
     let config = &context.config;
-    let service = context
-        .nats
-        .service_builder()
-        .description("Durable memory of a persona's own opinions: injection and administration")
-        .queue_group(&config.queue_group)
-        .start(&config.service_name, env!("CARGO_PKG_VERSION"))
-        .await
-        .map_err(|e| ServeError(e.to_string()))?;
-    let group = service.group(&config.subject_prefix);
+    let service = micro::MicroService::start(
+        context.nats.clone(),
+        micro::Identity {
+            name: config.service_name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            description: "Durable memory of a persona's own opinions: injection and administration"
+                .into(),
+            queue_group: config.queue_group.clone(),
+        },
+    )
+    .await
+    .map_err(|e| ServeError(e.to_string()))?;
     let handlers = Arc::new(Handlers::new(&context));
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
     let mut tasks = Vec::new();
     for name in Endpoint::ALL {
-        let mut endpoint = group
-            .endpoint(name.name())
+        let mut endpoint = service
+            .endpoint(name.name(), name.subject(&config.subject_prefix))
             .await
             .map_err(|e| ServeError(format!("endpoint {name}: {e}")))?;
         let handlers = handlers.clone();
