@@ -21,3 +21,4 @@ pub mod store;
 pub mod subjects;
 pub mod telemetry;
 pub mod timestamp;
+pub mod trace_context;

@@ -78,6 +78,10 @@ impl ApiClient {
             };
             let started = std::time::Instant::now();
             let mut request = self.http.post(&url).json(body);
+            // The event's or request's span is this call's parent (W3C Trace Context).
+            if let Some(trace) = crate::trace_context::current() {
+                request = request.header(crate::trace_context::TRACEPARENT, trace.header_value());
+            }
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key);
             }

@@ -303,3 +303,113 @@ async fn drained(app: &App) {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_publishers_trace_continues_through_ingest_the_llm_call_and_injection() {
+    use persona_prefs::trace_context::{TRACEPARENT, TraceContext};
+    let (config, _cleanup, dir) = setup("trace");
+    let fake = common::fake_openai::FakeOpenAi::start().await;
+    fake.respond_with(|_, _| common::fake_openai::Reply::opinions(json!([])));
+    let app = App::start(config.clone()).await.unwrap();
+    app.consumer().await.unwrap();
+    let log = dir.path("worker.log");
+    let _workers = Workers(vec![spawn_worker_with(
+        &config,
+        &log,
+        &[
+            ("PERSONA_PREFS__EXTRACT__KIND", "llm".into()),
+            (
+                "PERSONA_PREFS__EXTRACT__LLM__BASE_URL",
+                fake.base_url.clone(),
+            ),
+            ("PERSONA_PREFS__LOG__FORMAT", "json".into()),
+        ],
+    )]);
+    wait_for_pullers(&app, 1).await;
+
+    // A chat pipeline publishes an event inside its own trace.
+    let event_trace = "0af7651916cd43dd8448eb211c80319c";
+    let publisher_span = "b7ad6b7169203331";
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        TRACEPARENT,
+        format!("00-{event_trace}-{publisher_span}-01").as_str(),
+    );
+    let event = json!({"event_id": "traced", "persona_id": "ada", "platform": "p", "channel_id": "c",
+        "messages": [{"message_id": "m1", "role": "persona", "content": "I love owls.", "timestamp": "2026-11-20T08:00:00Z"}]});
+    let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
+    app.js
+        .publish_with_headers(subject, headers, serde_json::to_vec(&event).unwrap().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    drained(&app).await;
+
+    // The LLM call names the worker's span, in the publisher's trace, as its parent.
+    let sent = fake.received();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let llm_parent = sent[0]
+        .traceparent
+        .as_deref()
+        .and_then(TraceContext::parse)
+        .expect("the LLM request carries a valid traceparent");
+    assert_eq!(llm_parent.trace_id, event_trace);
+    assert_ne!(
+        llm_parent.span_id, publisher_span,
+        "a span of the worker's own"
+    );
+    assert_eq!(llm_parent.flags, 1, "the sampling decision is kept");
+
+    // A prompt builder's injection request, in another trace.
+    let request_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        TRACEPARENT,
+        format!("00-{request_trace}-00f067aa0ba902b7-01").as_str(),
+    );
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
+    let reply = app
+        .nats
+        .request_with_headers(
+            subject,
+            headers,
+            r#"{"persona_id": "ada", "query": "owls"}"#.into(),
+        )
+        .await
+        .unwrap();
+    assert!(reply.headers.is_none(), "inject succeeded");
+
+    // Both show in the worker's JSON logs under their trace ids, with the callers' spans as
+    // parents: a log pipeline joins them to the callers' traces.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        let answered = lines
+            .iter()
+            .any(|line| line["fields"]["message"] == "request answered");
+        if answered || Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let with_message = |message: &str| {
+        lines
+            .iter()
+            .find(|line| line["fields"]["message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?} line in {lines:#?}"))
+            .clone()
+    };
+    let processed = with_message("event processed");
+    assert_eq!(processed["span"]["trace_id"], event_trace, "{processed}");
+    assert_eq!(processed["span"]["parent_span_id"], publisher_span);
+    assert_eq!(processed["span"]["span_id"], llm_parent.span_id.as_str());
+    let answered = with_message("request answered");
+    assert_eq!(answered["span"]["trace_id"], request_trace, "{answered}");
+    assert_eq!(answered["span"]["parent_span_id"], "00f067aa0ba902b7");
+    assert_eq!(answered["span"]["work"], "inject");
+}

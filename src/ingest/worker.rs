@@ -25,6 +25,7 @@ use crate::retry::RetryPolicy;
 use crate::store::validate;
 use crate::telemetry;
 use crate::timestamp::Timestamp;
+use crate::trace_context::{self, TraceContext};
 
 /// Dead-letter headers.
 pub const HEADER_REASON: &str = "Persona-Prefs-Reason";
@@ -263,7 +264,11 @@ impl Worker {
             let hard_stop = hard_stop_rx.clone();
             tasks.spawn(async move {
                 telemetry::in_flight(in_flight.fetch_add(1, Ordering::Relaxed) + 1);
-                let finished = worker.handle(message, hard_stop).await;
+                // The publisher's trace (a `traceparent` header) continues through the event.
+                let trace = TraceContext::from_headers(message.headers.as_ref());
+                let finished =
+                    trace_context::in_span("ingest", trace, worker.handle(message, hard_stop))
+                        .await;
                 telemetry::in_flight(in_flight.fetch_sub(1, Ordering::Relaxed) - 1);
                 drop(permit);
                 finished

@@ -142,6 +142,12 @@ impl Handlers {
             .map(|_| 200)
             .unwrap_or_else(|e| e.kind.status());
         telemetry::request(endpoint.name(), status, started.elapsed());
+        tracing::debug!(
+            endpoint = endpoint.name(),
+            status,
+            took_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "request answered"
+        );
         let sent = match reply {
             Ok(body) => request.respond(Ok(Bytes::from(body))).await,
             Err(error) => {

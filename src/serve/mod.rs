@@ -20,6 +20,7 @@ use crate::config::ConfigError;
 use crate::embed::Embedder;
 use crate::erasure::Eraser;
 use crate::store::PreferenceStore;
+use crate::trace_context::TraceContext;
 use handlers::Handlers;
 pub use protocol::Endpoint;
 
@@ -113,7 +114,13 @@ pub async fn start(
                 };
                 let handlers = handlers.clone();
                 tokio::spawn(async move {
-                    handlers.handle(name, request).await;
+                    let trace = TraceContext::from_headers(request.message.headers.as_ref());
+                    crate::trace_context::in_span(
+                        name.name(),
+                        trace,
+                        handlers.handle(name, request),
+                    )
+                    .await;
                     drop(permit);
                 });
             }

@@ -61,6 +61,8 @@ pub struct Received {
     pub path: String,
     pub body: Value,
     pub authorization: Option<String>,
+    /// The W3C `traceparent` header, if the request carried one.
+    pub traceparent: Option<String>,
 }
 
 type Responder = Arc<dyn Fn(&str, &Value) -> Reply + Send + Sync>;
@@ -153,16 +155,21 @@ impl FakeOpenAi {
                 serde_json::from_slice(&buffer[header_end + 4..header_end + 4 + length])
                     .unwrap_or(Value::Null);
             let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let authorization = head.lines().find_map(|line| {
-                let (name, value) = line.split_once(':')?;
-                name.eq_ignore_ascii_case("authorization")
-                    .then(|| value.trim().to_string())
-            });
+            let header = |wanted: &str| {
+                head.lines().find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case(wanted)
+                        .then(|| value.trim().to_string())
+                })
+            };
+            let authorization = header("authorization");
+            let traceparent = header("traceparent");
             self.received.lock().unwrap().push(Received {
                 at: Instant::now(),
                 path: path.clone(),
                 body: body.clone(),
                 authorization,
+                traceparent,
             });
             use std::sync::atomic::Ordering::SeqCst;
             let now = self.in_flight.fetch_add(1, SeqCst) + 1;
