@@ -31,7 +31,7 @@ class InjectionError(Exception):
 
 
 async def inject(nc, persona_id, query, active_user_ids=(), max_count=8, max_chars=2000,
-                 fmt="xml", resident=False, subject="persona.prefs.inject", timeout=0.5):
+                 fmt="xml", resident=False, subject="persona.prefs.read.inject", timeout=0.5):
     """One injection request; returns the decoded reply or raises InjectionError."""
     request = {
         "persona_id": persona_id,
@@ -71,7 +71,7 @@ async def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     persona_id, query, users = argv[1], argv[2], argv[3:]
-    subject = os.environ.get("PERSONA_PREFS_INJECT_SUBJECT", "persona.prefs.inject")
+    subject = os.environ.get("PERSONA_PREFS_INJECT_SUBJECT", "persona.prefs.read.inject")
     nc = await nats.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"))
     try:
         reply = await inject(nc, persona_id, query, users, subject=subject, resident=True)

@@ -35,7 +35,9 @@ impl Service {
     }
 
     fn subject(&self, endpoint: &str) -> String {
-        format!("{}.{endpoint}", self.app.config.serve.subject_prefix)
+        persona_prefs::serve::Endpoint::from_name(endpoint)
+            .expect("an endpoint's name")
+            .subject(&self.app.config.serve.subject_prefix)
     }
 
     /// Sends a request; returns (error status if any, body).
@@ -1107,4 +1109,52 @@ async fn the_python_example_client_gets_a_rendered_block() {
     assert_eq!(bad.status.code(), Some(1));
     let error: Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(error["error"]["code"], 400);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_role_has_its_own_subjects_and_the_old_ones_answer_only_while_enabled() {
+    use persona_prefs::serve::Endpoint;
+    use persona_prefs::serve::protocol::Role;
+    let prefix = "persona.prefs";
+    for (endpoint, subject) in [
+        (Endpoint::Inject, "persona.prefs.read.inject"),
+        (Endpoint::Search, "persona.prefs.read.search"),
+        (Endpoint::Add, "persona.prefs.write.add"),
+        (Endpoint::Retract, "persona.prefs.write.retract"),
+        (Endpoint::PurgeUser, "persona.prefs.erase.purge_user"),
+    ] {
+        assert_eq!(endpoint.subject(prefix), subject);
+    }
+    for role in Role::ALL {
+        assert!(
+            Endpoint::ALL.iter().any(|e| e.role() == role),
+            "{role:?} has endpoints"
+        );
+    }
+
+    let s = Service::start(test_config("legacy")).await;
+    let legacy = Endpoint::Stats.legacy_subject(&s.app.config.serve.subject_prefix);
+    let reply = s
+        .app
+        .nats
+        .request(legacy.clone(), r#"{"persona_id": "ada"}"#.into())
+        .await
+        .expect("the old subject still answers");
+    assert!(reply.headers.is_none(), "a success reply");
+
+    let mut config = test_config("nolegacy");
+    config.serve.legacy_subjects = false;
+    let s = Service::start(config).await;
+    s.ok("stats", json!({"persona_id": "ada"})).await;
+    let legacy = Endpoint::Stats.legacy_subject(&s.app.config.serve.subject_prefix);
+    let refused = s
+        .app
+        .nats
+        .request(legacy, r#"{"persona_id": "ada"}"#.into())
+        .await
+        .expect_err("no one answers the old subject");
+    assert_eq!(
+        refused.kind(),
+        async_nats::client::RequestErrorKind::NoResponders
+    );
 }

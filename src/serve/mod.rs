@@ -1,8 +1,9 @@
 //! Serve stage: injection and administration over NATS request-reply, as a NATS "service"
 //! (discoverable with `$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`; replicas share a queue group).
 //!
-//! Endpoints under `serve.subject_prefix` (default `persona.prefs`): `inject`, `add`,
-//! `reinforce`, `evolve`, `retract`, `get`, `list`, `stats`, `search`, `purge_user`.
+//! Endpoints under `serve.subject_prefix` (default `persona.prefs`), one subject token per role
+//! so NATS permissions can tell callers apart: `read.{inject,get,list,stats,search}`,
+//! `write.{add,reinforce,evolve,retract}`, `erase.purge_user` (docs/PERMISSIONS.md).
 //! Every request gets a reply: a JSON body, or an error as `Nats-Service-Error` /
 //! `Nats-Service-Error-Code` headers plus `{"error": {"code", "kind", "message"}}`.
 
@@ -94,11 +95,21 @@ pub async fn start(
     let handlers = Arc::new(Handlers::new(&context));
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS));
     let mut tasks = Vec::new();
-    for name in Endpoint::ALL {
+    let mut registrations: Vec<(Endpoint, String, String)> = Endpoint::ALL
+        .into_iter()
+        .map(|e| (e, e.name().to_string(), e.subject(&config.subject_prefix)))
+        .collect();
+    if config.legacy_subjects {
+        registrations.extend(Endpoint::ALL.into_iter().map(|e| {
+            let legacy_name = format!("{}_legacy", e.name());
+            (e, legacy_name, e.legacy_subject(&config.subject_prefix))
+        }));
+    }
+    for (name, registered_as, subject) in registrations {
         let mut endpoint = service
-            .endpoint(name.name(), name.subject(&config.subject_prefix))
+            .endpoint(&registered_as, subject)
             .await
-            .map_err(|e| ServeError(format!("endpoint {name}: {e}")))?;
+            .map_err(|e| ServeError(format!("endpoint {registered_as}: {e}")))?;
         let handlers = handlers.clone();
         let permits = permits.clone();
         let mut shutdown = shutdown.clone();
@@ -140,6 +151,8 @@ pub struct ServeConfig {
     pub subject_prefix: String,
     pub queue_group: String,
     pub resident_count: usize,
+    /// Also answer the subjects from before the role split (`<prefix>.<endpoint>`).
+    pub legacy_subjects: bool,
 }
 
 impl ServeConfig {

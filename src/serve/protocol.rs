@@ -6,7 +6,32 @@ use serde::{Deserialize, Serialize};
 use super::render::Format;
 use crate::store::{InjectedPreference, Preference, Stance};
 
-/// Every endpoint of the service; its subject is `<serve.subject_prefix>.<name>`.
+/// Who may call an endpoint: the middle token of its subject, so a NATS permission on
+/// `<prefix>.read.>`, `<prefix>.write.>` or `<prefix>.erase.>` grants exactly one role
+/// (docs/PERMISSIONS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Injection and reading: prompt builders, the inspector.
+    Read,
+    /// Curation: add, reinforce, evolve, retract.
+    Write,
+    /// Erasure of a user's data.
+    Erase,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Read, Role::Write, Role::Erase];
+
+    pub fn token(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Write => "write",
+            Role::Erase => "erase",
+        }
+    }
+}
+
+/// Every endpoint of the service; its subject is `<serve.subject_prefix>.<role>.<name>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     Inject,
@@ -52,8 +77,33 @@ impl Endpoint {
         }
     }
 
-    /// `<subject_prefix>.<name>`.
+    pub fn role(self) -> Role {
+        match self {
+            Endpoint::Inject
+            | Endpoint::Get
+            | Endpoint::List
+            | Endpoint::Stats
+            | Endpoint::Search => Role::Read,
+            Endpoint::Add | Endpoint::Reinforce | Endpoint::Evolve | Endpoint::Retract => {
+                Role::Write
+            }
+            Endpoint::PurgeUser => Role::Erase,
+        }
+    }
+
+    /// The endpoint named `name` ([`Endpoint::name`]).
+    pub fn from_name(name: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    /// `<subject_prefix>.<role>.<name>`, e.g. `persona.prefs.read.inject`.
     pub fn subject(self, subject_prefix: &str) -> String {
+        format!("{subject_prefix}.{}.{}", self.role().token(), self.name())
+    }
+
+    /// `<subject_prefix>.<name>`: the subject before roles were split, answered for one more
+    /// release while `serve.legacy_subjects` is on (CHANGELOG.md).
+    pub fn legacy_subject(self, subject_prefix: &str) -> String {
         format!("{subject_prefix}.{}", self.name())
     }
 }
