@@ -174,10 +174,43 @@ pub async fn connect_nats(config: &Config) -> Result<async_nats::Client, AppErro
                 })?,
         );
     }
+    // async-nats 0.51 ignores credentials in the URL: pass them on (a user and password, or a
+    // token alone), percent-decoded, from the first server that names them.
+    if let Some(server) = servers.iter().find(|s| s.username().is_some()) {
+        let user = percent_decode(server.username().unwrap_or_default());
+        options = match server.password() {
+            Some(password) => options.user_and_password(user, percent_decode(password)),
+            None => options.token(user),
+        };
+    }
     options.connect(servers).await.map_err(|e| AppError::Nats {
         url: crate::config::redact_url(&nats.url),
         message: e.to_string(),
     })
+}
+
+/// `%XX` escapes of a URL's user-info decoded (a password may hold `@`, `:` or `/`).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| text.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            None => {
+                decoded.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 /// Starts the metrics/health listener if configured; returns its bound address.
@@ -450,5 +483,21 @@ pub async fn wait_until_drained(
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn url_credentials_are_percent_decoded() {
+        for (raw, decoded) in [
+            ("plain", "plain"),
+            ("p%40ss%3Aw%2Frd", "p@ss:w/rd"),
+            ("100%", "100%"),
+            ("%zz", "%zz"),
+            ("%C3%A9", "é"),
+        ] {
+            assert_eq!(super::percent_decode(raw), decoded, "{raw}");
+        }
     }
 }

@@ -122,3 +122,56 @@ fn the_compose_worker_gets_a_valid_configuration_from_the_image() {
     assert_eq!(config.metrics.listen, "0.0.0.0:9464");
     assert_eq!(config.redis.url, "redis://redis:6379");
 }
+
+/// The quoted strings in a text.
+fn quoted(text: &str) -> std::collections::BTreeSet<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_nsc_script_grants_each_role_what_the_tested_authorization_block_does() {
+    let conf = read("deploy/nats/authorization.conf");
+    let script = "deploy/nats/nsc-roles.sh";
+    let root = env!("CARGO_MANIFEST_DIR");
+    for (block, variable) in [
+        ("PRODUCER", "producer"),
+        ("PROMPT_BUILDER", "prompt_builder"),
+        ("ADMIN", "admin"),
+        ("WORKER", "worker"),
+    ] {
+        // The role's block, up to the next line that closes at its indentation.
+        let start = conf
+            .find(&format!("  {block} = {{"))
+            .unwrap_or_else(|| panic!("no {block} block"));
+        let body = &conf[start..];
+        let body = &body[..body.find("\n  }").unwrap()];
+        let (publish, subscribe) = body.split_once("subscribe:").unwrap();
+        let subscribe = subscribe.lines().next().unwrap();
+
+        // The script's lists, as bash reads them.
+        let printed = std::process::Command::new("bash")
+            .current_dir(root)
+            .arg("-c")
+            .arg(format!(
+                "eval \"$(sed -n '/^producer_pub=/,/^worker_sub=/p' {script})\"; \
+                 printf '%s\\n%s\\n' \"${variable}_pub\" \"${variable}_sub\""
+            ))
+            .output()
+            .unwrap();
+        let printed = String::from_utf8(printed.stdout).unwrap();
+        let mut lines = printed.lines();
+        let list = |line: Option<&str>| -> std::collections::BTreeSet<String> {
+            line.unwrap().split(',').map(str::to_string).collect()
+        };
+        assert_eq!(list(lines.next()), quoted(publish), "{block} publish");
+        assert_eq!(list(lines.next()), quoted(subscribe), "{block} subscribe");
+        let responds = body.contains("allow_responses: true");
+        assert_eq!(responds, block == "WORKER", "{block} allow_responses");
+    }
+    let script_text = read(script);
+    assert!(script_text.contains("add_user worker \"$worker_pub\" \"$worker_sub\" responses"));
+}

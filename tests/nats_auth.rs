@@ -27,6 +27,12 @@ impl NkeyNats {
 
     /// A server with JetStream and `auth` as its authentication section.
     async fn start_with(label: &str, auth: &str) -> NkeyNats {
+        NkeyNats::start_with_env(label, auth, &[]).await
+    }
+
+    /// [`NkeyNats::start_with`], with environment variables for the server (which resolves
+    /// `$NAME` in its configuration from them).
+    async fn start_with_env(label: &str, auth: &str, env: &[(&str, &str)]) -> NkeyNats {
         let binary = std::env::var("PERSONA_PREFS_NATS_SERVER")
             .expect("PERSONA_PREFS_NATS_SERVER unset: run through scripts/test");
         let dir = common::scratch_dir(label);
@@ -43,6 +49,7 @@ impl NkeyNats {
         let process = Command::new(binary)
             .arg("-c")
             .arg(&config)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("server.log")).unwrap())
             .spawn()
@@ -256,4 +263,239 @@ async fn the_worker_authenticates_with_a_creds_file_on_an_operator_mode_server()
         error.contains("nats.credentials_file") && error.contains("not both"),
         "{error}"
     );
+}
+
+/// `deploy/nats/authorization.conf` as shipped, with the test's subject, stream and consumer
+/// names in place of the defaults it is written for.
+fn shipped_authorization(config: &persona_prefs::config::Config) -> String {
+    let defaults = persona_prefs::config::Config::defaults();
+    let mut text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/nats/authorization.conf"),
+    )
+    .unwrap();
+    for (default, ours) in [
+        (&defaults.ingest.consumer, &config.ingest.consumer),
+        (&defaults.ingest.stream, &config.ingest.stream),
+        (&defaults.ingest.dlq_stream, &config.ingest.dlq_stream),
+        (
+            &defaults.ingest.subject_prefix,
+            &config.ingest.subject_prefix,
+        ),
+        (
+            &defaults.ingest.dlq_subject_prefix,
+            &config.ingest.dlq_subject_prefix,
+        ),
+        (&defaults.serve.subject_prefix, &config.serve.subject_prefix),
+    ] {
+        assert!(
+            text.contains(default.as_str()),
+            "{default} is not in the file"
+        );
+        text = text.replace(default.as_str(), ours);
+    }
+    text
+}
+
+/// A client of one role, which records the server's permission errors.
+struct RoleClient {
+    client: async_nats::Client,
+    errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The server's log, for a failure message.
+    server_log: std::path::PathBuf,
+}
+
+impl RoleClient {
+    /// Connects as `user` (async-nats itself ignores credentials in a URL).
+    async fn connect(nats: &NkeyNats, user: &str, password: &str) -> RoleClient {
+        let port = nats.port;
+        let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = errors.clone();
+        let client = async_nats::ConnectOptions::new()
+            .event_callback(move |event| {
+                let seen = seen.clone();
+                async move {
+                    if let async_nats::Event::ServerError(error) = event {
+                        seen.lock().unwrap().push(error.to_string());
+                    }
+                }
+            })
+            .user_and_password(user.into(), password.into())
+            .connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        RoleClient {
+            client,
+            errors,
+            server_log: nats.dir.join("server.log"),
+        }
+    }
+
+    /// A request the role may make: its reply, which must not be an error reply.
+    async fn allowed(&self, subject: String, body: serde_json::Value) -> serde_json::Value {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(10),
+            self.client
+                .request(subject.clone(), serde_json::to_vec(&body).unwrap().into()),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{subject}: no reply; server errors {:?}; server log:\n{}",
+                self.errors(),
+                std::fs::read_to_string(&self.server_log).unwrap_or_default()
+            )
+        })
+        .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+        assert!(reply.headers.is_none(), "{subject} failed: {body}");
+        body
+    }
+
+    /// A request the role may not make: the server refuses to deliver it, and says so.
+    async fn refused(&self, subject: String) {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(1),
+            self.client.request(subject.clone(), "{}".into()),
+        )
+        .await;
+        assert!(
+            !matches!(reply, Ok(Ok(_))),
+            "{subject} was answered: {reply:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self
+            .errors()
+            .iter()
+            .any(|e| e.contains("Permissions Violation") && e.contains(&subject))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no permission error for {subject}: {:?}",
+                self.errors()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn errors(&self) -> Vec<String> {
+        self.errors.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_role_does_its_own_work_with_the_shipped_permissions_and_nothing_more() {
+    use persona_prefs::serve::Endpoint;
+    let mut config = test_config("roles");
+    let passwords = [
+        ("PERSONA_PREFS_PRODUCER_PASSWORD", "producer-secret"),
+        ("PERSONA_PREFS_PROMPT_BUILDER_PASSWORD", "builder-secret"),
+        ("PERSONA_PREFS_ADMIN_PASSWORD", "admin-secret"),
+        ("PERSONA_PREFS_WORKER_PASSWORD", "worker-secret"),
+    ];
+    let nats = NkeyNats::start_with_env("roles", &shipped_authorization(&config), &passwords).await;
+    let url =
+        |user: &str, password: &str| format!("nats://{user}:{password}@127.0.0.1:{}", nats.port);
+    let _cleanup = common::Cleanup(config.clone());
+
+    // The worker, with the worker's grant only: ingest, dead letters, the service.
+    config.nats.url = url("worker", "worker-secret");
+    let app = match persona_prefs::app::App::start(config.clone()).await {
+        Ok(app) => app,
+        Err(error) => panic!(
+            "the worker could not start with its grant: {error}\n{}",
+            std::fs::read_to_string(nats.dir.join("server.log")).unwrap_or_default()
+        ),
+    };
+    let consumer = app.consumer().await.unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped.clone()));
+    let services = app.serve(stopped).await.unwrap();
+    let subject = |endpoint: Endpoint| endpoint.subject(&config.serve.subject_prefix);
+
+    // A producer publishes events, one of them broken (a dead letter), and calls nothing.
+    let producer = RoleClient::connect(&nats, "producer", "producer-secret").await;
+    let js = async_nats::jetstream::new(producer.client.clone());
+    let event = serde_json::json!({"event_id": "e1", "persona_id": "ada", "platform": "p", "channel_id": "c",
+        "messages": [
+            {"message_id": "u1", "role": "user", "user_id": "bob", "content": "And owls?", "timestamp": "2026-11-20T07:59:00Z"},
+            {"message_id": "m1", "role": "persona", "content": "I love owls.", "timestamp": "2026-11-20T08:00:00Z"}]});
+    for payload in [serde_json::to_vec(&event).unwrap(), b"not json".to_vec()] {
+        persona_prefs::client::publish_event(
+            &js,
+            &config.ingest.subject_prefix,
+            "ada",
+            payload,
+            None,
+        )
+        .await
+        .expect("a producer may publish events");
+    }
+    producer.refused(subject(Endpoint::Inject)).await;
+    producer.refused(subject(Endpoint::Add)).await;
+    persona_prefs::app::wait_until_drained(&app.js, consumer, Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    // A prompt builder injects, and is refused curation and erasure.
+    let builder = RoleClient::connect(&nats, "prompt_builder", "builder-secret").await;
+    let injected = builder
+        .allowed(
+            subject(Endpoint::Inject),
+            serde_json::json!({"persona_id": "ada", "query": "owls", "active_user_ids": ["bob"]}),
+        )
+        .await;
+    assert_eq!(
+        injected["preferences"].as_array().unwrap().len(),
+        1,
+        "{injected}"
+    );
+    builder.refused(subject(Endpoint::Add)).await;
+    builder.refused(subject(Endpoint::PurgeUser)).await;
+    // The old subjects carry every role: no client is granted them.
+    builder
+        .refused(Endpoint::Inject.legacy_subject(&config.serve.subject_prefix))
+        .await;
+
+    // An administrator curates, erases, and works the dead letters and status from the CLI.
+    let admin = RoleClient::connect(&nats, "admin", "admin-secret").await;
+    admin
+        .allowed(
+            subject(Endpoint::Add),
+            serde_json::json!({"persona_id": "ada", "name": "rain", "stance": "for",
+                "opinion": "Rain on a window is the best sound."}),
+        )
+        .await;
+    let purged = admin
+        .allowed(
+            subject(Endpoint::PurgeUser),
+            serde_json::json!({"persona_id": "ada", "user_id": "bob", "pseudonym": "erased-1"}),
+        )
+        .await;
+    assert_eq!(purged["stored_events"]["events_erased"], 1, "{purged}");
+    let mut admin_config = config.clone();
+    admin_config.nats.url = url("admin", "admin-secret");
+    let letters = common::cli::run(&admin_config, &["dlq", "list", "--json"]).await;
+    assert!(
+        letters.status.success(),
+        "{}",
+        common::cli::stderr(&letters)
+    );
+    assert!(common::cli::stdout(&letters).contains("invalid_json"));
+    let status = common::cli::run(&admin_config, &["status"]).await;
+    assert!(status.status.success(), "{}", common::cli::stderr(&status));
+
+    // Nobody was refused anything the role needs: the server logged no violation but the
+    // ones asked for above (by the producer and the prompt builder).
+    let _ = stop.send(true);
+    services.stop().await;
+    worker.await.unwrap().unwrap();
+    let log = std::fs::read_to_string(nats.dir.join("server.log")).unwrap();
+    let violations: Vec<&str> = log.lines().filter(|l| l.contains("Violation")).collect();
+    for line in &violations {
+        assert!(
+            line.contains("/user:producer\"") || line.contains("/user:prompt_builder\""),
+            "an unexpected refusal: {line}\n{log}"
+        );
+    }
+    assert!(admin.errors().is_empty(), "{:?}", admin.errors());
 }
