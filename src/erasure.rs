@@ -102,6 +102,7 @@ impl Eraser {
                 &pseudonym,
                 WriteGuard {
                     effect_id: None,
+                    message: None,
                     lock: Some(&lock),
                 },
             )

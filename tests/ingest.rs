@@ -782,3 +782,135 @@ fn an_hour_ago() -> String {
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap()
 }
+
+/// An extractor whose answer changes from one delivery to the next, as an LLM's may.
+struct ScriptedExtractor(std::sync::Mutex<std::collections::VecDeque<Vec<(&'static str, Stance)>>>);
+
+impl persona_prefs::extract::Extractor for ScriptedExtractor {
+    fn extract<'a>(
+        &'a self,
+        _input: &'a persona_prefs::extract::ExtractionInput<'a>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Vec<persona_prefs::extract::ExtractedOpinion>, persona_prefs::extract::ExtractError>,
+    > {
+        let answer = self
+            .0
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("a scripted answer");
+        let opinions = answer
+            .into_iter()
+            .map(|(topic, stance)| persona_prefs::extract::ExtractedOpinion {
+                name: topic.into(),
+                opinion: format!("I have views on {}.", topic.to_lowercase()),
+                category: "food".into(),
+                stance,
+                strength: 0.7,
+                related_user_ids: Vec::new(),
+                evidence: String::new(),
+            })
+            .collect();
+        Box::pin(async move { Ok(opinions) })
+    }
+}
+
+/// Effects are keyed by what they apply, not by where an opinion came in the extraction: an
+/// extractor that reorders, rewords, drops or adds opinions between deliveries of one event
+/// still gets each opinion applied exactly once, and never reinforces a preference with the
+/// message that created it.
+#[tokio::test]
+async fn redeliveries_with_reordered_extractions_apply_each_opinion_exactly_once() {
+    let config = test_config("reorder");
+    let _cleanup = Cleanup(config.clone());
+    let mut app = App::start(config).await.unwrap();
+    app.extractor = std::sync::Arc::new(ScriptedExtractor(std::sync::Mutex::new(
+        [
+            // The first delivery saw one opinion (and failed before the rest, say).
+            vec![("green tea", Stance::For)],
+            // The redelivery sees two, the other way round.
+            vec![
+                ("black coffee", Stance::Against),
+                ("green tea", Stance::For),
+            ],
+            // Another: reworded, plus a third opinion.
+            vec![
+                ("Green  Tea!", Stance::For),
+                ("rainy days", Stance::For),
+                ("black coffee", Stance::Against),
+            ],
+            // And one where the extractor finds nothing.
+            vec![],
+        ]
+        .into(),
+    )));
+    let pipeline = app.pipeline();
+    let delivery = serde_json::from_value::<ConversationEvent>(event(
+        "ada",
+        "e1",
+        0,
+        &[
+            ("u1", "Drinks?"),
+            ("persona", "Green tea, never black coffee. And rain."),
+        ],
+    ))
+    .unwrap();
+    let mut applied = Vec::new();
+    for _ in 0..4 {
+        let outcome = pipeline.process(&delivery).await.unwrap();
+        applied.extend(
+            outcome
+                .decisions
+                .iter()
+                .filter(|d| d.applied)
+                .map(|d| (d.action, d.name.clone())),
+        );
+    }
+    assert_eq!(
+        applied,
+        vec![
+            (Action::Add, "green tea".to_string()),
+            (Action::Add, "black coffee".to_string()),
+            (Action::Add, "rainy days".to_string()),
+        ],
+        "each opinion applied once, by the delivery that first saw it"
+    );
+    let stored = common::active_preferences(&app.store, "ada").await;
+    assert_eq!(stored.len(), 3, "no twins: {stored:?}");
+    for preference in &stored {
+        assert_eq!(
+            preference.reinforcement_count, 0,
+            "{} was never reinforced by the message that created it",
+            preference.name
+        );
+    }
+}
+
+/// Ids at their limits make effect ids of a bounded length: a valid event is processed, not
+/// dead-lettered halfway for an effect id over its cap.
+#[tokio::test]
+async fn an_event_with_maximal_ids_is_processed() {
+    let config = test_config("longids");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config).await.unwrap();
+    let long = |c: char| {
+        c.to_string()
+            .repeat(persona_prefs::store::validate::MAX_EXTERNAL_ID_CHARS)
+    };
+    let mut value = event(
+        "ada",
+        "e1",
+        0,
+        &[("u1", "Owls?"), ("persona", "I love owls. I hate noise.")],
+    );
+    value["platform"] = json!(long('p'));
+    value["channel_id"] = json!(long('c'));
+    value["messages"][1]["message_id"] = json!(long('m'));
+    let event = serde_json::from_value::<ConversationEvent>(value).unwrap();
+    let outcome = app.pipeline().process(&event).await.unwrap();
+    assert_eq!(outcome.decisions.len(), 2);
+    assert!(outcome.decisions.iter().all(|d| d.applied));
+    let again = app.pipeline().process(&event).await.unwrap();
+    assert!(again.decisions.iter().all(|d| !d.applied), "and once only");
+}

@@ -368,6 +368,7 @@ async fn a_migration_cut_short_finishes_when_run_again() {
             "a1",
             persona_prefs::store::WriteGuard {
                 effect_id: Some("discord:c1:m5#0"),
+                message: None,
                 lock: None,
             },
         )

@@ -1127,6 +1127,7 @@ async fn effect_records_last_as_long_as_configured_or_for_ever() {
         let t = TestStore::with_config(config).await;
         let guard = WriteGuard {
             effect_id: Some("discord:c1:m1#0"),
+            message: None,
             lock: None,
         };
         t.add_preference_guarded(
@@ -1166,6 +1167,7 @@ async fn writes_under_an_effect_id_apply_once() {
     let new = new_preference("ada", "tea", "I love tea.", unit_vector(70));
     let guard = WriteGuard {
         effect_id: Some("m1#0"),
+        message: None,
         lock: None,
     };
     let first = t.add_preference_guarded(new.clone(), guard).await.unwrap();
@@ -1177,6 +1179,7 @@ async fn writes_under_an_effect_id_apply_once() {
     let id = first.preference.id;
     let reinforce = WriteGuard {
         effect_id: Some("m2#0"),
+        message: None,
         lock: None,
     };
     assert!(
@@ -1199,6 +1202,7 @@ async fn writes_under_an_effect_id_apply_once() {
 
     let evolve = WriteGuard {
         effect_id: Some("m3#0"),
+        message: None,
         lock: None,
     };
     let v = unit_vector(71);
@@ -1254,6 +1258,7 @@ async fn deleting_a_persona_leaves_nothing_of_it() {
         let held = locks.try_acquire(persona).await.unwrap().unwrap();
         let guard = WriteGuard {
             effect_id: Some("discord:c1:m1#0"),
+            message: None,
             lock: Some(&held),
         };
         t.reinforce_preference(persona, &added.id, guard)
@@ -1320,6 +1325,7 @@ async fn a_write_with_a_lost_lock_is_fenced() {
     );
     let guard = WriteGuard {
         effect_id: None,
+        message: None,
         lock: Some(&held),
     };
     assert!(
@@ -1435,6 +1441,7 @@ async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
     let held = locks.try_acquire("ada").await.unwrap().unwrap();
     let guard = WriteGuard {
         effect_id: None,
+        message: None,
         lock: Some(&held),
     };
     let report = t
@@ -1446,4 +1453,45 @@ async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
         held.renew(&t.store).await.unwrap(),
         "the lock is still ours at the end"
     );
+}
+
+/// An effect record names the preference it was applied to: a write to another preference
+/// under the same effect id is refused whole, not taken as done.
+#[tokio::test]
+async fn an_effect_record_of_another_preference_is_refused() {
+    let t = TestStore::new("effectmismatch").await;
+    let a = t
+        .add_preference(new_preference("ada", "tea", "I love tea.", unit_vector(80)))
+        .await
+        .unwrap();
+    let b = t
+        .add_preference(new_preference(
+            "ada",
+            "rain",
+            "I love rain.",
+            unit_vector(81),
+        ))
+        .await
+        .unwrap();
+    let guard = WriteGuard {
+        effect_id: Some("shared-effect"),
+        message: None,
+        lock: None,
+    };
+    let first = t.reinforce_preference("ada", &a.id, guard).await.unwrap();
+    assert!(first.unwrap().applied);
+    let error = t
+        .reinforce_preference("ada", &b.id, guard)
+        .await
+        .expect_err("the record names another preference");
+    assert!(
+        matches!(
+            error,
+            persona_prefs::store::StoreError::EffectMismatch { .. }
+        ),
+        "{error}"
+    );
+    assert!(!error.is_retryable(), "permanent: retrying cannot help");
+    let untouched = t.get_preference("ada", &b.id).await.unwrap().unwrap();
+    assert_eq!(untouched.reinforcement_count, 0);
 }

@@ -18,8 +18,8 @@ use crate::extract::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact,
 };
 use crate::store::{
-    Erasure, Evolution, NewPreference, PersonaLock, PreferenceStore, Provenance, StoreError,
-    WriteGuard,
+    Erasure, Evolution, MessageEffects, NewPreference, PersonaLock, PreferenceStore, Provenance,
+    StoreError, WriteGuard,
 };
 use crate::telemetry;
 use crate::timestamp::Timestamp;
@@ -142,7 +142,8 @@ struct Candidate {
     opinion: ExtractedOpinion,
     /// The persona message's timestamp.
     expressed_at: Timestamp,
-    effect_id: String,
+    /// The effects of the persona message that voiced it.
+    message: MessageEffects,
     provenance: Provenance,
     embedding: Vec<f32>,
     /// Preferences that were in the prompt of the message that voiced it.
@@ -266,17 +267,19 @@ impl Pipeline {
                 .find(|m| m.role == Role::User);
             telemetry::opinions_extracted(opinions.len());
             outcome.opinions += opinions.len();
-            for (ordinal, opinion) in opinions.into_iter().enumerate() {
+            let message = MessageEffects::of(
+                &event.platform,
+                &event.channel_id,
+                &persona_message.message_id,
+            );
+            for opinion in opinions {
                 let Some(opinion) = self.redacted(opinion) else {
                     outcome.dropped_redacted += 1;
                     continue;
                 };
                 candidates.push(Candidate {
                     expressed_at: persona_message.timestamp,
-                    effect_id: format!(
-                        "{}:{}:{}#{ordinal}",
-                        event.platform, event.channel_id, persona_message.message_id
-                    ),
+                    message: message.clone(),
                     provenance: Provenance {
                         triggering_user_id: trigger.map(|m| m.user_id.clone()).unwrap_or_default(),
                         triggering_message_id: trigger
@@ -373,12 +376,22 @@ impl Pipeline {
         erasures: &HashMap<String, Erasure>,
         lock: &crate::store::LockToken,
     ) -> Result<Decision, PipelineError> {
-        let guard = WriteGuard {
-            effect_id: Some(&candidate.effect_id),
-            lock: Some(lock),
-        };
         let persona_id = &event.persona_id;
         let opinion = &candidate.opinion;
+        // Effects are keyed by what they apply (store::effects): an add by the opinion's topic
+        // and stance, a write to an existing preference by that preference.
+        let adding = candidate.message.adding(&opinion.name, opinion.stance);
+        fn guarded<'a>(
+            effect_id: &'a str,
+            candidate: &'a Candidate,
+            lock: &'a crate::store::LockToken,
+        ) -> WriteGuard<'a> {
+            WriteGuard {
+                effect_id: Some(effect_id),
+                message: Some(&candidate.message),
+                lock: Some(lock),
+            }
+        }
         let facts = OpinionFacts {
             stance: opinion.stance,
             expressed_at: candidate.expressed_at,
@@ -434,11 +447,18 @@ impl Pipeline {
                     ..nothing_written(Action::Stale, preference_id, best_similarity)
                 });
             }
-            Plan::Reinforce { preference_id } => self
-                .store
-                .reinforce_preference_from(persona_id, &preference_id, &candidate.provenance, guard)
-                .await?
-                .map(|done| (Action::Reinforce, done.id, done.name, done.applied)),
+            Plan::Reinforce { preference_id } => {
+                let effect_id = candidate.message.on_preference(&preference_id);
+                self.store
+                    .reinforce_preference_from(
+                        persona_id,
+                        &preference_id,
+                        &candidate.provenance,
+                        guarded(&effect_id, candidate, lock),
+                    )
+                    .await?
+                    .map(|done| (Action::Reinforce, done.id, done.name, done.applied))
+            }
             Plan::Evolve {
                 preference_id,
                 reason,
@@ -452,8 +472,14 @@ impl Pipeline {
                     expressed_at: Some(&expressed_at),
                     evidence_user_id: Some(&candidate.provenance.triggering_user_id),
                 };
+                let effect_id = candidate.message.on_preference(&preference_id);
                 self.store
-                    .evolve_preference(persona_id, &preference_id, &evolution, guard)
+                    .evolve_preference(
+                        persona_id,
+                        &preference_id,
+                        &evolution,
+                        guarded(&effect_id, candidate, lock),
+                    )
                     .await?
                     .map(|done| (Action::Evolve, done.id, done.name, done.applied))
             }
@@ -486,7 +512,7 @@ impl Pipeline {
                     related_kg_uuids: Vec::new(),
                     embedding: candidate.embedding.clone(),
                 },
-                guard,
+                guarded(&adding, candidate, lock),
             )
             .await?;
         Ok(Decision {

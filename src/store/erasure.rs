@@ -58,6 +58,7 @@ impl PreferenceStore {
                 &preference_id,
                 WriteGuard {
                     effect_id: None,
+                    message: None,
                     ..guard
                 },
             )?;

@@ -36,6 +36,10 @@ pub enum StoreError {
         "the vector set of persona {persona_id} does not fit the configuration ({detail}); run `persona-prefs index migrate`"
     )]
     VectorSetMismatch { persona_id: String, detail: String },
+    /// An effect record exists under the write's effect id but names another preference: it is
+    /// not this write's, and nothing was written (permanent: dead-letter and look).
+    #[error("effect record mismatch for persona {persona_id}: {detail}")]
+    EffectMismatch { persona_id: String, detail: String },
     /// A write reached its master but not `wanted` replicas in time (`redis.min_replicas_acked`):
     /// a failover now could lose it, so it does not count as stored yet.
     #[error("a write for persona {persona_id} reached {acked} of {wanted} replicas in time")]

@@ -13,6 +13,7 @@
 //! escapes it ([`query::escape_tag`]) and is restricted to one persona.
 
 pub mod connection;
+pub mod effects;
 mod erasure;
 mod error;
 pub mod index;
@@ -35,6 +36,7 @@ use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use connection::RedisConnection;
+pub use effects::MessageEffects;
 pub use erasure::Erasure;
 pub use error::StoreError;
 pub use index::IndexInfo;
@@ -54,9 +56,13 @@ use crate::config::{RedisConfig, StoreConfig};
 /// Options for an idempotent, fenced write. The default is a plain write.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteGuard<'a> {
-    /// A caller-chosen id of this effect (e.g. `<message id>#<opinion ordinal>`): the write is
-    /// applied at most once per id, and a repeat reports `applied: false`.
+    /// The id of what this write applies ([`MessageEffects`] makes them for ingest): the write
+    /// is applied at most once per id, and a repeat reports `applied: false`.
     pub effect_id: Option<&'a str>,
+    /// The persona message the write comes from: an add also records the message's effect on
+    /// the new preference ([`MessageEffects::on_preference`]), so the message cannot later
+    /// reinforce or evolve what it created.
+    pub message: Option<&'a MessageEffects>,
     /// The persona lock the caller holds; the write is refused with [`StoreError::Fenced`] when
     /// the lock has since expired or passed to another worker.
     pub lock: Option<&'a LockToken>,
@@ -234,6 +240,10 @@ fn script_error(persona_id: &str) -> impl Fn(redis::RedisError) -> StoreError + 
             persona_id: persona_id.to_string(),
         },
         Some(scripts::MISFIT) => StoreError::VectorSetMismatch {
+            persona_id: persona_id.to_string(),
+            detail: error.detail().unwrap_or_default().to_string(),
+        },
+        Some(scripts::EFFECT) => StoreError::EffectMismatch {
             persona_id: persona_id.to_string(),
             detail: error.detail().unwrap_or_default().to_string(),
         },

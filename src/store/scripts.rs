@@ -31,6 +31,9 @@ pub const FENCED: &str = "FENCED";
 /// The error code a script answers with when the persona's vector set was made under another
 /// size or quantisation than configured.
 pub const MISFIT: &str = "MISFIT";
+/// The error code a script answers with when the write's effect record names another
+/// preference than the one written.
+pub const EFFECT: &str = "EFFECT";
 
 /// The guard shared by every script: lock check, then the idempotency short-circuit is done by
 /// each script because what it returns differs.
@@ -63,11 +66,24 @@ local function applied_before()
   if existing then return existing end
   return nil
 end
+local function record_effect_as(effect, value)
+  redis.call('HSET', KEYS[2], effect, value)
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then redis.call('HEXPIRE', KEYS[2], ttl, 'FIELDS', 1, effect) end
+end
 local function record_effect(value)
   if not effect_used then return end
-  redis.call('HSET', KEYS[2], ARGV[1], value)
-  local ttl = tonumber(ARGV[2])
-  if ttl > 0 then redis.call('HEXPIRE', KEYS[2], ttl, 'FIELDS', 1, ARGV[1]) end
+  record_effect_as(ARGV[1], value)
+end
+-- A write to an existing preference: its effect record must name that preference, or the
+-- record is not this write's (a collision or a corrupted record) and nothing is written.
+local function applied_to(id)
+  local existing = applied_before()
+  if existing and existing ~= id then
+    return redis.error_reply('EFFECT record ' .. ARGV[1] .. ' names preference ' .. existing ..
+      ', not ' .. tostring(id))
+  end
+  return existing
 end
 local function decode_list(raw)
   if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
@@ -120,7 +136,8 @@ local function sync(id, old_users, vector_changed)
 end
 "#;
 
-/// ARGV[6..]: field/value pairs of the new hash (id first, so `ARGV[7]` is the id).
+/// ARGV[6] the message's effect on the new preference, recorded too ("" = none); ARGV[7..]:
+/// field/value pairs of the new hash (id first, so `ARGV[8]` is the id).
 /// Returns `{applied, id}`: with an effect id applied before, the id it created.
 pub static ADD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -129,11 +146,12 @@ pub static ADD: LazyLock<Script> = LazyLock::new(|| {
 local existing = applied_before()
 if existing then return {0, existing} end
 local fields = {}
-for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
-record_effect(ARGV[7])
-sync(ARGV[7], {}, true)
-return {1, ARGV[7]}
+record_effect(ARGV[8])
+if ARGV[6] ~= '' then record_effect_as(ARGV[6], ARGV[8]) end
+sync(ARGV[8], {}, true)
+return {1, ARGV[8]}
 "#
     ))
 });
@@ -149,7 +167,9 @@ pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'strength', 'reinforcement_count',
   'evidence_user_ids', 'reinforcements')
-if applied_before() then
+local done = applied_to(h[1])
+if type(done) == 'table' then return done end
+if done then
   return {0, h[1], h[2], h[3] or '0', h[4] or '0'}
 end
 local strength = tonumber(h[3]) or 0
@@ -193,7 +213,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'evidence_user_ids',
   'evolution_history')
 local log = decode_list(h[6])
-if applied_before() then
+local done = applied_to(h[1])
+if type(done) == 'table' then return done end
+if done then
   return {0, h[1], h[2], h[3], h[4] or '0', tostring(#log)}
 end
 log[#log + 1] = {action = 'evolution', old_opinion = h[3] or '', new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}
@@ -223,7 +245,9 @@ pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history')
-if applied_before() then return {0, h[1], h[2]} end
+local done = applied_to(h[1])
+if type(done) == 'table' then return done end
+if done then return {0, h[1], h[2]} end
 local fields = {'active', '0'}
 if ARGV[6] ~= '' then
   local log = decode_list(h[4])

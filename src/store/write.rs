@@ -175,6 +175,12 @@ impl PreferenceStore {
         ];
         let mut invocation =
             self.invocation(&scripts::ADD, &preference.persona_id, &preference.id, guard)?;
+        invocation.arg(
+            guard
+                .message
+                .map(|message| message.on_preference(&preference.id))
+                .unwrap_or_default(),
+        );
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }
