@@ -113,6 +113,10 @@ pub struct StoreConfig {
     pub max_related_ids: usize,
     /// Reinforcements kept, with provenance, per preference (the most recent; 0 keeps none).
     pub max_reinforcement_log: usize,
+    /// Evidence users kept per preference (the most recent); more are counted, not listed.
+    pub max_evidence_users: usize,
+    /// History entries (changes of mind, retractions) kept per preference (the newest).
+    pub max_evolution_history: usize,
     /// Lifetime of idempotency records, in hours; 0 keeps them for ever.
     pub effect_ttl_hours: u64,
     /// How each persona's vector set stores its vectors: "q8", "fp32" or "bin".
@@ -509,6 +513,8 @@ impl Config {
             ("store.max_injection_count", store.max_injection_count),
             ("store.max_injection_chars", store.max_injection_chars),
             ("store.max_related_ids", store.max_related_ids),
+            ("store.max_evidence_users", store.max_evidence_users),
+            ("store.max_evolution_history", store.max_evolution_history),
             ("nats.max_payload_bytes", self.nats.max_payload_bytes),
         ] {
             if value == 0 {

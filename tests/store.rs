@@ -1495,3 +1495,119 @@ async fn an_effect_record_of_another_preference_is_refused() {
     let untouched = t.get_preference("ada", &b.id).await.unwrap().unwrap();
     assert_eq!(untouched.reinforcement_count, 0);
 }
+
+/// Records stay bounded however much evidence and how many changes of mind a preference
+/// gathers: 20 000 users reinforce it and it changes its mind 30 times with 4 KB opinions. The
+/// lists keep their newest entries and count the rest; erasing a user stays one linear pass.
+/// Prints the record's size and the purge's time (measured here, not asserted: shared
+/// machines are noisy).
+#[tokio::test(flavor = "multi_thread")]
+async fn records_stay_bounded_under_20000_evidence_users_and_many_changes_of_mind() {
+    let t = TestStore::new("bounded").await;
+    let defaults = persona_prefs::config::Config::defaults().store;
+    let (evidence_cap, history_cap) = (defaults.max_evidence_users, defaults.max_evolution_history);
+    let added = t
+        .add_preference(new_preference("ada", "tea", "I love tea.", unit_vector(90)))
+        .await
+        .unwrap();
+    let id = added.id.clone();
+    let users: Vec<String> = (0..20_000).map(|n| format!("user-{n:05}")).collect();
+    for chunk in users.chunks(200) {
+        futures::future::try_join_all(chunk.iter().map(|user| {
+            let provenance = Provenance {
+                triggering_user_id: user.clone(),
+                ..Provenance::default()
+            };
+            let id = &id;
+            let t = &t;
+            async move {
+                t.reinforce_preference_from("ada", id, &provenance, WriteGuard::default())
+                    .await
+            }
+        }))
+        .await
+        .unwrap();
+    }
+    let opinion = "I have changed my mind about tea again. ".repeat(100);
+    let vector = unit_vector(91);
+    let mut evolutions = 0;
+    for n in 0..30 {
+        let reason = format!("change {n}");
+        let evolution = Evolution {
+            new_opinion: &opinion,
+            new_embedding: &vector,
+            reason: &reason,
+            new_stance: None,
+            expressed_at: None,
+            evidence_user_id: None,
+        };
+        evolutions = t
+            .evolve_preference("ada", &id, &evolution, WriteGuard::default())
+            .await
+            .unwrap()
+            .unwrap()
+            .evolutions;
+    }
+    assert_eq!(evolutions, 30, "the count goes on past the cap");
+
+    let stored = t.get_preference("ada", &id).await.unwrap().unwrap();
+    assert_eq!(stored.reinforcement_count, 20_000);
+    assert_eq!(stored.evidence_user_ids.len(), evidence_cap);
+    // The last 200 came in one concurrent batch, after all the others: they are what is kept.
+    let kept: std::collections::BTreeSet<&String> = stored.evidence_user_ids.iter().collect();
+    let newest: std::collections::BTreeSet<&String> =
+        users[users.len() - evidence_cap..].iter().collect();
+    assert_eq!(kept, newest, "the most recent evidence is kept");
+    // user-1 (the creator) and the first 19 800 - 1 of the others were dropped by the cap.
+    assert_eq!(
+        stored.evidence_users_dropped as usize,
+        20_001 - evidence_cap,
+        "every user beyond the cap is counted"
+    );
+    assert_eq!(stored.evolution_history.len(), history_cap);
+    assert_eq!(stored.history_entries_dropped as usize, 30 - history_cap);
+    assert_eq!(
+        stored.evolution_history.last().unwrap().reason,
+        "change 29",
+        "the newest history is kept"
+    );
+    let key = t.keys().preference("ada", &id);
+    let size: usize = t
+        .raw_hash(&key)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(field, value)| field.len() + value.len())
+        .sum();
+    // Ten history entries of two 4 KB opinions, the current opinion, 200 evidence users and
+    // 20 reinforcements: under 128 KiB. Unbounded, this record would hold 20 000 users and 30
+    // entries (about 500 KB).
+    assert!(size < 128 * 1024, "the record is {size} bytes");
+
+    // Erasing a user in the list, and one dropped from it: each a single linear pass. The
+    // preference has other evidence (listed and counted), so it stays active.
+    for user in ["user-19999", "user-00000"] {
+        let started = std::time::Instant::now();
+        let report = t
+            .purge_user(
+                "ada",
+                user,
+                &format!("erased-{user}"),
+                WriteGuard::default(),
+            )
+            .await
+            .unwrap();
+        println!(
+            "bounded record: {size} bytes; purge of {user}: {:.2} ms, {report:?}",
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+    let after = t.get_preference("ada", &id).await.unwrap().unwrap();
+    assert!(after.active);
+    assert!(!after.evidence_user_ids.contains(&"user-19999".to_string()));
+    assert!(
+        after
+            .evidence_user_ids
+            .contains(&"erased-user-19999".to_string())
+    );
+}

@@ -62,7 +62,11 @@ impl PreferenceStore {
                     ..guard
                 },
             )?;
-            invocation.arg(user_id).arg(pseudonym).arg(now.as_str());
+            invocation
+                .arg(user_id)
+                .arg(pseudonym)
+                .arg(now.as_str())
+                .arg(self.settings.store.max_evolution_history);
             let reply: Value = self.write(invocation, persona_id).await?;
             if let Some(items) = script_reply(reply, 2)? {
                 if items[0] == "1" {

@@ -35,9 +35,11 @@ pub mod field {
     pub const LAST_REINFORCED: &str = "last_reinforced";
     pub const REINFORCEMENT_COUNT: &str = "reinforcement_count";
     pub const REINFORCEMENTS: &str = "reinforcements";
+    pub const EVIDENCE_USERS_DROPPED: &str = "evidence_users_dropped";
+    pub const HISTORY_ENTRIES_DROPPED: &str = "history_entries_dropped";
 
     /// Everything but the embedding: what searches RETURN.
-    pub const ALL_BUT_EMBEDDING: [&str; 23] = [
+    pub const ALL_BUT_EMBEDDING: [&str; 25] = [
         ID,
         PERSONA_ID,
         NAME,
@@ -61,6 +63,8 @@ pub mod field {
         LAST_REINFORCED,
         REINFORCEMENT_COUNT,
         REINFORCEMENTS,
+        EVIDENCE_USERS_DROPPED,
+        HISTORY_ENTRIES_DROPPED,
     ];
 }
 
@@ -164,10 +168,19 @@ pub struct Preference {
     pub provenance: Provenance,
     pub related_user_ids: Vec<String>,
     pub related_kg_uuids: Vec<String>,
-    /// Users whose conversations voiced or reinforced this preference (for erasure).
+    /// Users whose conversations voiced or reinforced this preference (for erasure): the most
+    /// recent `store.max_evidence_users`, oldest first.
     #[serde(default)]
     pub evidence_user_ids: Vec<String>,
+    /// Evidence users left out of `evidence_user_ids` by its cap (so the preference has more
+    /// evidence than the list shows).
+    #[serde(default)]
+    pub evidence_users_dropped: u64,
+    /// Changes of mind and retractions, oldest first: the newest `store.max_evolution_history`.
     pub evolution_history: Vec<HistoryEntry>,
+    /// Older history entries dropped by that cap.
+    #[serde(default)]
+    pub history_entries_dropped: u64,
     pub active: bool,
     pub created_at: String,
     pub last_reinforced: String,
@@ -196,7 +209,9 @@ impl Preference {
             related_user_ids: Vec::new(),
             related_kg_uuids: Vec::new(),
             evidence_user_ids: Vec::new(),
+            evidence_users_dropped: 0,
             evolution_history: Vec::new(),
+            history_entries_dropped: 0,
             active: true,
             created_at: String::new(),
             last_reinforced: String::new(),
@@ -260,7 +275,15 @@ impl Preference {
             related_user_ids: json_list(field::RELATED_USER_IDS),
             related_kg_uuids: json_list(field::RELATED_KG_UUIDS),
             evidence_user_ids: json_list(field::EVIDENCE_USER_IDS),
+            evidence_users_dropped: fields
+                .get(field::EVIDENCE_USERS_DROPPED)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
             evolution_history,
+            history_entries_dropped: fields
+                .get(field::HISTORY_ENTRIES_DROPPED)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
             // The original system wrote "1"/"0"; accept "true" too.
             active: matches!(
                 fields.get(field::ACTIVE).map(String::as_str),
@@ -337,7 +360,9 @@ impl VectorAttributes {
                 .collect(),
             related_kg_uuids: Vec::new(),
             evidence_user_ids: Vec::new(),
+            evidence_users_dropped: 0,
             evolution_history: Vec::new(),
+            history_entries_dropped: 0,
             active: true,
             created_at: String::new(),
             last_reinforced: String::new(),

@@ -94,13 +94,34 @@ local function encode_list(list)
   if #list == 0 then return '[]' end
   return cjson.encode(list)
 end
--- The evidence list with `user` added, encoded, or nil when there is nothing to add.
-local function evidence_with(raw, user)
-  if user == '' then return nil end
+-- The newest `cap` entries of a list, in order (one pass, whatever the list's length).
+local function newest(list, cap)
+  if #list <= cap then return list, 0 end
+  local kept, dropped = {}, #list - cap
+  for i = dropped + 1, #list do kept[#kept + 1] = list[i] end
+  return kept, dropped
+end
+-- The evidence list with `user` added (keeping the most recent `cap`), encoded, and how many
+-- users the cap dropped; nil when there is nothing to add.
+local function evidence_with(raw, user, cap)
+  if user == '' then return nil, 0 end
   local list = decode_list(raw)
-  for _, existing in ipairs(list) do if existing == user then return nil end end
+  for _, existing in ipairs(list) do if existing == user then return nil, 0 end end
   list[#list + 1] = user
-  return encode_list(list)
+  local kept, dropped = newest(list, cap)
+  return encode_list(kept), dropped
+end
+-- Appends `entry` to the history, keeps the newest `cap`, and adds the fields to write: the
+-- history and, when entries were dropped, the new count of dropped entries.
+local function add_history(fields, history, entry, cap, dropped_before)
+  history[#history + 1] = entry
+  local kept, dropped = newest(history, cap)
+  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = encode_list(kept)
+  if dropped > 0 then
+    fields[#fields + 1] = 'history_entries_dropped'
+    fields[#fields + 1] = tostring((tonumber(dropped_before) or 0) + dropped)
+  end
+  return #kept + (tonumber(dropped_before) or 0) + dropped
 end
 -- Brings the persona's structures in step with the hash of preference `id` after a write.
 -- `old_users`: the related users before the write (their about-entries go); `vector_changed`:
@@ -157,7 +178,8 @@ return {1, ARGV[8]}
 });
 
 /// ARGV[6] rate, ARGV[7] now, ARGV[8] the user whose conversation reinforced it ("" = none),
-/// ARGV[9] the reinforcement's log entry (JSON), ARGV[10] how many log entries to keep.
+/// ARGV[9] the reinforcement's log entry (JSON), ARGV[10] how many log entries to keep,
+/// ARGV[11] how many evidence users to keep.
 /// Returns nil when missing, else
 /// `{applied, id, name, strength, reinforcement_count}`.
 pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
@@ -166,7 +188,7 @@ pub static REINFORCE: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'strength', 'reinforcement_count',
-  'evidence_user_ids', 'reinforcements')
+  'evidence_user_ids', 'reinforcements', 'evidence_users_dropped')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then
@@ -180,10 +202,14 @@ if strength < 0 then strength = 0 end
 local count = (tonumber(h[4]) or 0) + 1
 local formatted = string.format('%.17g', strength)
 local fields = {'strength', formatted, 'last_reinforced', ARGV[7], 'reinforcement_count', tostring(count)}
-local evidence = evidence_with(h[5], ARGV[8])
+local evidence, dropped = evidence_with(h[5], ARGV[8], tonumber(ARGV[11]))
 if evidence then
   fields[#fields + 1] = 'evidence_user_ids'
   fields[#fields + 1] = evidence
+end
+if dropped > 0 then
+  fields[#fields + 1] = 'evidence_users_dropped'
+  fields[#fields + 1] = tostring((tonumber(h[7]) or 0) + dropped)
 end
 local keep = tonumber(ARGV[10])
 if keep > 0 then
@@ -203,7 +229,8 @@ return {1, h[1], h[2], formatted, tostring(count)}
 
 /// ARGV[6] new opinion, ARGV[7] embedding bytes, ARGV[8] strength, ARGV[9] now, ARGV[10]
 /// reason, ARGV[11] new stance ("" keeps it), ARGV[12] when the new stance was expressed,
-/// ARGV[13] the user whose conversation changed it ("" = none). Returns nil when missing, else
+/// ARGV[13] the user whose conversation changed it ("" = none), ARGV[14] how many evidence
+/// users to keep, ARGV[15] how many history entries to keep. Returns nil when missing, else
 /// `{applied, id, name, opinion, strength, evolutions}`.
 pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -211,48 +238,54 @@ pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'evidence_user_ids',
-  'evolution_history')
+  'evolution_history', 'evidence_users_dropped', 'history_entries_dropped')
 local log = decode_list(h[6])
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then
-  return {0, h[1], h[2], h[3], h[4] or '0', tostring(#log)}
+  return {0, h[1], h[2], h[3], h[4] or '0', tostring(#log + (tonumber(h[8]) or 0))}
 end
-log[#log + 1] = {action = 'evolution', old_opinion = h[3] or '', new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}
 local fields = {'opinion', ARGV[6], 'embedding', ARGV[7], 'strength', ARGV[8],
-  'last_reinforced', ARGV[9], 'evolution_history', cjson.encode(log)}
+  'last_reinforced', ARGV[9]}
+local evolutions = add_history(fields, log, {action = 'evolution', old_opinion = h[3] or '',
+  new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}, tonumber(ARGV[15]), h[8])
 if ARGV[11] ~= '' then
   fields[#fields + 1] = 'stance'; fields[#fields + 1] = ARGV[11]
   fields[#fields + 1] = 'stance_at'; fields[#fields + 1] = ARGV[12]
 end
-local evidence = evidence_with(h[5], ARGV[13])
+local evidence, dropped = evidence_with(h[5], ARGV[13], tonumber(ARGV[14]))
 if evidence then
   fields[#fields + 1] = 'evidence_user_ids'; fields[#fields + 1] = evidence
+end
+if dropped > 0 then
+  fields[#fields + 1] = 'evidence_users_dropped'
+  fields[#fields + 1] = tostring((tonumber(h[7]) or 0) + dropped)
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 sync(h[1], {}, true)
-return {1, h[1], h[2], ARGV[6], ARGV[8], tostring(#log)}
+return {1, h[1], h[2], ARGV[6], ARGV[8], tostring(evolutions)}
 "#
     ))
 });
 
-/// ARGV[6] reason ("" = no history entry), ARGV[7] now. Returns nil when missing, else
+/// ARGV[6] reason ("" = no history entry), ARGV[7] now, ARGV[8] how many history entries to
+/// keep. Returns nil when missing, else
 /// `{applied, id, name}`.
 pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{GUARD}{}",
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history')
+local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history',
+  'history_entries_dropped')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then return {0, h[1], h[2]} end
 local fields = {'active', '0'}
 if ARGV[6] ~= '' then
-  local log = decode_list(h[4])
-  log[#log + 1] = {action = 'retraction', old_opinion = h[3] or '', timestamp = ARGV[7], reason = ARGV[6]}
-  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = cjson.encode(log)
+  add_history(fields, decode_list(h[4]), {action = 'retraction', old_opinion = h[3] or '',
+    timestamp = ARGV[7], reason = ARGV[6]}, tonumber(ARGV[8]), h[5])
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
@@ -262,7 +295,8 @@ return {1, h[1], h[2]}
     ))
 });
 
-/// Erasure of one user from one preference. ARGV[6] user id, ARGV[7] pseudonym, ARGV[8] now.
+/// Erasure of one user from one preference. ARGV[6] user id, ARGV[7] pseudonym, ARGV[8] now,
+/// ARGV[9] how many history entries to keep.
 /// Replaces the user in related users, evidence users, the triggering user, the users of the
 /// reinforcement log and the reasons of the evolution history; retracts the
 /// preference when that user's conversations were its only evidence. Returns nil when missing,
@@ -273,15 +307,18 @@ pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local user, pseudonym = ARGV[6], ARGV[7]
-local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id')
+local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped')
+-- The list with the user replaced by the pseudonym, without duplicates: one pass, with a set
+-- of what is kept (a nested scan was quadratic and blocked Redis on long lists).
 local function replace(list)
-  local out, changed = {}, false
+  local out, kept, changed = {}, {}, false
   for _, value in ipairs(list) do
     local next_value = value
     if value == user then next_value = pseudonym; changed = true end
-    local seen = false
-    for _, kept in ipairs(out) do if kept == next_value then seen = true end end
-    if not seen then out[#out + 1] = next_value end
+    if not kept[next_value] then
+      kept[next_value] = true
+      out[#out + 1] = next_value
+    end
   end
   return out, changed
 end
@@ -317,7 +354,10 @@ for _, entry in ipairs(history) do
 end
 if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed or history_changed) then return {0, 0} end
 local only_evidence
-if #evidence > 0 then
+if (tonumber(h[9]) or 0) > 0 then
+  -- Evidence users beyond the cap were other users: the erased one was not the only one.
+  only_evidence = false
+elseif #evidence > 0 then
   only_evidence = true
   for _, value in ipairs(evidence) do if value ~= pseudonym then only_evidence = false end end
 else
@@ -328,12 +368,11 @@ local fields = {'related_user_ids', encode_list(related), 'related_user_ids_inde
   'reinforcements', encode_list(reinforcements)}
 local retracted = 0
 if only_evidence and h[4] == '1' then
-  history[#history + 1] = {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[8], reason = 'erasure: its only evidence was an erased user'}
   fields[#fields + 1] = 'active'; fields[#fields + 1] = '0'
-  history_changed = true
+  add_history(fields, history, {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[8],
+    reason = 'erasure: its only evidence was an erased user'}, tonumber(ARGV[9]), h[10])
   retracted = 1
-end
-if history_changed then
+elseif history_changed then
   fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = encode_list(history)
 end
 redis.call('HSET', KEYS[1], unpack(fields))

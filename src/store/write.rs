@@ -75,7 +75,9 @@ impl PreferenceStore {
             related_user_ids: new.related_user_ids,
             related_kg_uuids: new.related_kg_uuids,
             evidence_user_ids: Vec::new(),
+            evidence_users_dropped: 0,
             evolution_history: Vec::new(),
+            history_entries_dropped: 0,
             active: true,
             created_at: now.clone(),
             last_reinforced: now,
@@ -255,7 +257,8 @@ impl PreferenceStore {
             .arg(now)
             .arg(&provenance.triggering_user_id)
             .arg(entry)
-            .arg(self.settings.store.max_reinforcement_log);
+            .arg(self.settings.store.max_reinforcement_log)
+            .arg(self.settings.store.max_evidence_users);
         let reply: Value = self.write(invocation, persona_id).await?;
         telemetry::store_op("reinforce", started.elapsed());
         let Some(items) = script_reply(reply, 5)? else {
@@ -303,7 +306,9 @@ impl PreferenceStore {
             .arg(reason.as_str())
             .arg(evolution.new_stance.map(Stance::as_str).unwrap_or(""))
             .arg(evolution.expressed_at.unwrap_or(now.as_str()))
-            .arg(evolution.evidence_user_id.unwrap_or(""));
+            .arg(evolution.evidence_user_id.unwrap_or(""))
+            .arg(config.max_evidence_users)
+            .arg(config.max_evolution_history);
         let reply: Value = self.write(invocation, persona_id).await?;
         telemetry::store_op("evolve", started.elapsed());
         let Some(items) = script_reply(reply, 6)? else {
@@ -334,7 +339,10 @@ impl PreferenceStore {
         let reason = validate::truncate_chars(reason.trim(), self.settings.store.max_opinion_chars);
         let mut invocation =
             self.invocation(&scripts::RETRACT, persona_id, preference_id, guard)?;
-        invocation.arg(reason.as_str()).arg(now_iso());
+        invocation
+            .arg(reason.as_str())
+            .arg(now_iso())
+            .arg(self.settings.store.max_evolution_history);
         let reply: Value = self.write(invocation, persona_id).await?;
         telemetry::store_op("retract", started.elapsed());
         let Some(items) = script_reply(reply, 3)? else {
