@@ -110,12 +110,13 @@ impl Eraser {
         // A failed release only delays the next holder by the lock's lifetime.
         let _ = self.locks.release(lock).await;
         let memory = purged?;
-        let stored_events = erase_stored_events(&self.js, &self.streams, persona_id, user_id)
-            .await
-            .map_err(|error| ErasureError::StreamsNotYet {
-                pseudonym: memory.pseudonym.clone(),
-                reason: error.to_string(),
-            })?;
+        let stored_events =
+            erase_stored_events(&self.js, &self.store, &self.streams, persona_id, user_id)
+                .await
+                .map_err(|error| ErasureError::StreamsNotYet {
+                    pseudonym: memory.pseudonym.clone(),
+                    reason: error.to_string(),
+                })?;
         Ok(ErasureReport {
             memory,
             stored_events,

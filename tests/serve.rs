@@ -585,8 +585,19 @@ async fn purge_user_erases_the_users_settled_events_and_dead_letters() {
     .await;
     let first = s.ok("purge_user", purge.clone()).await;
     assert_eq!(
+        first["stored_events"]["pending"][0]["stream_sequence"], 1,
+        "{first}"
+    );
+    assert!(
+        first["stored_events"]["pending"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not processed yet")
+    );
+    assert_eq!(
         first["stored_events"],
-        json!({"events_erased": 0, "events_pending": 1, "dead_letters_erased": 0})
+        json!({"events_erased": 0, "events_pending": 1, "dead_letters_erased": 0,
+            "pending": first["stored_events"]["pending"]})
     );
 
     // A worker settles it (learning nothing from it), another user's event, and a letter.
@@ -626,7 +637,7 @@ async fn purge_user_erases_the_users_settled_events_and_dead_letters() {
     let second = s.ok("purge_user", purge.clone()).await;
     assert_eq!(
         second["stored_events"],
-        json!({"events_erased": 1, "events_pending": 0, "dead_letters_erased": 1})
+        json!({"events_erased": 1, "events_pending": 0, "dead_letters_erased": 1, "pending": []})
     );
     let remaining = |stream: String| {
         let js = s.app.js.clone();
@@ -653,7 +664,7 @@ async fn purge_user_erases_the_users_settled_events_and_dead_letters() {
     let third = s.ok("purge_user", purge).await;
     assert_eq!(
         third["stored_events"],
-        json!({"events_erased": 0, "events_pending": 0, "dead_letters_erased": 0}),
+        json!({"events_erased": 0, "events_pending": 0, "dead_letters_erased": 0, "pending": []}),
         "a repeat finds nothing left"
     );
     running.stop().await;
@@ -1157,4 +1168,112 @@ async fn each_role_has_its_own_subjects_and_the_old_ones_answer_only_while_enabl
         refused.kind(),
         async_nats::client::RequestErrorKind::NoResponders
     );
+}
+
+/// Erasure finishes wherever the ack floor is and whatever shape a stored event has: an event
+/// the worker settled while an earlier one still waits (above the ack floor) is erased; the
+/// waiting one is reported with why; a dead letter kept under the unknown subject, and one
+/// whose user id is a number, are erased too.
+#[tokio::test(flavor = "multi_thread")]
+async fn purge_user_erases_above_the_ack_floor_unknown_letters_and_numeric_ids() {
+    let fake = common::fake_openai::FakeOpenAi::start().await;
+    // The first event's extraction hangs: it stays unsettled, holding the ack floor down.
+    fake.respond_with(|_, body| {
+        let prompt = body.to_string();
+        let answer = common::fake_openai::Reply::opinions(json!([]));
+        if prompt.contains("hangs") {
+            common::fake_openai::Reply::Delay(Duration::from_secs(60), Box::new(answer))
+        } else {
+            answer
+        }
+    });
+    let mut config = test_config("purgefloor");
+    config.extract.kind = persona_prefs::extract::ExtractorKind::Llm;
+    config.extract.llm.base_url = fake.base_url.clone();
+    // At the end the hanging event is returned for redelivery at once.
+    config.ingest.grace_period_ms = 200;
+    let s = Service::start(config.clone()).await;
+    let running = common::Running::worker(config.clone()).await;
+    let publish = |subject: String, payload: Value| {
+        let js = s.app.js.clone();
+        async move {
+            js.publish(subject, serde_json::to_vec(&payload).unwrap().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+                .sequence
+        }
+    };
+    let ada = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
+    let event = |id: &str, said: &str| {
+        json!({"event_id": id, "persona_id": "ada", "platform": "discord", "channel_id": "c1",
+            "messages": [
+                {"message_id": format!("{id}-0"), "role": "user", "user_id": "u9",
+                 "content": "Well?", "timestamp": "2026-11-20T08:00:00Z"},
+                {"message_id": format!("{id}-1"), "role": "persona", "content": said,
+                 "timestamp": "2026-11-20T08:00:01Z"}]})
+    };
+    let waiting = publish(ada.clone(), event("e1", "This one hangs.")).await;
+    let settled = publish(ada.clone(), event("e2", "This one is quick.")).await;
+    // The second is settled while the first holds the ack floor below both.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while s
+        .app
+        .store
+        .settled_events("ada", &[settled])
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "e2 was never settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut consumer = running.consumer.clone();
+    let floor = consumer.info().await.unwrap().ack_floor.stream_sequence;
+    assert!(floor < settled, "e2 is above the ack floor ({floor})");
+
+    // A letter under the unknown subject (an odd event subject), and one with a numeric id.
+    publish(format!("{ada}.odd"), event("e3", "Odd subject.")).await;
+    let mut numeric = event("e4", "Numbers.");
+    numeric["messages"][0]["user_id"] = json!(9);
+    publish(ada.clone(), numeric).await;
+    let dlq = s
+        .app
+        .js
+        .get_stream(&config.ingest.dlq_stream)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while dlq.clone().info().await.unwrap().state.messages < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the letters never came"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let u9 = s
+        .ok("purge_user", json!({"persona_id": "ada", "user_id": "u9"}))
+        .await;
+    let report = &u9["stored_events"];
+    assert_eq!(report["events_erased"], 2, "e2, and e3's event: {u9}");
+    assert_eq!(report["pending"][0]["stream_sequence"], waiting, "{u9}");
+    assert_eq!(report["events_pending"], 1);
+    assert_eq!(
+        report["dead_letters_erased"], 1,
+        "the unknown-subject letter: {u9}"
+    );
+    let numeric = s
+        .ok("purge_user", json!({"persona_id": "ada", "user_id": "9"}))
+        .await;
+    assert_eq!(
+        numeric["stored_events"]["dead_letters_erased"], 1,
+        "the letter naming user 9 as a number: {numeric}"
+    );
+    let events = s.app.js.get_stream(&config.ingest.stream).await.unwrap();
+    assert!(events.get_raw_message(settled).await.is_err(), "e2 is gone");
+    assert!(events.get_raw_message(waiting).await.is_ok(), "e1 waits");
+    assert_eq!(dlq.clone().info().await.unwrap().state.messages, 0);
+    running.stop().await;
 }

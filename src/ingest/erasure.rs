@@ -27,55 +27,95 @@ pub struct StoredEventsError {
     pub message: String,
 }
 
-/// What an erasure did to the streams.
+/// What an erasure did to the streams, and what it left there and why.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StoredEventsReport {
     /// Settled events naming the user, erased.
     pub events_erased: u64,
-    /// Events naming the user that the worker has not settled yet: left to be processed, and
-    /// to expire with the stream (`ingest.events_max_age_hours`).
+    /// Events naming the user that the worker has not settled yet (`pending` lists them).
     pub events_pending: u64,
+    /// Each event left in the events stream, with why.
+    #[serde(default)]
+    pub pending: Vec<PendingEvent>,
+    /// Dead letters naming the user, erased: the persona's, and those kept under the unknown
+    /// subject that belong to the persona or to no readable persona.
     pub dead_letters_erased: u64,
 }
 
+/// An event naming the erased user that stays in the events stream for now.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PendingEvent {
+    pub stream_sequence: u64,
+    pub reason: String,
+}
+
+/// Why an unsettled event stays: it also holds others' words, and the worker erases it itself.
+const NOT_YET_SETTLED: &str = "not processed yet: it also holds other users' and the persona's words; the worker processes it under the erasure, then erases it from the stream";
+
 /// Erases the stored events and dead letters of `persona_id` that name `user_id` (see the
-/// module documentation for which). Safe to repeat.
+/// module documentation for which). An event is settled when it is at or below the
+/// consumer's ack floor, or recorded as settled by the worker (an event above the floor is
+/// settled when an earlier one waits out a retry). Safe to repeat.
 pub async fn erase_stored_events(
     js: &jetstream::Context,
+    store: &crate::store::PreferenceStore,
     config: &IngestConfig,
     persona_id: &str,
     user_id: &str,
 ) -> Result<StoredEventsReport, StoredEventsError> {
     let mut report = StoredEventsReport::default();
     let settled_through = settled_through(js, config).await?;
-    if let Some((stream, events)) = naming(
-        js,
-        &config.stream,
-        &crate::subjects::event_subject(&config.subject_prefix, persona_id),
-        user_id,
-    )
-    .await?
-    {
+    // The persona's subject, and any subject under it (events there are dead-lettered as
+    // arriving on an odd subject, but their copies stay in the stream).
+    let subject = crate::subjects::event_subject(&config.subject_prefix, persona_id);
+    let subjects = [
+        (subject.clone(), None),
+        (format!("{subject}.>"), Some(persona_id)),
+    ];
+    for (subject, of_persona) in subjects {
+        let Some((stream, events)) =
+            naming(js, &config.stream, &subject, user_id, of_persona).await?
+        else {
+            break;
+        };
+        let above_floor: Vec<u64> = events
+            .iter()
+            .copied()
+            .filter(|sequence| *sequence > settled_through)
+            .collect();
+        let settled_above = store
+            .settled_events(persona_id, &above_floor)
+            .await
+            .map_err(|e| error(&config.stream, format!("reading settled events: {e}")))?;
         for sequence in events {
-            if sequence <= settled_through {
+            if sequence <= settled_through || settled_above.contains(&sequence) {
                 erase_from(&stream, &config.stream, sequence).await?;
                 report.events_erased += 1;
             } else {
-                report.events_pending += 1;
+                report.pending.push(PendingEvent {
+                    stream_sequence: sequence,
+                    reason: NOT_YET_SETTLED.into(),
+                });
             }
         }
     }
-    if let Some((stream, letters)) = naming(
-        js,
-        &config.dlq_stream,
-        &crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona_id),
-        user_id,
-    )
-    .await?
-    {
-        for sequence in letters {
-            erase_from(&stream, &config.dlq_stream, sequence).await?;
-            report.dead_letters_erased += 1;
+    report.events_pending = report.pending.len() as u64;
+    // The persona's dead letters, then those kept under the unknown subject (an odd event
+    // subject) that are this persona's or nobody's readable.
+    for (persona, of_persona) in [(persona_id, None), ("unknown", Some(persona_id))] {
+        if let Some((stream, letters)) = naming(
+            js,
+            &config.dlq_stream,
+            &crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona),
+            user_id,
+            of_persona,
+        )
+        .await?
+        {
+            for sequence in letters {
+                erase_from(&stream, &config.dlq_stream, sequence).await?;
+                report.dead_letters_erased += 1;
+            }
         }
     }
     Ok(report)
@@ -121,13 +161,15 @@ async fn settled_through(
     Ok(info.ack_floor.stream_sequence)
 }
 
-/// The stream and the sequences of its messages on `subject` whose payload names `user_id`;
-/// `None` when the stream does not exist (it holds nothing).
+/// The stream and the sequences of its messages on `subject` whose payload names `user_id`
+/// (and, with `of_persona`, belongs to that persona or to no readable one); `None` when the
+/// stream does not exist (it holds nothing).
 async fn naming(
     js: &jetstream::Context,
     stream_name: &str,
     subject: &str,
     user_id: &str,
+    of_persona: Option<&str>,
 ) -> Result<Option<(stream::Stream, Vec<u64>)>, StoredEventsError> {
     let stream = match js.get_stream(stream_name).await {
         Ok(stream) => stream,
@@ -142,7 +184,8 @@ async fn naming(
     };
     let mut found = Vec::new();
     scan_subject(&stream, subject, |scanned| {
-        if names_user(&scanned.message.payload, user_id) {
+        let payload = &scanned.message.payload;
+        if names_user(payload, user_id) && of_persona.is_none_or(|p| may_be_of(payload, p)) {
             found.push(scanned.sequence);
         }
         ControlFlow::Continue(())
@@ -152,13 +195,30 @@ async fn naming(
     Ok(Some((stream, found)))
 }
 
-/// Whether an event payload names the user: as the author of a message or as a participant.
-/// A payload that is not readable JSON (a malformed or truncated dead letter) names them when
-/// it holds their id as a JSON string: erasure errs on the side of forgetting.
+/// Whether a payload may belong to `persona_id`: it says so, or it names no persona readably.
+fn may_be_of(payload: &[u8], persona_id: &str) -> bool {
+    match serde_json::from_slice::<serde_json::Value>(payload) {
+        Ok(event) => match &event["persona_id"] {
+            serde_json::Value::String(named) => named == persona_id,
+            _ => true,
+        },
+        Err(_) => true,
+    }
+}
+
+/// Whether an event payload names the user: as the author of a message or as a participant,
+/// with the id as a string or as a number (a producer's bug must not keep the id from being
+/// found). A payload that is not readable JSON (a malformed or truncated dead letter) names
+/// them when it holds their id as a JSON string or as a bare number: erasure errs on the side
+/// of forgetting.
 pub fn names_user(payload: &[u8], user_id: &str) -> bool {
     match serde_json::from_slice::<serde_json::Value>(payload) {
         Ok(event) => {
-            let is_user = |value: &serde_json::Value| value.as_str() == Some(user_id);
+            let is_user = |value: &serde_json::Value| match value {
+                serde_json::Value::String(id) => id == user_id,
+                serde_json::Value::Number(id) => id.to_string() == user_id,
+                _ => false,
+            };
             let authored = event["messages"]
                 .as_array()
                 .is_some_and(|messages| messages.iter().any(|m| is_user(&m["user_id"])));
@@ -169,9 +229,23 @@ pub fn names_user(payload: &[u8], user_id: &str) -> bool {
         }
         Err(_) => {
             let quoted = serde_json::to_string(user_id).expect("a string serialises");
-            payload
-                .windows(quoted.len())
-                .any(|window| window == quoted.as_bytes())
+            let contains = |needle: &[u8]| payload.windows(needle.len()).any(|w| w == needle);
+            // A number stands alone: not a digit, sign or point on either side.
+            let bare_number = user_id.parse::<f64>().is_ok()
+                && payload
+                    .windows(user_id.len())
+                    .enumerate()
+                    .any(|(at, window)| {
+                        let number_byte =
+                            |b: &u8| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E');
+                        window == user_id.as_bytes()
+                            && !at
+                                .checked_sub(1)
+                                .and_then(|i| payload.get(i))
+                                .is_some_and(number_byte)
+                            && !payload.get(at + user_id.len()).is_some_and(number_byte)
+                    });
+            contains(quoted.as_bytes()) || bare_number
         }
     }
 }
@@ -232,6 +306,16 @@ mod tests {
         assert!(!names_user(
             br#"{"messages": [{"user_id": "u99", "content": "trunc"#,
             "u9"
+        ));
+        // Ids as numbers, read or not.
+        assert!(names_user(br#"{"messages": [{"user_id": 42}]}"#, "42"));
+        assert!(names_user(br#"{"participant_user_ids": [7, 8]}"#, "8"));
+        assert!(!names_user(br#"{"messages": [{"user_id": 421}]}"#, "42"));
+        assert!(names_user(br#"{"messages": [{"user_id": 42, "con"#, "42"));
+        assert!(!names_user(br#"{"messages": [{"user_id": 421, "con"#, "42"));
+        assert!(!names_user(
+            br#"{"messages": [{"user_id": 1.42, "con"#,
+            "42"
         ));
     }
 }

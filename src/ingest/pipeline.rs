@@ -208,6 +208,36 @@ impl Pipeline {
         Ok(outcome)
     }
 
+    /// Records the event at `stream_sequence` as settled (its effects are stored) and says
+    /// whether it holds words, from before the erasure, of a user erased meanwhile: then the
+    /// caller erases it from the stream once acked.
+    pub async fn settle(
+        &self,
+        event: &ConversationEvent,
+        stream_sequence: u64,
+        keep_secs: u64,
+    ) -> Result<bool, PipelineError> {
+        let user_ids: Vec<&str> = event_user_ids(event).collect();
+        let erasures = self
+            .store
+            .settle_event(&event.persona_id, stream_sequence, &user_ids, keep_secs)
+            .await?;
+        Ok(predates_an_erasure(event, &erasures))
+    }
+
+    /// Records a dead-lettered event of `persona_id` as settled, for erasure.
+    pub async fn settle_dead_letter(
+        &self,
+        persona_id: &str,
+        stream_sequence: u64,
+        keep_secs: u64,
+    ) -> Result<(), PipelineError> {
+        self.store
+            .settle_event(persona_id, stream_sequence, &[], keep_secs)
+            .await?;
+        Ok(())
+    }
+
     async fn extract_all(
         &self,
         event: &ConversationEvent,

@@ -37,9 +37,12 @@ pub async fn scan_subject(
         return Ok(());
     }
     let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut last_seen = 0;
     loop {
         let message = match tokio::time::timeout(IDLE, messages.next()).await {
-            Err(_) | Ok(None) => return Ok(()),
+            // Nothing more came: done, unless the subject still holds a later message (a
+            // scan that stops early is an error, never a success).
+            Err(_) | Ok(None) => return ended(stream, subject, last_seen).await,
             Ok(Some(Err(e))) => return Err(e.to_string()),
             Ok(Some(Ok(message))) => message,
         };
@@ -47,6 +50,7 @@ pub async fn scan_subject(
             let info = message.info().map_err(|e| e.to_string())?;
             (info.stream_sequence, info.published, info.pending == 0)
         };
+        last_seen = sequence;
         let flow = visit(Scanned {
             sequence,
             stored_at,
@@ -55,5 +59,20 @@ pub async fn scan_subject(
         if flow.is_break() || last {
             return Ok(());
         }
+    }
+}
+
+/// Whether a scan that saw nothing more after `last_seen` really reached the end of `subject`:
+/// the subject's last message must be one it saw (or gone).
+async fn ended(stream: &Stream, subject: &str, last_seen: u64) -> Result<(), String> {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(last) if last.sequence > last_seen => Err(format!(
+            "the scan of {subject} stopped at sequence {last_seen}, before its last message ({})",
+            last.sequence
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(()),
+        Err(e) => Err(format!("checking the end of {subject}: {e}")),
     }
 }

@@ -384,13 +384,33 @@ impl Worker {
         };
         match result {
             Ok(outcome) => {
+                // Settled: recorded for erasure, which reads it, in one atomic step with a
+                // last look at the erasures of the users the event names (store::erasure).
+                let erased_since = match self
+                    .pipeline
+                    .settle(
+                        &event,
+                        stream_sequence,
+                        self.config.events_max_age_hours * 3600,
+                    )
+                    .await
+                {
+                    Ok(erased) => erased,
+                    Err(error) => {
+                        // The effects are stored; a redelivery is a no-op that settles again.
+                        let delay = self.retry_delay(delivered);
+                        tracing::warn!(event_id = %event.event_id, %error, "recording the event as settled failed; will retry");
+                        let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
+                        return true;
+                    }
+                };
                 if let Err(error) = message.double_ack().await {
                     // Effects are stored under idempotency keys, so a redelivery is harmless.
                     tracing::warn!(event_id = %event.event_id, %error, "ack not confirmed; a redelivery will be a no-op");
                 }
                 telemetry::event_processed(started.elapsed());
                 tracing::debug!(event_id = %event.event_id, persona_id = %event.persona_id, opinions = outcome.opinions, decisions = outcome.decisions.len(), "event processed");
-                if outcome.predates_an_erasure {
+                if outcome.predates_an_erasure || erased_since {
                     // It was still pending when a user it names was erased: now that it is
                     // settled, their words leave the stream as the erasure's did.
                     match super::erasure::erase(&self.js, &self.config.stream, stream_sequence)
@@ -484,6 +504,24 @@ impl Worker {
         };
         match published {
             Ok(()) => {
+                // Settled, as far as erasure is concerned: the stream's copy may go with a
+                // user's erasure even above the ack floor. The persona is the subject's, or the
+                // payload's for an event that came on an odd subject.
+                let valid = |persona: &String| validate::persona_id(persona).is_ok();
+                let owner = subject_persona(subject, &self.config.subject_prefix)
+                    .map(str::to_string)
+                    .filter(valid)
+                    .or_else(|| payload_persona(&message.payload).filter(valid));
+                if let Some(owner) = owner {
+                    let keep = self.config.events_max_age_hours * 3600;
+                    if let Err(error) = self
+                        .pipeline
+                        .settle_dead_letter(&owner, stream_sequence, keep)
+                        .await
+                    {
+                        tracing::warn!(%error, stream_sequence, "recording a dead-lettered event as settled failed; erasure will report it as pending");
+                    }
+                }
                 telemetry::event_dead_lettered(reason.code());
                 if let Err(error) = message.double_ack_with(AckKind::Term).await {
                     tracing::warn!(%error, "terminating a dead-lettered message was not confirmed");
@@ -504,6 +542,12 @@ impl Worker {
 /// is held across an await point.
 pub(crate) async fn stopped(flag: &mut watch::Receiver<bool>) {
     let _ = flag.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// The `persona_id` an event payload names, if it is readable JSON that names one.
+fn payload_persona(payload: &[u8]) -> Option<String> {
+    let event: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    event["persona_id"].as_str().map(str::to_string)
 }
 
 /// Header values are single lines.

@@ -131,6 +131,88 @@ impl PreferenceStore {
         Ok(found)
     }
 
+    /// Records that the worker has settled the persona's event at `stream_sequence`, and
+    /// answers the erasures recorded for `user_ids`, in one atomic step. An erasure is
+    /// recorded before it reads [`PreferenceStore::settled_events`], so for every event and
+    /// erasure one of the two sees the other: the erasure finds the event settled and erases
+    /// it, or the worker finds the erasure and erases the event once acked. Entries older than
+    /// `keep_secs` (0: none expire) go, and at most [`MAX_SETTLED_RECORDS`] stay.
+    pub async fn settle_event(
+        &self,
+        persona_id: &str,
+        stream_sequence: u64,
+        user_ids: &[&str],
+        keep_secs: u64,
+    ) -> Result<HashMap<String, Erasure>, StoreError> {
+        validate::persona_id(persona_id)?;
+        let key = self.settings.keys.settled(persona_id);
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let user_ids: Vec<&str> = user_ids
+            .iter()
+            .copied()
+            .filter(|id| !id.is_empty())
+            .collect();
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .zadd(&key, stream_sequence, now)
+            .ignore()
+            .cmd("ZREMRANGEBYRANK")
+            .arg(&key)
+            .arg(0)
+            .arg(-(MAX_SETTLED_RECORDS as i64) - 1)
+            .ignore();
+        if keep_secs > 0 {
+            pipe.cmd("ZREMRANGEBYSCORE")
+                .arg(&key)
+                .arg("-inf")
+                .arg(format!("({}", now - keep_secs as i64))
+                .ignore();
+        }
+        pipe.cmd("HMGET").arg(self.erasures_key(persona_id)).arg("");
+        for user_id in &user_ids {
+            pipe.arg(erasure_digest(persona_id, user_id));
+        }
+        let mut connection = self.connection.clone();
+        let (values,): (Vec<Option<String>>,) = pipe.query_async(&mut connection).await?;
+        let mut found = HashMap::new();
+        // The first field asked for is "" (HMGET needs one): skip its answer.
+        for (user_id, value) in user_ids.iter().zip(values.into_iter().skip(1)) {
+            if let Some(erasure) = value.and_then(|v| serde_json::from_str::<Erasure>(&v).ok()) {
+                found.insert(user_id.to_string(), erasure);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Which of `stream_sequences` the worker has recorded as settled for this persona.
+    pub async fn settled_events(
+        &self,
+        persona_id: &str,
+        stream_sequences: &[u64],
+    ) -> Result<std::collections::HashSet<u64>, StoreError> {
+        validate::persona_id(persona_id)?;
+        if stream_sequences.is_empty() {
+            return Ok(Default::default());
+        }
+        let mut connection = self.connection.clone();
+        let mut settled = std::collections::HashSet::new();
+        for chunk in stream_sequences.chunks(1000) {
+            let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+                .arg(self.settings.keys.settled(persona_id))
+                .arg(chunk)
+                .query_async(&mut connection)
+                .await?;
+            settled.extend(
+                chunk
+                    .iter()
+                    .zip(scores)
+                    .filter(|(_, score)| score.is_some())
+                    .map(|(sequence, _)| *sequence),
+            );
+        }
+        Ok(settled)
+    }
+
     /// Deletes every key of one persona (preferences, their structures, idempotency records,
     /// lock, erasure records); the persona's id set names every preference, so nothing is
     /// scanned. Returns how many keys went. For demos, tests and erasure of a whole persona;
@@ -164,6 +246,10 @@ impl PreferenceStore {
         Ok(deleted + removed)
     }
 }
+
+/// Settled-event records kept per persona at most (the newest): far more than a consumer's
+/// ack-pending window, so every settled event above the ack floor is among them.
+pub const MAX_SETTLED_RECORDS: usize = 100_000;
 
 /// A user erased from one persona's memory (`purge_user`): conversations with them up to
 /// `erased_at` are no longer evidence, and ingest writes `pseudonym` wherever such a

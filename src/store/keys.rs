@@ -94,9 +94,15 @@ impl Keys {
         self.of_persona("persona_pref_erased", persona_id)
     }
 
+    /// The stream sequences of the persona's events the worker has settled (a sorted set, by
+    /// when): what erasure may erase above the consumer's ack floor.
+    pub fn settled(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_settled", persona_id)
+    }
+
     /// Every key of one persona that is not a preference hash (those are listed in
     /// [`Keys::ids`]).
-    pub fn persona_structures(&self, persona_id: &str) -> [String; 8] {
+    pub fn persona_structures(&self, persona_id: &str) -> [String; 9] {
         [
             self.ids(persona_id),
             self.vectors(persona_id),
@@ -106,6 +112,7 @@ impl Keys {
             self.lock(persona_id),
             self.fence(persona_id),
             self.erasures(persona_id),
+            self.settled(persona_id),
         ]
     }
 
