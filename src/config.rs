@@ -229,13 +229,26 @@ impl TlsFiles<'_> {
 }
 
 /// A URL fit for logs and error messages: any user or password in it is replaced by `***`.
+/// Every form: with or without a scheme, and comma-separated lists of servers (a NATS
+/// cluster's URL), each redacted on its own.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+    url.split(',')
+        .map(redact_one_url)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn redact_one_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        Some(at) => match scheme {
+            Some(scheme) => format!("{scheme}://***@{}", &rest[at + 1..]),
+            None => format!("***@{}", &rest[at + 1..]),
+        },
         None => url.to_string(),
     }
 }
@@ -682,6 +695,16 @@ mod tests {
             redact_url("redis://host:6379/path@odd"),
             "redis://host:6379/path@odd",
             "an @ after the authority is not a credential"
+        );
+        // Lists of servers, each with its own credentials, and URLs without a scheme.
+        assert_eq!(
+            redact_url("nats://a:b@h1:4222/x,nats://c:d@h2:4222"),
+            "nats://***@h1:4222/x,nats://***@h2:4222"
+        );
+        assert_eq!(redact_url("user:pass@proxy:8080"), "***@proxy:8080");
+        assert_eq!(
+            redact_url("https://k:s@api.example?q=a@b"),
+            "https://***@api.example?q=a@b"
         );
     }
 

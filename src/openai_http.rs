@@ -66,6 +66,8 @@ impl ApiClient {
         on_attempt: &(dyn Fn(&'static str, Duration) + Sync),
     ) -> Result<Value, ApiError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
+        // What errors may say about the endpoint: never its credentials.
+        let shown = crate::config::redact_url(&url);
         let policy = RetryPolicy {
             first: Duration::from_millis(100),
             max: self.max_backoff,
@@ -97,7 +99,7 @@ impl ApiClient {
                         started.elapsed(),
                     );
                     return Err(transient(
-                        ApiError::Unavailable(format!("POST {url}: {error}")),
+                        ApiError::Unavailable(format!("POST {shown}: {}", error.without_url())),
                         None,
                     ));
                 }
@@ -115,7 +117,10 @@ impl ApiClient {
                 Err(error) => {
                     on_attempt("timeout", started.elapsed());
                     return Err(transient(
-                        ApiError::Unavailable(format!("reading reply from {url}: {error}")),
+                        ApiError::Unavailable(format!(
+                            "reading reply from {shown}: {}",
+                            error.without_url()
+                        )),
                         None,
                     ));
                 }
@@ -129,17 +134,21 @@ impl ApiClient {
                     },
                     started.elapsed(),
                 );
-                let snippet: String = text.chars().take(200).collect();
                 return Err(transient(
-                    ApiError::Unavailable(format!("POST {url}: HTTP {status}: {snippet}")),
+                    ApiError::Unavailable(format!(
+                        "POST {shown}: HTTP {status}{}",
+                        error_code(&text)
+                    )),
                     retry_after,
                 ));
             }
             if !status.is_success() {
                 on_attempt("rejected", started.elapsed());
-                let snippet: String = text.chars().take(200).collect();
                 return Err(Failure {
-                    error: ApiError::Rejected(format!("POST {url}: HTTP {status}: {snippet}")),
+                    error: ApiError::Rejected(format!(
+                        "POST {shown}: HTTP {status}{}",
+                        error_code(&text)
+                    )),
                     retryable: false,
                     retry_after: None,
                 });
@@ -152,7 +161,7 @@ impl ApiClient {
                 Err(error) => {
                     on_attempt("malformed", started.elapsed());
                     Err(transient(
-                        ApiError::Unavailable(format!("POST {url}: reply is not JSON: {error}")),
+                        ApiError::Unavailable(format!("POST {shown}: reply is not JSON: {error}")),
                         None,
                     ))
                 }
@@ -172,6 +181,28 @@ impl ApiClient {
             .await
             .map_err(|failure| failure.error)
     }
+}
+
+/// The error code of an OpenAI-style error body (`{"error": {"code"|"type": …}}`) as `: code`,
+/// when it is a short token; nothing else of an upstream body is shown. A body may echo the
+/// request (users' words) or carry secrets, and errors reach dead-letter headers and logs.
+fn error_code(body: &str) -> String {
+    let Ok(value) = serde_json::from_str::<Value>(body) else {
+        return String::new();
+    };
+    let error = &value["error"];
+    [&error["code"], &error["type"]]
+        .into_iter()
+        .filter_map(Value::as_str)
+        .find(|code| {
+            !code.is_empty()
+                && code.len() <= 64
+                && code
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        })
+        .map(|code| format!(": {code}"))
+        .unwrap_or_default()
 }
 
 /// One attempt's failure: whether another attempt may succeed, and how long the server asked

@@ -357,3 +357,36 @@ async fn related_users_erased_before_the_conversation_are_named_by_their_pseudon
         "deleting the persona forgets its erasures too, and this is a new conversation anyway"
     );
 }
+
+/// An upstream error says its status and error code, never the body (which may echo users'
+/// words or secrets) nor the credentials in the endpoint's URL: errors reach dead-letter
+/// headers and logs.
+#[tokio::test]
+async fn upstream_errors_show_neither_bodies_nor_url_credentials() {
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, _| {
+        Reply::Json(
+            401,
+            json!({"error": {"code": "invalid_api_key",
+                "message": "Incorrect API key sk-live-123456 for the prompt 'Carol said her address is 1 Elm St'"}}),
+            Vec::new(),
+        )
+    });
+    let mut config = llm_config(&fake);
+    config.base_url = fake
+        .base_url
+        .replace("http://", "http://proxyuser:hunter2@");
+    let extractor = LlmExtractor::new(&config, 8, &Config::defaults().store.categories).unwrap();
+    let error = extractor
+        .extract(&input(&[]))
+        .await
+        .expect_err("a 401 is refused")
+        .to_string();
+    assert!(
+        error.contains("401") && error.contains("invalid_api_key"),
+        "{error}"
+    );
+    for leaked in ["sk-live", "Elm St", "hunter2", "proxyuser"] {
+        assert!(!error.contains(leaked), "{leaked} leaked into {error}");
+    }
+}
