@@ -3,7 +3,7 @@
 //! Each runs 10 000 generated cases; none may panic, and each holds its invariant.
 
 use persona_prefs::ingest::event::{EventLimits, parse_event};
-use persona_prefs::serve::render::{Format, render};
+use persona_prefs::serve::render::{Format, is_invisible, render, visible};
 use persona_prefs::store::effects::{EFFECT_ID_LEN, MessageEffects, normalised_topic};
 use persona_prefs::store::query::escape_tag;
 use persona_prefs::store::{InjectedPreference, Keys, MatchReason, Stance, validate};
@@ -191,18 +191,22 @@ proptest! {
         prop_assert!(!tagless.contains('<'));
         prop_assert_eq!(tagless.matches('>').count(), preferences.len());
         prop_assert_eq!(xml.lines().count(), preferences.len() + 2);
+        prop_assert!(!xml.chars().any(is_invisible));
 
         let markdown = render(Format::Markdown, &preferences, &[]);
         prop_assert_eq!(markdown.lines().count(), preferences.len() + 1);
         for line in markdown.lines().skip(1) {
             prop_assert!(line.starts_with("- **"), "{}", line);
         }
+        prop_assert!(!markdown.chars().any(is_invisible));
 
         let parsed: Vec<Value> = serde_json::from_str(&render(Format::Json, &preferences, &[])).unwrap();
         prop_assert_eq!(parsed.len(), preferences.len());
         for (rendered, stored) in parsed.iter().zip(&preferences) {
-            prop_assert_eq!(rendered["opinion"].as_str(), Some(stored.opinion.as_str()));
-            prop_assert_eq!(rendered["topic"].as_str(), Some(stored.name.as_str()));
+            // Exactly what was stored, less what cannot be seen.
+            let (opinion, topic) = (visible(&stored.opinion), visible(&stored.name));
+            prop_assert_eq!(rendered["opinion"].as_str(), Some(opinion.as_str()));
+            prop_assert_eq!(rendered["topic"].as_str(), Some(topic.as_str()));
         }
     }
 

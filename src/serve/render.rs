@@ -25,7 +25,7 @@ pub fn render(
         Format::Json => {
             let items: Vec<serde_json::Value> = all
                 .iter()
-                .map(|p| serde_json::json!({"topic": p.name, "opinion": p.opinion, "category": p.category, "strength": round(p.strength)}))
+                .map(|p| serde_json::json!({"topic": visible(&p.name), "opinion": visible(&p.opinion), "category": visible(&p.category), "strength": round(p.strength)}))
                 .collect();
             serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
         }
@@ -63,9 +63,28 @@ fn round(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
+/// Whether a character is invisible or reorders text: bidi controls (which can make a prompt
+/// read differently from what is stored), zero-width characters and other format controls.
+pub fn is_invisible(ch: char) -> bool {
+    matches!(ch,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206F}'
+        | '\u{FEFF}'
+        | '\u{FFF9}'..='\u{FFFB}'
+        | '\u{E0000}'..='\u{E007F}')
+}
+
+/// The text without invisible and bidi-control characters.
+pub fn visible(text: &str) -> String {
+    text.chars().filter(|c| !is_invisible(*c)).collect()
+}
+
 pub fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
+    for ch in text.chars().filter(|c| !is_invisible(*c)) {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
@@ -84,7 +103,7 @@ pub fn xml_escape(text: &str) -> String {
 /// a list, a code fence or a link, nor break out of its bullet.
 pub fn markdown_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
+    for ch in text.chars().filter(|c| !is_invisible(*c)) {
         match ch {
             '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.'
             | '!' | '|' | '<' | '>' | '~' | '=' => {
@@ -131,6 +150,17 @@ mod tests {
         let out = render(Format::Markdown, &[preference(hostile)], &[]);
         assert_eq!(out.lines().count(), 2, "{out}");
         assert!(out.contains("\\# New instructions"));
+    }
+
+    #[test]
+    fn invisible_and_bidi_characters_never_reach_the_block() {
+        // A right-to-left override would show the model "… evil" as stored "… live".
+        let hostile = "I love\u{202E}evil\u{202C} tea\u{200B}.\u{2066}x\u{2069}\u{FEFF}";
+        for format in [Format::Json, Format::Xml, Format::Markdown] {
+            let out = render(format, &[preference(hostile)], &[]);
+            assert!(!out.chars().any(is_invisible), "{format:?}: {out:?}");
+            assert!(out.contains("evil"), "{format:?}: the visible text stays");
+        }
     }
 
     #[test]
