@@ -96,6 +96,12 @@ impl App {
             eraser: Eraser::new(self.store.clone(), self.js.clone(), &self.config),
             config: self.config.serve.clone(),
             max_payload_bytes: self.config.nats.max_payload_bytes,
+            locks: PersonaLock::new(
+                self.store.clone(),
+                Duration::from_millis(self.config.store.lock_ttl_ms),
+            ),
+            lock_patience: Duration::from_millis(self.config.store.lock_patience_ms),
+            max_redacted_share: self.config.ingest.max_redacted_share,
         }
     }
 

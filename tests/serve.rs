@@ -1277,3 +1277,41 @@ async fn purge_user_erases_above_the_ack_floor_unknown_letters_and_numeric_ids()
     assert_eq!(dlq.clone().info().await.unwrap().state.messages, 0);
     running.stop().await;
 }
+
+/// Curation writes go through the same persona lock as ingest and erasure (a busy persona is
+/// a 503, not a race), and through the same secret redaction as ingest.
+#[tokio::test(flavor = "multi_thread")]
+async fn curation_takes_the_persona_lock_and_redacts_secrets() {
+    let mut config = test_config("curation");
+    config.store.lock_patience_ms = 200;
+    let s = Service::start(config).await;
+    let locks =
+        persona_prefs::store::PersonaLock::new(s.app.store.clone(), Duration::from_secs(10));
+    let held = locks.try_acquire("ada").await.unwrap().unwrap();
+    let add = json!({"persona_id": "ada", "name": "tea",
+        "opinion": "Tea is great, green tea above all, in the morning with a little honey and lemon. \
+            Unrelated: sk-abcdefghijklmnopqrstuvwx."});
+    let (status, busy) = s.call("add", add.clone()).await;
+    assert_eq!(status, Some(503), "{busy}");
+    assert!(busy["error"]["message"].as_str().unwrap().contains("busy"));
+    locks.release(held).await.unwrap();
+
+    let added = s.ok("add", add).await;
+    let opinion = added["opinion"].as_str().unwrap();
+    assert!(!opinion.contains("sk-abc"), "{opinion}");
+    assert!(opinion.contains("[redacted]"), "{opinion}");
+    let (status, refused) = s
+        .call(
+            "evolve",
+            json!({"persona_id": "ada", "preference_id": added["id"],
+                "new_opinion": "sk-abcdefghijklmnopqrstuvwxyz012345"}),
+        )
+        .await;
+    assert_eq!(status, Some(400), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mostly secrets")
+    );
+}

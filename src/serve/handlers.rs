@@ -83,6 +83,15 @@ impl From<EmbedError> for ServiceError {
 
 type Reply = Result<Vec<u8>, ServiceError>;
 
+/// A curation write: no effect id (an operator's request is its own effect), fenced by `lock`.
+fn fenced(lock: &crate::store::LockToken) -> WriteGuard<'_> {
+    WriteGuard {
+        effect_id: None,
+        message: None,
+        lock: Some(lock),
+    }
+}
+
 pub struct Handlers {
     store: PreferenceStore,
     embedder: Arc<dyn Embedder>,
@@ -91,6 +100,9 @@ pub struct Handlers {
     max_reply_bytes: usize,
     resident_count: usize,
     eraser: Eraser,
+    locks: crate::store::PersonaLock,
+    lock_patience: std::time::Duration,
+    max_redacted_share: f64,
 }
 
 impl Handlers {
@@ -106,6 +118,9 @@ impl Handlers {
                 .saturating_sub(REPLY_HEADROOM),
             resident_count: context.config.resident_count,
             eraser: context.eraser.clone(),
+            locks: context.locks.clone(),
+            lock_patience: context.lock_patience,
+            max_redacted_share: context.max_redacted_share,
         }
     }
 
@@ -183,25 +198,27 @@ impl Handlers {
             Endpoint::Add => self.add(parse(payload)?).await.and_then(json),
             Endpoint::Reinforce => {
                 let r: PreferenceRef = parse(payload)?;
+                validate::persona_id(&r.persona_id)?;
+                let lock = self.lock(&r.persona_id).await?;
                 let outcome = self
                     .store
-                    .reinforce_preference(&r.persona_id, &r.preference_id, WriteGuard::default())
-                    .await?;
-                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
+                    .reinforce_preference(&r.persona_id, &r.preference_id, fenced(&lock))
+                    .await;
+                self.unlock(lock).await;
+                json(outcome?.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Evolve => self.evolve(parse(payload)?).await.and_then(json),
             Endpoint::Retract => {
                 let r: RetractRequest = parse(payload)?;
+                validate::persona_id(&r.persona_id)?;
+                let reason = self.without_secrets("reason", &r.reason)?;
+                let lock = self.lock(&r.persona_id).await?;
                 let outcome = self
                     .store
-                    .retract_preference(
-                        &r.persona_id,
-                        &r.preference_id,
-                        &r.reason,
-                        WriteGuard::default(),
-                    )
-                    .await?;
-                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
+                    .retract_preference(&r.persona_id, &r.preference_id, &reason, fenced(&lock))
+                    .await;
+                self.unlock(lock).await;
+                json(outcome?.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Get => {
                 let r: PreferenceRef = parse(payload)?;
@@ -310,12 +327,16 @@ impl Handlers {
         if r.name.trim().is_empty() {
             return Err(ServiceError::new(ErrorKind::Invalid, "name is empty"));
         }
+        // The same secret redaction as ingest: a curator's paste must not store a key.
+        let name = self.without_secrets("name", &r.name)?;
+        let opinion = self.without_secrets("opinion", &r.opinion)?;
         // Preferences are matched by topic, so the stored vector is the name's.
-        let embedding = self.embed_query(&r.name).await?;
+        let embedding = self.embed_query(&name).await?;
+        let persona_id = r.persona_id.clone();
         let new = NewPreference {
             persona_id: r.persona_id,
-            name: r.name,
-            opinion: r.opinion,
+            name,
+            opinion,
             category: r.category,
             stance: r.stance,
             stance_at: None,
@@ -331,7 +352,43 @@ impl Handlers {
             related_kg_uuids: r.related_kg_uuids,
             embedding,
         };
-        Ok(self.store.add_preference(new).await?)
+        let lock = self.lock(&persona_id).await?;
+        let added = self.store.add_preference_guarded(new, fenced(&lock)).await;
+        self.unlock(lock).await;
+        Ok(added?.preference)
+    }
+
+    /// The persona's lock, as ingest and erasure take it: curation is serialised with them,
+    /// and each write is fenced (refused if the lock has passed to another holder).
+    async fn lock(&self, persona_id: &str) -> Result<crate::store::LockToken, ServiceError> {
+        self.locks
+            .acquire(persona_id, self.lock_patience)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::new(
+                    ErrorKind::Unavailable,
+                    format!("persona {persona_id} is busy; try again"),
+                )
+            })
+    }
+
+    async fn unlock(&self, lock: crate::store::LockToken) {
+        // A failed release only delays the next holder by the lock's lifetime.
+        if let Err(error) = self.locks.release(lock).await {
+            tracing::warn!(%error, "releasing a persona lock failed");
+        }
+    }
+
+    /// `text` with secrets redacted as ingest does; refused when it is mostly secrets.
+    fn without_secrets(&self, field: &str, text: &str) -> Result<String, ServiceError> {
+        let (redacted, share) = crate::extract::redact::redact(text);
+        if share > self.max_redacted_share {
+            return Err(ServiceError::new(
+                ErrorKind::Invalid,
+                format!("{field} is mostly secrets (keys, tokens, passwords); not stored"),
+            ));
+        }
+        Ok(redacted)
     }
 
     async fn evolve(&self, r: EvolveRequest) -> Result<crate::store::EvolveOutcome, ServiceError> {
@@ -343,28 +400,27 @@ impl Handlers {
         // The topic is unchanged by a change of mind; its vector is recomputed in case the
         // stored one came from another embedder.
         let embedding = self.embed_query(&existing.name).await?;
+        let new_opinion = self.without_secrets("new_opinion", &r.new_opinion)?;
         let reason = if r.reason.trim().is_empty() {
-            "changed by an operator"
+            "changed by an operator".to_string()
         } else {
-            r.reason.as_str()
+            self.without_secrets("reason", &r.reason)?
         };
         let evolution = Evolution {
-            new_opinion: &r.new_opinion,
+            new_opinion: &new_opinion,
             new_embedding: &embedding,
-            reason,
+            reason: &reason,
             new_stance: r.new_stance,
             expressed_at: None,
             evidence_user_id: None,
         };
-        self.store
-            .evolve_preference(
-                &r.persona_id,
-                &r.preference_id,
-                &evolution,
-                WriteGuard::default(),
-            )
-            .await?
-            .ok_or_else(|| ServiceError::not_found("preference"))
+        let lock = self.lock(&r.persona_id).await?;
+        let evolved = self
+            .store
+            .evolve_preference(&r.persona_id, &r.preference_id, &evolution, fenced(&lock))
+            .await;
+        self.unlock(lock).await;
+        evolved?.ok_or_else(|| ServiceError::not_found("preference"))
     }
 
     async fn search(&self, r: SearchRequest) -> Result<Vec<SearchHit>, ServiceError> {

@@ -72,6 +72,11 @@ pub struct ServeContext {
     pub config: ServeConfig,
     /// Requests over this many bytes are refused (`nats.max_payload_bytes`).
     pub max_payload_bytes: usize,
+    /// The persona lock ingest takes: curation writes take it too, and are fenced by it.
+    pub locks: crate::store::PersonaLock,
+    pub lock_patience: std::time::Duration,
+    /// Curated text that is more than this share secrets is refused (`ingest.max_redacted_share`).
+    pub max_redacted_share: f64,
 }
 
 /// Registers the service and its endpoints and starts answering until `shutdown`.
