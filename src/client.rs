@@ -22,7 +22,6 @@ use crate::store::{EvolveOutcome, Preference, PreferenceStats, ReinforceOutcome,
 pub use crate::subjects::{all_under, dead_letter_subject, event_subject};
 
 /// How long a request waits for its reply.
-const REQUEST_PATIENCE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -114,6 +113,8 @@ pub struct Client {
     js: jetstream::Context,
     serve_prefix: String,
     events_prefix: String,
+    /// How long a request waits for its reply (`nats.request_timeout_ms`).
+    patience: Duration,
 }
 
 impl Client {
@@ -125,6 +126,7 @@ impl Client {
             nats,
             serve_prefix: config.serve.subject_prefix.clone(),
             events_prefix: config.ingest.subject_prefix.clone(),
+            patience: Duration::from_millis(config.nats.request_timeout_ms),
         }
     }
 
@@ -155,23 +157,23 @@ impl Client {
     ) -> Result<Bytes, ClientError> {
         let subject = endpoint.subject(&self.serve_prefix);
         let body = serde_json::to_vec(request).map_err(ClientError::Encode)?;
-        let reply = match tokio::time::timeout(
-            REQUEST_PATIENCE,
-            self.nats.request(subject.clone(), body.into()),
-        )
-        .await
-        {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(error)) => {
+        // The patience is the request's own: the client's default (10 s) would cut a long
+        // request short whatever was configured.
+        let request = async_nats::Request::new()
+            .payload(body.into())
+            .timeout(Some(self.patience));
+        let reply = match self.nats.send_request(subject.clone(), request).await {
+            Ok(reply) => reply,
+            Err(error) if error.kind() == async_nats::client::RequestErrorKind::TimedOut => {
+                return Err(ClientError::Timeout {
+                    subject,
+                    patience: self.patience,
+                });
+            }
+            Err(error) => {
                 return Err(ClientError::NoService {
                     subject,
                     reason: error.to_string(),
-                });
-            }
-            Err(_) => {
-                return Err(ClientError::Timeout {
-                    subject,
-                    patience: REQUEST_PATIENCE,
                 });
             }
         };

@@ -163,6 +163,8 @@ pub struct NatsConfig {
     /// Upper bound on one request or event payload, in bytes.
     pub max_payload_bytes: usize,
     pub connect_timeout_ms: u64,
+    /// How long a client of the service (the CLI, the library's `Client`) waits for a reply.
+    pub request_timeout_ms: u64,
     pub tls_ca_file: String,
     pub tls_client_cert_file: String,
     pub tls_client_key_file: String,
@@ -529,6 +531,10 @@ impl Config {
             ("store.max_evidence_users", store.max_evidence_users),
             ("store.max_evolution_history", store.max_evolution_history),
             ("nats.max_payload_bytes", self.nats.max_payload_bytes),
+            (
+                "nats.request_timeout_ms",
+                self.nats.request_timeout_ms as usize,
+            ),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be positive".into()));

@@ -27,6 +27,10 @@ struct Cli {
     /// A TOML file overlaying the built-in defaults.
     #[arg(long, global = true, env = "PERSONA_PREFS_CONFIG")]
     config: Option<PathBuf>,
+    /// How long a client command waits for the service's reply, in seconds
+    /// (`nats.request_timeout_ms`; 30 by default).
+    #[arg(long, global = true, value_name = "SECONDS")]
+    timeout: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,7 +58,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
-        Ok(config) => config,
+        Ok(mut config) => {
+            if let Some(seconds) = cli.timeout {
+                config.nats.request_timeout_ms = seconds.saturating_mul(1000).max(1);
+            }
+            config
+        }
         Err(error) => {
             eprintln!("persona-prefs: {error}");
             return ExitCode::from(2);

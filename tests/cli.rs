@@ -250,3 +250,66 @@ async fn logs_are_json_lines_or_plain_text_off_a_terminal() {
         }
     }
 }
+
+/// `--timeout` is the request's own patience: a reply slower than the NATS client's default
+/// (10 s) still arrives when the timeout allows it, and a shorter timeout gives up in time.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_timeout_applies_to_long_requests() {
+    let config = test_config("clitimeout");
+    let nats = persona_prefs::app::connect_nats(&config).await.unwrap();
+    // A slow replica of the stats endpoint: answers after 11 s.
+    let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
+    let mut requests = nats.subscribe(subject).await.unwrap();
+    let replier = nats.clone();
+    tokio::spawn(async move {
+        while let Some(request) = futures::StreamExt::next(&mut requests).await {
+            let replier = replier.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+                let body = r#"{"persona_id": "ada", "total": 7, "active": 7, "retracted": 0, "by_category": {}}"#;
+                let _ = replier.publish(request.reply.unwrap(), body.into()).await;
+            });
+        }
+    });
+    nats.flush().await.unwrap();
+
+    let patient = cli(
+        &config,
+        &[
+            "prefs",
+            "stats",
+            "--persona",
+            "ada",
+            "--json",
+            "--timeout",
+            "20",
+        ],
+    )
+    .await;
+    assert!(
+        patient.status.success(),
+        "{}",
+        common::cli::stderr(&patient)
+    );
+    assert!(
+        stdout(&patient).contains("\"total\": 7"),
+        "{}",
+        stdout(&patient)
+    );
+
+    let hasty = cli(
+        &config,
+        &["prefs", "stats", "--persona", "ada", "--timeout", "1"],
+    )
+    .await;
+    assert_eq!(
+        hasty.status.code(),
+        Some(3),
+        "no reply in time: unavailable"
+    );
+    assert!(
+        common::cli::stderr(&hasty).contains("within 1 s"),
+        "{}",
+        common::cli::stderr(&hasty)
+    );
+}

@@ -286,6 +286,12 @@ async fn every_bad_request_gets_a_typed_error_reply() {
     let good = unit_vector(1);
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
         ("inject", b"{not json".to_vec(), 400, "malformed"),
+        (
+            "list",
+            serde_json::to_vec(&json!({"persona_id": "ada", "category": ""})).unwrap(),
+            400,
+            "invalid",
+        ),
         ("inject", vec![0xff, 0xfe], 400, "malformed"),
         (
             "inject",
