@@ -92,9 +92,23 @@ impl RedisConfig {
     }
 }
 
+/// A secret from the configuration: never shown by `Debug`.
+#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "***" })
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
+    /// The key of erasure records' digests (HMAC-SHA256 of persona and user id), so a record
+    /// cannot be reversed by trying every user id. Empty: a random key kept in Redis.
+    pub erasure_secret: Secret,
     pub embedding_dims: usize,
     pub reinforce_rate: f64,
     pub evolved_strength: f64,
@@ -539,6 +553,12 @@ impl Config {
             if value == 0 {
                 return Err(invalid(key, "must be positive".into()));
             }
+        }
+        if !store.erasure_secret.0.is_empty() && store.erasure_secret.0.len() < 16 {
+            return Err(invalid(
+                "store.erasure_secret",
+                "must be at least 16 bytes (or empty for a key kept in Redis)".into(),
+            ));
         }
         if store.conflict_top_k > store.max_top_k {
             return Err(invalid(

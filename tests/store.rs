@@ -1611,3 +1611,62 @@ async fn records_stay_bounded_under_20000_evidence_users_and_many_changes_of_min
             .contains(&"erased-user-19999".to_string())
     );
 }
+
+/// An erasure record is a keyed digest: not the bare SHA-256 anyone can recompute for every
+/// likely user id, and unreadable under another key. Records from before keying still count,
+/// and go when the same user is erased again.
+#[tokio::test]
+async fn erasure_records_are_keyed_digests() {
+    use hmac::Mac;
+    use sha2::Digest;
+    let mut config = test_config("erasurekey");
+    config.store.erasure_secret = persona_prefs::config::Secret("a-secret-of-16-bytes+".into());
+    let t = TestStore::with_config(config.clone()).await;
+    t.purge_user("ada", "u1", "erased-u1", WriteGuard::default())
+        .await
+        .unwrap();
+    let key = format!("{}:persona_pref_erased:{{ada}}", config.redis.key_prefix);
+    let fields: Vec<String> = t
+        .raw_hash(&key)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(field, _)| field)
+        .collect();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"a-secret-of-16-bytes+").unwrap();
+    mac.update(b"ada\0u1");
+    let keyed = hex(&mac.finalize().into_bytes());
+    let bare = hex(&sha2::Sha256::digest(b"ada\0u1"));
+    assert_eq!(
+        fields,
+        vec![keyed],
+        "one keyed field, not the bare digest {bare}"
+    );
+    assert!(t.erasures("ada", &["u1"]).await.unwrap().contains_key("u1"));
+
+    // Under another key the record names nobody.
+    let mut other = config.clone();
+    other.store.erasure_secret = persona_prefs::config::Secret("another-secret-16-bytes".into());
+    let elsewhere = PreferenceStore::connect(&other.redis, &other.store)
+        .await
+        .unwrap();
+    assert!(elsewhere.erasures("ada", &["u1"]).await.unwrap().is_empty());
+
+    // A record of the bare-digest days is honoured, and replaced when erased again.
+    let mut connection = t.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg(hex(&sha2::Sha256::digest(b"ada\0u2")))
+        .arg(r#"{"pseudonym": "erased-u2", "erased_at": "2026-11-01T00:00:00Z"}"#)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(t.erasures("ada", &["u2"]).await.unwrap().contains_key("u2"));
+    t.purge_user("ada", "u2", "erased-u2", WriteGuard::default())
+        .await
+        .unwrap();
+    let fields = t.raw_hash(&key).await.unwrap().len();
+    assert_eq!(fields, 2, "u1 and u2, both keyed now");
+    assert!(t.erasures("ada", &["u2"]).await.unwrap().contains_key("u2"));
+}

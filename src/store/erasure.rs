@@ -92,10 +92,22 @@ impl PreferenceStore {
             erased_at: erased_at.into(),
         };
         let mut connection = self.connection.clone();
-        let _: () = redis::cmd("HSET")
-            .arg(self.erasures_key(persona_id))
-            .arg(erasure_digest(persona_id, user_id))
+        let key = self.erasures_key(persona_id);
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("HSET")
+            .arg(&key)
+            .arg(erasure_digest(
+                &self.settings.erasure_key,
+                persona_id,
+                user_id,
+            ))
             .arg(serde_json::to_string(&erasure).expect("an erasure serialises"))
+            .ignore()
+            .cmd("HDEL")
+            .arg(&key)
+            .arg(legacy_erasure_digest(persona_id, user_id))
+            .ignore()
             .query_async(&mut connection)
             .await?;
         Ok(())
@@ -107,28 +119,22 @@ impl PreferenceStore {
         persona_id: &str,
         user_ids: &[&str],
     ) -> Result<HashMap<String, Erasure>, StoreError> {
-        let mut found = HashMap::new();
         let user_ids: Vec<&str> = user_ids
             .iter()
             .copied()
             .filter(|id| !id.is_empty())
             .collect();
         if user_ids.is_empty() {
-            return Ok(found);
+            return Ok(HashMap::new());
         }
         let mut command = redis::cmd("HMGET");
         command.arg(self.erasures_key(persona_id));
         for user_id in &user_ids {
-            command.arg(erasure_digest(persona_id, user_id));
+            self.erasure_fields(&mut command, persona_id, user_id);
         }
         let mut connection = self.connection.clone();
         let values: Vec<Option<String>> = command.query_async(&mut connection).await?;
-        for (user_id, value) in user_ids.iter().zip(values) {
-            if let Some(erasure) = value.and_then(|v| serde_json::from_str::<Erasure>(&v).ok()) {
-                found.insert(user_id.to_string(), erasure);
-            }
-        }
-        Ok(found)
+        Ok(erasures_found(&user_ids, values))
     }
 
     /// Records that the worker has settled the persona's event at `stream_sequence`, and
@@ -168,20 +174,19 @@ impl PreferenceStore {
                 .arg(format!("({}", now - keep_secs as i64))
                 .ignore();
         }
-        pipe.cmd("HMGET").arg(self.erasures_key(persona_id)).arg("");
+        let mut lookup = redis::cmd("HMGET");
+        lookup.arg(self.erasures_key(persona_id)).arg("");
         for user_id in &user_ids {
-            pipe.arg(erasure_digest(persona_id, user_id));
+            self.erasure_fields(&mut lookup, persona_id, user_id);
         }
+        pipe.add_command(lookup);
         let mut connection = self.connection.clone();
         let (values,): (Vec<Option<String>>,) = pipe.query_async(&mut connection).await?;
-        let mut found = HashMap::new();
         // The first field asked for is "" (HMGET needs one): skip its answer.
-        for (user_id, value) in user_ids.iter().zip(values.into_iter().skip(1)) {
-            if let Some(erasure) = value.and_then(|v| serde_json::from_str::<Erasure>(&v).ok()) {
-                found.insert(user_id.to_string(), erasure);
-            }
-        }
-        Ok(found)
+        Ok(erasures_found(
+            &user_ids,
+            values.into_iter().skip(1).collect(),
+        ))
     }
 
     /// Which of `stream_sequences` the worker has recorded as settled for this persona.
@@ -247,6 +252,34 @@ impl PreferenceStore {
     }
 }
 
+impl PreferenceStore {
+    /// The two fields a user's erasure may be recorded under: keyed, then legacy.
+    fn erasure_fields(&self, command: &mut redis::Cmd, persona_id: &str, user_id: &str) {
+        command
+            .arg(erasure_digest(
+                &self.settings.erasure_key,
+                persona_id,
+                user_id,
+            ))
+            .arg(legacy_erasure_digest(persona_id, user_id));
+    }
+}
+
+/// The erasures in an HMGET of [`PreferenceStore::erasure_fields`] pairs, by user id.
+fn erasures_found(user_ids: &[&str], values: Vec<Option<String>>) -> HashMap<String, Erasure> {
+    let mut found = HashMap::new();
+    for (user_id, pair) in user_ids.iter().zip(values.chunks(2)) {
+        let erasure = pair
+            .iter()
+            .flatten()
+            .find_map(|value| serde_json::from_str::<Erasure>(value).ok());
+        if let Some(erasure) = erasure {
+            found.insert(user_id.to_string(), erasure);
+        }
+    }
+    found
+}
+
 /// Settled-event records kept per persona at most (the newest): far more than a consumer's
 /// ack-pending window, so every settled event above the ack floor is among them.
 pub const MAX_SETTLED_RECORDS: usize = 100_000;
@@ -272,14 +305,30 @@ impl Erasure {
     }
 }
 
-/// The field an erasure is recorded under: a SHA-256 digest of persona and user id, so the
-/// record of an erasure does not itself keep the erased id in the clear.
-fn erasure_digest(persona_id: &str, user_id: &str) -> String {
+/// The field an erasure is recorded under: an HMAC-SHA256 of persona and user id under the
+/// deployment's key, so the record neither keeps the erased id in the clear nor gives it up to
+/// someone trying every likely id.
+fn erasure_digest(key: &[u8], persona_id: &str, user_id: &str) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key");
+    mac.update(persona_id.as_bytes());
+    mac.update(&[0u8]);
+    mac.update(user_id.as_bytes());
+    hex(&mac.finalize().into_bytes())
+}
+
+/// The field of erasures recorded before digests were keyed (a bare SHA-256): still honoured
+/// when read, and removed when the same user is erased again.
+fn legacy_erasure_digest(persona_id: &str, user_id: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::new()
         .chain_update(persona_id.as_bytes())
         .chain_update([0u8])
         .chain_update(user_id.as_bytes())
         .finalize();
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    hex(&digest)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -83,6 +83,7 @@ pub struct PreferenceStore {
     settings: Arc<Settings>,
 }
 
+#[derive(Clone)]
 struct Settings {
     keys: Keys,
     min_replicas_acked: u64,
@@ -90,6 +91,8 @@ struct Settings {
     key_prefix: String,
     index_name: String,
     store: StoreConfig,
+    /// The key of erasure records' digests (see [`PreferenceStore::connect`]).
+    erasure_key: Vec<u8>,
 }
 
 /// A client for `redis.url`: rediss:// uses TLS, trusting `redis.tls_ca_file` (or the system's
@@ -143,7 +146,7 @@ impl PreferenceStore {
         } else {
             RedisConnection::Cluster(Arc::new(cluster_connection(redis).await?))
         };
-        Ok(PreferenceStore {
+        PreferenceStore {
             connection,
             settings: Arc::new(Settings {
                 keys: Keys::new(&redis.key_prefix),
@@ -154,8 +157,39 @@ impl PreferenceStore {
                 key_prefix: redis.key_prefix.clone(),
                 index_name: redis.index_name.clone(),
                 store: store.clone(),
+                erasure_key: Vec::new(),
             }),
-        })
+        }
+        .with_erasure_key(&store.erasure_secret.0)
+        .await
+    }
+
+    /// Sets the erasure records' key: the configured secret, or the deployment's random key
+    /// kept in Redis (made once, by whichever process comes first).
+    async fn with_erasure_key(mut self, secret: &str) -> Result<PreferenceStore, StoreError> {
+        let key = if secret.is_empty() {
+            let name = format!("{}:persona_prefs_erasure_key", self.settings.key_prefix);
+            let mut connection = self.connection.clone();
+            let fresh = uuid::Uuid::new_v4().simple().to_string()
+                + &uuid::Uuid::new_v4().simple().to_string();
+            let _: Option<String> = redis::cmd("SET")
+                .arg(&name)
+                .arg(&fresh)
+                .arg("NX")
+                .query_async(&mut connection)
+                .await?;
+            let stored: Option<String> = redis::cmd("GET")
+                .arg(&name)
+                .query_async(&mut connection)
+                .await?;
+            stored.unwrap_or(fresh).into_bytes()
+        } else {
+            secret.as_bytes().to_vec()
+        };
+        let mut settings = (*self.settings).clone();
+        settings.erasure_key = key;
+        self.settings = Arc::new(settings);
+        Ok(self)
     }
 
     /// The shared connection, for callers that measure raw Redis cost (benches) or need a
