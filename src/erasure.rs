@@ -83,6 +83,16 @@ impl Eraser {
         pseudonym: Option<String>,
     ) -> Result<ErasureReport, ErasureError> {
         validate::persona_id(persona_id)?;
+        if let Some(chosen) = &pseudonym
+            && self.store.knows_user(persona_id, chosen).await?
+        {
+            return Err(ErasureError::Store(StoreError::InvalidInput {
+                field: "pseudonym",
+                reason: format!(
+                    "{chosen:?} is a user this persona knows; choose another (or none, for a random one)"
+                ),
+            }));
+        }
         let pseudonym = pseudonym.unwrap_or_else(|| {
             format!(
                 "erased-{}",

@@ -1321,3 +1321,56 @@ async fn curation_takes_the_persona_lock_and_redacts_secrets() {
             .contains("mostly secrets")
     );
 }
+
+/// A caller-chosen pseudonym that is already a user of the persona (or an erased one) is
+/// refused: erasing u1 "as" u2 would merge u1's traces into u2's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pseudonym_that_names_a_known_user_is_refused() {
+    let s = Service::start(test_config("pseudonym")).await;
+    s.seed(
+        "ada",
+        "u2's songs",
+        "u2 sings well.",
+        unit_vector(3),
+        0.6,
+        &["u2"],
+    )
+    .await;
+    s.seed(
+        "ada",
+        "u1's jokes",
+        "u1 is funny.",
+        unit_vector(4),
+        0.6,
+        &["u1"],
+    )
+    .await;
+    let (status, refused) = s
+        .call(
+            "purge_user",
+            json!({"persona_id": "ada", "user_id": "u1", "pseudonym": "u2"}),
+        )
+        .await;
+    assert_eq!(status, Some(400), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pseudonym")
+    );
+    let erased = s
+        .ok(
+            "purge_user",
+            json!({"persona_id": "ada", "user_id": "u1", "pseudonym": "erased-1"}),
+        )
+        .await;
+    assert_eq!(erased["pseudonym"], "erased-1");
+    // An erased user's id is known too: it cannot become someone else's pseudonym.
+    let (status, _) = s
+        .call(
+            "purge_user",
+            json!({"persona_id": "ada", "user_id": "u2", "pseudonym": "u1"}),
+        )
+        .await;
+    assert_eq!(status, Some(400));
+}

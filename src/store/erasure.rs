@@ -253,6 +253,28 @@ impl PreferenceStore {
 }
 
 impl PreferenceStore {
+    /// Whether `user_id` is a user this persona's memory knows: among the related users of an
+    /// active preference (the about-set), or erased before. A caller-chosen pseudonym must not
+    /// be one, or an erasure would merge the erased user into a real one.
+    pub async fn knows_user(&self, persona_id: &str, user_id: &str) -> Result<bool, StoreError> {
+        validate::persona_id(persona_id)?;
+        let mut connection = self.connection.clone();
+        // About-set members are `<user>\0<preference id>`: one lexicographic range per user.
+        let related: Vec<String> = redis::cmd("ZRANGEBYLEX")
+            .arg(self.settings.keys.about(persona_id))
+            .arg(format!("[{user_id}\0"))
+            .arg(format!("[{user_id}\0\u{10FFFF}"))
+            .arg("LIMIT")
+            .arg(0)
+            .arg(1)
+            .query_async(&mut connection)
+            .await?;
+        if !related.is_empty() {
+            return Ok(true);
+        }
+        Ok(!self.erasures(persona_id, &[user_id]).await?.is_empty())
+    }
+
     /// The two fields a user's erasure may be recorded under: keyed, then legacy.
     fn erasure_fields(&self, command: &mut redis::Cmd, persona_id: &str, user_id: &str) {
         command
