@@ -914,3 +914,41 @@ async fn an_event_with_maximal_ids_is_processed() {
     let again = app.pipeline().process(&event).await.unwrap();
     assert!(again.decisions.iter().all(|d| !d.applied), "and once only");
 }
+
+/// A scan (erasure's, the dead-letter list's) that hears nothing more before a subject's last
+/// message is an error, not a success: erasure must never report done with words left behind.
+#[tokio::test]
+async fn a_scan_that_stops_before_the_subjects_end_is_an_error() {
+    use persona_prefs::ingest::scan::ended;
+    let config = test_config("scanend");
+    let _cleanup = Cleanup(config.clone());
+    let nats = persona_prefs::app::connect_nats(&config).await.unwrap();
+    let js = jetstream::new(nats);
+    let stream = js
+        .create_stream(jetstream::stream::Config {
+            name: config.ingest.stream.clone(),
+            subjects: vec![format!("{}.>", config.ingest.subject_prefix)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let subject = format!("{}.ada", config.ingest.subject_prefix);
+    for n in 0..3 {
+        js.publish(subject.clone(), format!("{n}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let stopped_early = ended(&stream, &subject, 2).await.unwrap_err();
+    assert!(
+        stopped_early.contains("before its last message (3)"),
+        "{stopped_early}"
+    );
+    assert_eq!(ended(&stream, &subject, 3).await, Ok(()));
+    // A last message deleted while the scan ran does not count against it.
+    stream.delete_message(3).await.unwrap();
+    assert_eq!(ended(&stream, &subject, 2).await, Ok(()));
+    // Nor does a subject with no messages at all.
+    assert_eq!(ended(&stream, &format!("{subject}.none"), 0).await, Ok(()));
+}

@@ -12,7 +12,7 @@ pub mod decide;
 pub mod erasure;
 pub mod event;
 pub mod pipeline;
-mod scan;
+pub mod scan;
 pub mod worker;
 
 use serde::Deserialize;

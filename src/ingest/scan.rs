@@ -64,7 +64,7 @@ pub async fn scan_subject(
 
 /// Whether a scan that saw nothing more after `last_seen` really reached the end of `subject`:
 /// the subject's last message must be one it saw (or gone).
-async fn ended(stream: &Stream, subject: &str, last_seen: u64) -> Result<(), String> {
+pub async fn ended(stream: &Stream, subject: &str, last_seen: u64) -> Result<(), String> {
     use async_nats::jetstream::stream::LastRawMessageErrorKind;
     match stream.get_last_raw_message_by_subject(subject).await {
         Ok(last) if last.sequence > last_seen => Err(format!(
