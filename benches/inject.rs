@@ -9,7 +9,8 @@
 //! Floor: one raw VSIM over the persona's vector set (same Redis) plus a bare NATS
 //! request-reply echo of the same payload size. Compared too: the original system's query plan
 //! (one KNN over a shared index, then one query per user, each awaited) on its own layout of
-//! the same data, sent by the same client, plus the same echo. Targets: precomputed p50 ≤ 1.3 ×
+//! the same data, on a Redis server of its own (as it would run), sent by the same client, plus
+//! the same echo. Targets: precomputed p50 ≤ 1.3 ×
 //! floor and ≤ 0.2 × the original plan, p99 ≤ 0.3 × the original plan.
 //!
 //! `scripts/bench inject` (starts the services), or `cargo bench --bench inject` with REDIS_URL,
@@ -74,12 +75,35 @@ async fn main() {
     let data = bench_data(100, prefs, other, &mut rng);
     let total = load_personas(&app.store, &data).await;
     let original_index = format!("idx:{name}_original");
-    let mut connection = app.store.connection();
-    // The original layout's shared index exists on a single node only.
+    let connection = app.store.connection();
+    // The original layout's shared index exists on a single node only. It gets a Redis server
+    // of its own (as the original system would run): in one server, its HNSW index's module
+    // lock and garbage collection stalled our paths too, and ours stalled it.
     let cluster = !config.redis.cluster_nodes.is_empty();
+    let original_server = if cluster {
+        None
+    } else {
+        OriginalServer::start(&config).await
+    };
+    let mut original_connection = match &original_server {
+        Some(server) => server.connection.clone(),
+        None => connection.clone(),
+    };
     if !cluster {
+        if original_server.is_none() {
+            println!(
+                "(the original layout shares our Redis: PERSONA_PREFS_REDIS_SERVER and \
+                 PERSONA_PREFS_REDISEARCH_MODULE name a server to give it its own)"
+            );
+        }
+        if !keep_gc {
+            let _: redis::RedisResult<redis::Value> = redis::cmd("FT.CONFIG")
+                .arg(&["SET", "FORK_GC_RUN_INTERVAL", "86400"][..])
+                .query_async(&mut original_connection)
+                .await;
+        }
         load_original_layout(
-            &mut connection,
+            &mut original_connection,
             &format!("{name}_original"),
             &original_index,
             &data,
@@ -167,7 +191,7 @@ async fn main() {
         })
     });
     let original_call: Call<'_> = Box::new(|i| {
-        let mut connection = connection.clone();
+        let mut connection = original_connection.clone();
         let index = original_index.clone();
         let users = users.clone();
         let q = queries[i % queries.len()].clone();
@@ -293,8 +317,61 @@ async fn main() {
     let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
         .arg(&original_index)
         .arg("DD")
-        .query_async(&mut connection)
+        .query_async(&mut original_connection)
         .await;
+    drop(original_server);
+}
+
+/// A Redis server (with RediSearch) of the bench's own, for the original layout; killed on
+/// drop. `None` when the binaries are not named (then the original layout shares our server).
+struct OriginalServer {
+    process: std::process::Child,
+    connection: persona_prefs::store::RedisConnection,
+}
+
+impl OriginalServer {
+    async fn start(config: &Config) -> Option<OriginalServer> {
+        let server = std::env::var("PERSONA_PREFS_REDIS_SERVER").ok()?;
+        let module = std::env::var("PERSONA_PREFS_REDISEARCH_MODULE").ok()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let process = std::process::Command::new(server)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--loadmodule", &module])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut original = config.clone();
+        original.redis.url = format!("redis://127.0.0.1:{port}");
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match persona_prefs::store::PreferenceStore::connect(&original.redis, &original.store)
+                .await
+            {
+                Ok(store) => {
+                    println!("the original layout runs on its own Redis server (port {port})");
+                    return Some(OriginalServer {
+                        process,
+                        connection: store.connection(),
+                    });
+                }
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("the original layout's Redis did not start: {error}"),
+            }
+        }
+    }
+}
+
+impl Drop for OriginalServer {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
 }
 
 /// A numeric field of `INFO` (0 when absent).
