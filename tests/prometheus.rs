@@ -56,22 +56,15 @@ fn alert_names(rules: &str) -> Vec<String> {
 
 #[test]
 fn the_alert_rules_pass_promtool_and_every_alert_has_a_unit_test_and_a_runbook_section() {
-    let checked = run({
+    for (verb, file) in [
+        ("check", "prometheus/alerts.yml"),
+        ("test", "prometheus/alerts.test.yml"),
+    ] {
         let mut command = tool("promtool");
-        command
-            .args(["check", "rules"])
-            .arg(deploy("prometheus/alerts.yml"));
-        command
-    });
-    assert!(checked.contains("SUCCESS"), "{checked}");
-    let tested = run({
-        let mut command = tool("promtool");
-        command
-            .args(["test", "rules"])
-            .arg(deploy("prometheus/alerts.test.yml"));
-        command
-    });
-    assert!(tested.contains("SUCCESS"), "{tested}");
+        command.args([verb, "rules"]).arg(deploy(file));
+        let said = run(command);
+        assert!(said.contains("SUCCESS"), "promtool {verb} rules {file}:\n{said}");
+    }
 
     let rules = std::fs::read_to_string(deploy("prometheus/alerts.yml")).unwrap();
     let tests = std::fs::read_to_string(deploy("prometheus/alerts.test.yml")).unwrap();
@@ -106,18 +99,6 @@ fn the_alert_rules_pass_promtool_and_every_alert_has_a_unit_test_and_a_runbook_s
     }
     let runbook_urls = rules.matches("runbook_url:").count();
     assert_eq!(runbook_urls, alerts.len(), "one runbook_url per alert");
-}
-
-/// Child processes killed when the test ends, however it ends.
-struct Processes(Vec<Child>);
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 async fn http_get(url: &str) -> Option<(u16, String)> {
@@ -156,7 +137,7 @@ async fn prometheus_scrapes_two_workers_and_computes_a_fleet_wide_injection_quan
     let mut config = test_config("prometheus");
     let _cleanup = Cleanup(config.clone());
     let dir = scratch_dir("prometheus");
-    let mut processes = Processes(Vec::new());
+    let mut processes = common::Children(Vec::new());
 
     // Two replicas of the worker, as a deployment runs them, each with its own metrics port.
     let metrics_ports = [free_port(), free_port()];

@@ -31,16 +31,7 @@ fn spawn_worker_with(config: &Config, log: &std::path::Path, extra: &[(&str, Str
         .expect("start persona-prefs serve")
 }
 
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use common::Children as Workers;
 
 /// Waits until `count` workers have a pull request open on the consumer.
 async fn wait_for_pullers(app: &App, count: usize) {
