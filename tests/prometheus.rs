@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Cleanup, free_port, scratch_dir, test_config};
@@ -63,7 +63,10 @@ fn the_alert_rules_pass_promtool_and_every_alert_has_a_unit_test_and_a_runbook_s
         let mut command = tool("promtool");
         command.args([verb, "rules"]).arg(deploy(file));
         let said = run(command);
-        assert!(said.contains("SUCCESS"), "promtool {verb} rules {file}:\n{said}");
+        assert!(
+            said.contains("SUCCESS"),
+            "promtool {verb} rules {file}:\n{said}"
+        );
     }
 
     let rules = std::fs::read_to_string(deploy("prometheus/alerts.yml")).unwrap();
