@@ -278,12 +278,15 @@ async fn prometheus_scrapes_two_workers_and_computes_a_fleet_wide_injection_quan
     );
 
     // The shipped rules loaded and evaluate without error against real series.
-    let rules: Value = reqwest::get(format!("{api}/api/v1/rules"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let rules_of = async || -> Value {
+        reqwest::get(format!("{api}/api/v1/rules"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
+    let rules = rules_of().await;
     let loaded: Vec<&Value> = rules["data"]["groups"]
         .as_array()
         .unwrap()
@@ -293,13 +296,7 @@ async fn prometheus_scrapes_two_workers_and_computes_a_fleet_wide_injection_quan
     let shipped = alert_names(&std::fs::read_to_string(deploy("prometheus/alerts.yml")).unwrap());
     assert_eq!(loaded.len(), shipped.len(), "{rules}");
     wait_for("the rules evaluated", Duration::from_secs(30), async || {
-        let rules: Value = reqwest::get(format!("{api}/api/v1/rules"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        rules["data"]["groups"][0]["rules"]
+        rules_of().await["data"]["groups"][0]["rules"]
             .as_array()
             .unwrap()
             .iter()

@@ -35,6 +35,7 @@ pub(super) async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<
         }))
     };
     let mut out = std::io::stdout().lock();
+    let replay = matches!(command, DlqCommand::Replay { .. });
     match command {
         DlqCommand::List {
             filter,
@@ -124,17 +125,8 @@ pub(super) async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<
             sequences,
             all,
             filter,
-        } => {
-            bulk(
-                &letters,
-                sequences,
-                all,
-                selection(filter, MAX_LIST_LIMIT),
-                true,
-            )
-            .await
         }
-        DlqCommand::Discard {
+        | DlqCommand::Discard {
             sequences,
             all,
             filter,
@@ -144,7 +136,7 @@ pub(super) async fn dlq(command: DlqCommand, config: &Config) -> anyhow::Result<
                 sequences,
                 all,
                 selection(filter, MAX_LIST_LIMIT),
-                false,
+                replay,
             )
             .await
         }
