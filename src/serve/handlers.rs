@@ -199,26 +199,28 @@ impl Handlers {
             Endpoint::Reinforce => {
                 let r: PreferenceRef = parse(payload)?;
                 validate::persona_id(&r.persona_id)?;
-                let lock = self.lock(&r.persona_id).await?;
                 let outcome = self
-                    .store
-                    .reinforce_preference(&r.persona_id, &r.preference_id, fenced(&lock))
-                    .await;
-                self.unlock(lock).await;
-                json(outcome?.ok_or_else(|| ServiceError::not_found("preference"))?)
+                    .locked(&r.persona_id, async |guard| {
+                        self.store
+                            .reinforce_preference(&r.persona_id, &r.preference_id, guard)
+                            .await
+                    })
+                    .await?;
+                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Evolve => self.evolve(parse(payload)?).await.and_then(json),
             Endpoint::Retract => {
                 let r: RetractRequest = parse(payload)?;
                 validate::persona_id(&r.persona_id)?;
                 let reason = self.without_secrets("reason", &r.reason)?;
-                let lock = self.lock(&r.persona_id).await?;
                 let outcome = self
-                    .store
-                    .retract_preference(&r.persona_id, &r.preference_id, &reason, fenced(&lock))
-                    .await;
-                self.unlock(lock).await;
-                json(outcome?.ok_or_else(|| ServiceError::not_found("preference"))?)
+                    .locked(&r.persona_id, async |guard| {
+                        self.store
+                            .retract_preference(&r.persona_id, &r.preference_id, &reason, guard)
+                            .await
+                    })
+                    .await?;
+                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Get => {
                 let r: PreferenceRef = parse(payload)?;
@@ -352,16 +354,24 @@ impl Handlers {
             related_kg_uuids: r.related_kg_uuids,
             embedding,
         };
-        let lock = self.lock(&persona_id).await?;
-        let added = self.store.add_preference_guarded(new, fenced(&lock)).await;
-        self.unlock(lock).await;
-        Ok(added?.preference)
+        let added = self
+            .locked(&persona_id, async |guard| {
+                self.store.add_preference_guarded(new, guard).await
+            })
+            .await?;
+        Ok(added.preference)
     }
 
-    /// The persona's lock, as ingest and erasure take it: curation is serialised with them,
-    /// and each write is fenced (refused if the lock has passed to another holder).
-    async fn lock(&self, persona_id: &str) -> Result<crate::store::LockToken, ServiceError> {
-        self.locks
+    /// Runs a curation write under the persona's lock, as ingest and erasure take it: curation
+    /// is serialised with them, and the write is fenced (refused if the lock has passed to
+    /// another holder). The lock is released whatever the write's outcome.
+    async fn locked<T>(
+        &self,
+        persona_id: &str,
+        write: impl AsyncFnOnce(WriteGuard<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, ServiceError> {
+        let lock = self
+            .locks
             .acquire(persona_id, self.lock_patience)
             .await?
             .ok_or_else(|| {
@@ -369,14 +379,13 @@ impl Handlers {
                     ErrorKind::Unavailable,
                     format!("persona {persona_id} is busy; try again"),
                 )
-            })
-    }
-
-    async fn unlock(&self, lock: crate::store::LockToken) {
+            })?;
+        let written = write(fenced(&lock)).await;
         // A failed release only delays the next holder by the lock's lifetime.
         if let Err(error) = self.locks.release(lock).await {
             tracing::warn!(%error, "releasing a persona lock failed");
         }
+        Ok(written?)
     }
 
     /// `text` with secrets redacted as ingest does; refused when it is mostly secrets.
@@ -414,13 +423,13 @@ impl Handlers {
             expressed_at: None,
             evidence_user_id: None,
         };
-        let lock = self.lock(&r.persona_id).await?;
-        let evolved = self
-            .store
-            .evolve_preference(&r.persona_id, &r.preference_id, &evolution, fenced(&lock))
-            .await;
-        self.unlock(lock).await;
-        evolved?.ok_or_else(|| ServiceError::not_found("preference"))
+        self.locked(&r.persona_id, async |guard| {
+            self.store
+                .evolve_preference(&r.persona_id, &r.preference_id, &evolution, guard)
+                .await
+        })
+        .await?
+        .ok_or_else(|| ServiceError::not_found("preference"))
     }
 
     async fn search(&self, r: SearchRequest) -> Result<Vec<SearchHit>, ServiceError> {
