@@ -52,7 +52,9 @@ impl App {
     /// Connects to Redis (and checks or creates the index), NATS, and loads the embedder and
     /// extractor. Fails with an error naming the part that is missing.
     pub async fn start(config: Config) -> Result<App, AppError> {
-        let store = PreferenceStore::connect(&config.redis, &config.store).await?;
+        let store = PreferenceStore::connect(&config.redis, &config.store)
+            .await?
+            .with_topic_match_threshold(config.embed.match_threshold());
         store.ensure_index().await?;
         store.ensure_layout().await?;
         let nats = connect_nats(&config).await?;

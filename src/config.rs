@@ -131,6 +131,11 @@ pub struct StoreConfig {
     pub max_evidence_users: usize,
     /// History entries (changes of mind, retractions) kept per preference (the newest).
     pub max_evolution_history: usize,
+    /// Half-life of strength while a preference is not voiced again, in days; 0: no decay.
+    pub strength_half_life_days: f64,
+    /// Base personas per persona, and how deep bases of bases are followed.
+    pub max_bases: usize,
+    pub max_base_depth: usize,
     /// Lifetime of idempotency records, in hours; 0 keeps them for ever.
     pub effect_ttl_hours: u64,
     /// How each persona's vector set stores its vectors: "q8", "fp32" or "bin".
@@ -381,6 +386,20 @@ impl Config {
                 Err(invalid(key, format!("must be within [0, 1], got {value}")))
             }
         };
+        if !(self.store.strength_half_life_days >= 0.0
+            && self.store.strength_half_life_days.is_finite())
+        {
+            return Err(invalid(
+                "store.strength_half_life_days",
+                "must be 0 (no decay) or a positive number of days".into(),
+            ));
+        }
+        if self.store.max_bases > 64 {
+            return Err(invalid("store.max_bases", "must be at most 64".into()));
+        }
+        if self.store.max_base_depth > 8 {
+            return Err(invalid("store.max_base_depth", "must be at most 8".into()));
+        }
         if self.store.lock_ttl_ms == 0 {
             return Err(invalid("store.lock_ttl_ms", "must be positive".into()));
         }

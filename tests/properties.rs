@@ -104,11 +104,14 @@ fn preference(name: String, category: String, opinion: String) -> InjectedPrefer
         id: "p".into(),
         name,
         opinion,
-        category,
         strength: 0.5,
         relevance: 0.5,
         score: 0.25,
-        matched_by: vec![MatchReason::Semantic],
+        // A stored user id reaches the block through the explanation: as hostile as the rest.
+        matched_by: vec![MatchReason::Semantic, MatchReason::User(category.clone())],
+        decayed_strength: 0.5,
+        inherited_from: Some(category.clone()),
+        category,
     }
 }
 
@@ -177,7 +180,7 @@ proptest! {
             .iter()
             .map(|(name, category, opinion)| preference(name.clone(), category.clone(), opinion.clone()))
             .collect();
-        let xml = render(Format::Xml, &preferences, &[]);
+        let xml = render(Format::Xml, &preferences, &[], true);
         prop_assert!(xml.starts_with("<persona_preferences>\n"));
         prop_assert!(xml.ends_with("</persona_preferences>"));
         prop_assert_eq!(xml.matches("<preference ").count(), preferences.len());
@@ -193,14 +196,14 @@ proptest! {
         prop_assert_eq!(xml.lines().count(), preferences.len() + 2);
         prop_assert!(!xml.chars().any(is_invisible));
 
-        let markdown = render(Format::Markdown, &preferences, &[]);
+        let markdown = render(Format::Markdown, &preferences, &[], true);
         prop_assert_eq!(markdown.lines().count(), preferences.len() + 1);
         for line in markdown.lines().skip(1) {
             prop_assert!(line.starts_with("- **"), "{}", line);
         }
         prop_assert!(!markdown.chars().any(is_invisible));
 
-        let parsed: Vec<Value> = serde_json::from_str(&render(Format::Json, &preferences, &[])).unwrap();
+        let parsed: Vec<Value> = serde_json::from_str(&render(Format::Json, &preferences, &[], true)).unwrap();
         prop_assert_eq!(parsed.len(), preferences.len());
         for (rendered, stored) in parsed.iter().zip(&preferences) {
             // Exactly what was stored, less what cannot be seen.

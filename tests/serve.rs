@@ -97,6 +97,7 @@ impl Service {
             related_user_ids: users.iter().map(|u| u.to_string()).collect(),
             related_kg_uuids: Vec::new(),
             embedding,
+            inherited_from: None,
         };
         self.app.store.add_preference(new).await.unwrap().id
     }
@@ -199,6 +200,55 @@ async fn inject_with_a_precomputed_embedding_ranks_and_renders() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn short_queries_skip_the_semantic_pass_and_explain_says_why() {
+    let s = Service::start(test_config("injectshort")).await;
+    let embed = |text: &str| {
+        let embedder = s.app.embedder.clone();
+        let text = text.to_string();
+        async move { embedder.embed(&[text]).await.unwrap().remove(0) }
+    };
+    let chess = s
+        .seed("ada", "chess", "Chess with Carol is fun.", embed("chess").await, 0.7, &["carol"])
+        .await;
+    let okra = s
+        .seed("ada", "okra", "Okra is slimy.", embed("okra").await, 0.9, &[])
+        .await;
+
+    for query in ["", "ok", "hmm, ok... thanks!", "  ?! "] {
+        let reply = s
+            .ok(
+                "inject",
+                json!({"persona_id": "ada", "query": query, "active_user_ids": ["carol"], "format": "xml", "explain": true}),
+            )
+            .await;
+        assert_eq!(ids(&reply), vec![chess.clone()], "{query:?}: only the present user's");
+        assert!(reply["semantic_skipped"].is_string(), "{query:?}: {reply}");
+        let rendered = reply["rendered"].as_str().unwrap();
+        assert!(
+            rendered.contains(r#"why="about carol, who is in the conversation""#),
+            "{rendered}"
+        );
+    }
+    // Without a present user, a short query injects nothing rather than noise.
+    let nothing = s.ok("inject", json!({"persona_id": "ada", "query": "ok"})).await;
+    assert_eq!(ids(&nothing), Vec::<String>::new());
+    // A real question runs the semantic pass, and says so by leaving the field out.
+    let asked = s
+        .ok(
+            "inject",
+            json!({"persona_id": "ada", "query": "what do you think of okra?", "format": "markdown", "explain": true, "resident": true, "max_count": 1}),
+        )
+        .await;
+    assert!(asked.get("semantic_skipped").is_none(), "{asked}");
+    assert_eq!(ids(&asked), vec![okra.clone()]);
+    let rendered = asked["rendered"].as_str().unwrap();
+    assert!(
+        rendered.contains("(why: one of your strongest views; close to the conversation)"),
+        "{rendered}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn inject_by_text_and_with_resident_preferences() {
     let s = Service::start(test_config("injecttext")).await;
     let embed = |text: &str| {
@@ -260,14 +310,10 @@ async fn inject_by_text_and_with_resident_preferences() {
         "a cached query embeds the same"
     );
 
-    let with_resident = s.ok("inject", json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 1, "resident": true})).await;
-    let got = ids(&with_resident);
-    assert_eq!(got[0], tea, "query results first");
-    assert_eq!(
-        &got[1..],
-        &[storms.clone(), jazz.clone()],
-        "then the strongest others, deduplicated"
-    );
+    // Residents (the service's resident_count, 3 here) count against max_count: with 2, the
+    // two strongest fill it and the query's result does not fit.
+    let with_resident = s.ok("inject", json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 2, "resident": true})).await;
+    assert_eq!(ids(&with_resident), vec![storms.clone(), jazz.clone()]);
     let resident = &with_resident["preferences"][1];
     assert_eq!(resident["matched_by"], json!(["resident"]));
     assert!(
@@ -276,6 +322,11 @@ async fn inject_by_text_and_with_resident_preferences() {
             .unwrap()
             .contains("thunderstorms")
     );
+    // With room for all three, the tea the query found is a resident too: listed once, with
+    // both reasons.
+    let roomy = s.ok("inject", json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 5, "resident": true})).await;
+    assert_eq!(ids(&roomy), vec![storms.clone(), jazz.clone(), tea.clone()]);
+    assert_eq!(roomy["preferences"][2]["matched_by"], json!(["resident", "semantic"]));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1010,6 +1061,7 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
         related_user_ids: vec!["u1".into()],
         related_kg_uuids: Vec::new(),
         embedding: vector_near(&query, 0.9, 2),
+        inherited_from: None,
     };
     app.store.add_preference(seeded.clone()).await.unwrap();
     seeded.related_user_ids.clear();

@@ -452,11 +452,13 @@ async fn retract_is_a_soft_delete_that_searches_and_lists_skip() {
         Some("retraction")
     );
     assert_eq!(stored.evolution_history[0].reason, "changed my mind");
+    // Every retraction is a version, reason or not, so it can be restored.
     let silent = t.get_preference("ada", &quiet.id).await.unwrap().unwrap();
-    assert!(
-        silent.evolution_history.is_empty(),
-        "no reason, no history entry"
-    );
+    assert_eq!(silent.evolution_history.len(), 1);
+    assert_eq!(silent.evolution_history[0].reason, "");
+    assert_eq!(silent.evolution_history[0].version, Some(1));
+    assert_eq!(silent.evolution_history[0].old_active, Some(true));
+    assert_eq!(silent.version, 2);
 
     assert!(
         t.search_preferences("ada", &vector, 5, false)
@@ -838,7 +840,9 @@ async fn injection_merges_semantic_and_user_passes_and_respects_caps() {
         "dave is not in the conversation"
     );
     for c in &chosen {
-        assert!((c.score - c.relevance * c.strength).abs() < 1e-12);
+        // Ranked by relevance x decayed strength (just written: hardly decayed at all).
+        assert!((c.score - c.relevance * c.decayed_strength).abs() < 1e-12);
+        assert!(c.decayed_strength <= c.strength && c.decayed_strength > 0.99 * c.strength);
     }
 
     let capped = InjectionQuery {

@@ -162,6 +162,7 @@ pub async fn load_personas(
             related_user_ids: preference.related_user.iter().cloned().collect(),
             related_kg_uuids: Vec::new(),
             embedding: preference.embedding.clone(),
+            inherited_from: None,
         };
         async move { store.add_preference(new).await.unwrap() }
     }))

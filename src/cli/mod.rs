@@ -59,9 +59,12 @@ pub enum ClientCommand {
         /// json, xml or markdown: the shape of the rendered block.
         #[arg(long, default_value = "markdown", value_parser = protocol_value::<Format>)]
         format: Format,
-        /// Also include the persona's strongest preferences.
+        /// Also include the persona's strongest preferences (they count against the caps).
         #[arg(long)]
         resident: bool,
+        /// Say in the block why each preference was chosen.
+        #[arg(long)]
+        explain: bool,
         /// Print the whole reply as JSON.
         #[arg(long)]
         json: bool,
@@ -308,6 +311,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             max_chars,
             format,
             resident,
+            explain,
             json,
         } => {
             let request = InjectRequest {
@@ -319,6 +323,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                 max_chars,
                 format,
                 resident,
+                explain,
             };
             let client = match service_client(&config).await {
                 Ok(client) => client,
@@ -332,6 +337,9 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                 Err(code) => return Ok(code),
             };
             println!("{}", reply.rendered);
+            if let Some(reason) = &reply.semantic_skipped {
+                eprintln!("semantic pass skipped: {reason}");
+            }
             eprintln!(
                 "{} preferences in {:.1} ms",
                 reply.preferences.len(),

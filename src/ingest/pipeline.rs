@@ -541,6 +541,7 @@ impl Pipeline {
                     related_user_ids: decide::related_users_for_add(&facts, erasures),
                     related_kg_uuids: Vec::new(),
                     embedding: candidate.embedding.clone(),
+                    inherited_from: None,
                 },
                 guarded(&adding, candidate, lock),
             )

@@ -99,6 +99,7 @@ pub struct Handlers {
     /// Largest reply body the NATS server accepts (its max_payload, less room for headers).
     max_reply_bytes: usize,
     resident_count: usize,
+    min_query_chars: usize,
     eraser: Eraser,
     locks: crate::store::PersonaLock,
     lock_patience: std::time::Duration,
@@ -117,6 +118,7 @@ impl Handlers {
                 .max_payload
                 .saturating_sub(REPLY_HEADROOM),
             resident_count: context.config.resident_count,
+            min_query_chars: context.config.min_query_chars,
             eraser: context.eraser.clone(),
             locks: context.locks.clone(),
             lock_patience: context.lock_patience,
@@ -258,6 +260,7 @@ impl Handlers {
     async fn inject(&self, request: InjectRequest) -> Result<InjectReply, ServiceError> {
         let started = Instant::now();
         validate::persona_id(&request.persona_id)?;
+        let mut semantic_skipped = None;
         let embedding = match (&request.query, &request.query_embedding) {
             (Some(_), Some(_)) => {
                 return Err(ServiceError::new(
@@ -271,8 +274,22 @@ impl Handlers {
                     "query or query_embedding is required",
                 ));
             }
-            (None, Some(vector)) => vector.clone(),
-            (Some(text), None) => self.embed_query(text).await?,
+            (None, Some(vector)) => {
+                if vector.is_empty() {
+                    return Err(ServiceError::new(
+                        ErrorKind::WrongDims,
+                        "query_embedding is empty",
+                    ));
+                }
+                vector.clone()
+            }
+            (Some(text), None) => match too_short_to_search(text, self.min_query_chars) {
+                Some(reason) => {
+                    semantic_skipped = Some(reason);
+                    Vec::new()
+                }
+                None => self.embed_query(text).await?,
+            },
         };
         let query = InjectionQuery {
             persona_id: &request.persona_id,
@@ -286,12 +303,17 @@ impl Handlers {
         } else {
             0
         };
-        let (chosen, resident) = self
+        let selection = self
             .store
             .get_preferences_for_injection_with_resident(&query, resident_count)
             .await?;
-        let rendered = render::render(request.format, &chosen, &resident);
-        let preferences = chosen.into_iter().chain(resident).collect();
+        let rendered = render::render(
+            request.format,
+            &selection.chosen,
+            &selection.resident,
+            request.explain,
+        );
+        let preferences = selection.chosen.into_iter().chain(selection.resident).collect();
         let query_kind = if request.query.is_some() {
             "text"
         } else {
@@ -302,6 +324,7 @@ impl Handlers {
             persona_id: request.persona_id,
             preferences,
             rendered,
+            semantic_skipped,
             took_ms: started.elapsed().as_secs_f64() * 1000.0,
         })
     }
@@ -353,6 +376,7 @@ impl Handlers {
             related_user_ids: r.related_user_ids,
             related_kg_uuids: r.related_kg_uuids,
             embedding,
+            inherited_from: None,
         };
         let added = self
             .locked(&persona_id, async |guard| {
@@ -510,6 +534,33 @@ impl Handlers {
             .erase_user(&r.persona_id, &r.user_id, r.pseudonym)
             .await?)
     }
+}
+
+/// Words that say nothing about what the conversation is about: a query of only these has no
+/// nearest preferences worth injecting.
+const FILLER_WORDS: &[&str] = &[
+    "a", "ah", "alright", "and", "bye", "cool", "eh", "good", "great", "haha", "hello", "hey",
+    "hi", "hm", "hmm", "huh", "k", "lol", "mhm", "nice", "no", "nope", "ok", "okay", "oh", "so",
+    "sure", "thank", "thanks", "thx", "uh", "um", "well", "wow", "ya", "yeah", "yep", "yes", "you",
+];
+
+/// Why a text query is too short to search by meaning, if it is: fewer than `min_chars`
+/// letters and digits, or only filler words. Its nearest preferences would be noise.
+pub fn too_short_to_search(text: &str, min_chars: usize) -> Option<String> {
+    let meaningful = text.chars().filter(|c| c.is_alphanumeric()).count();
+    if meaningful < min_chars {
+        return Some(format!(
+            "the query has {meaningful} letters or digits, fewer than {min_chars}"
+        ));
+    }
+    let lowered = text.to_lowercase();
+    let mut words = lowered
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty());
+    if words.all(|word| FILLER_WORDS.contains(&word)) {
+        return Some("the query holds only filler words".to_string());
+    }
+    None
 }
 
 fn parse<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {

@@ -156,6 +156,9 @@ pub struct ServeConfig {
     pub subject_prefix: String,
     pub queue_group: String,
     pub resident_count: usize,
+    /// Text queries shorter than this (letters and digits), or only filler words, skip the
+    /// semantic pass.
+    pub min_query_chars: usize,
     /// Also answer the subjects from before the role split (`<prefix>.<endpoint>`).
     pub legacy_subjects: bool,
 }

@@ -145,9 +145,13 @@ pub struct InjectRequest {
     pub max_chars: usize,
     #[serde(default)]
     pub format: Format,
-    /// Also return the persona's strongest preferences regardless of the query.
+    /// Also return the persona's strongest preferences regardless of the query; they count
+    /// against `max_count` and `max_chars`.
     #[serde(default)]
     pub resident: bool,
+    /// Say in the rendered block why each preference was chosen.
+    #[serde(default)]
+    pub explain: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -156,6 +160,9 @@ pub struct InjectReply {
     /// Query results first (ranked), then resident ones (`matched_by: ["resident"]`).
     pub preferences: Vec<InjectedPreference>,
     pub rendered: String,
+    /// Why the semantic pass did not run (a short or empty query); absent when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_skipped: Option<String>,
     pub took_ms: f64,
 }
 

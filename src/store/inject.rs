@@ -1,25 +1,49 @@
-//! Injection: what goes into a system prompt, from one script over the persona's own
-//! structures, ranked by a pure function.
+//! Injection: what goes into a system prompt, from one script over each layer's own
+//! structures (the persona, then its bases), chosen by a pure function.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::time::Instant;
 
 use redis::Value;
 
-use super::query::{self, vector_to_bytes};
+use super::query::{self, InjectionPasses, vector_to_bytes};
 use super::{
-    InjectedPreference, InjectionQuery, MatchReason, PreferenceStore, ScoredPreference, StoreError,
-    validate,
+    InjectedPreference, InjectionQuery, MatchReason, Preference, PreferenceStore,
+    ScoredPreference, StoreError, validate,
 };
 use crate::config::StoreConfig;
 use crate::telemetry;
+use crate::timestamp::Timestamp;
+
+/// One layer of a (possibly layered) persona: the persona itself first, then its bases.
+struct Layer {
+    persona_id: String,
+    passes: InjectionPasses,
+}
+
+/// What the passes found over every layer, decoded; each preference's `persona_id` names
+/// its layer.
+#[derive(Debug, Clone, Default)]
+pub struct InjectionCandidates {
+    pub semantic: Vec<ScoredPreference>,
+    pub by_user: Vec<ScoredPreference>,
+    /// Strongest first within each layer.
+    pub strongest: Vec<Preference>,
+}
+
+/// What injection chose: the query's results (ranked) and the resident ones.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InjectionSelection {
+    pub chosen: Vec<InjectedPreference>,
+    pub resident: Vec<InjectedPreference>,
+}
 
 impl PreferenceStore {
     /// The preferences worth putting into a system prompt: a semantic pass (the persona's
     /// `max_count·2` nearest active preferences) and a user pass (its preferences about the
     /// present users, nearest first), in one round trip; merged by id, ranked by relevance ×
-    /// strength, capped by count and by total opinion characters. Each result says why it was
-    /// chosen.
+    /// decayed strength, capped by count and by total opinion characters. Each result says
+    /// why it was chosen.
     pub async fn get_preferences_for_injection(
         &self,
         query: &InjectionQuery<'_>,
@@ -27,22 +51,31 @@ impl PreferenceStore {
         Ok(self
             .get_preferences_for_injection_with_resident(query, 0)
             .await?
-            .0)
+            .chosen)
     }
 
     /// [`PreferenceStore::get_preferences_for_injection`] plus up to `resident_count` of the
-    /// persona's strongest active preferences regardless of the query ("always-on" context),
-    /// deduplicated against the query's results. All three passes are one script over the
-    /// persona's own structures (`scripts::INJECT`): one round trip, one node.
+    /// persona's strongest active preferences regardless of the query ("always-on" context).
+    /// Residents come first and count against `max_count` and `max_chars`; a resident the
+    /// query also found is listed once, with every reason.
+    ///
+    /// An empty `query_embedding` skips the semantic pass (a short or empty query).
+    ///
+    /// One script per layer over that persona's own structures (`scripts::INJECT`): a persona
+    /// without bases costs one round trip; the script also names the persona's bases, whose
+    /// passes run next, concurrently (they may live in other hash slots), one depth at a time;
+    /// then one more round trip checks which base views a nearer layer overrides.
     pub async fn get_preferences_for_injection_with_resident(
         &self,
         query: &InjectionQuery<'_>,
         resident_count: usize,
-    ) -> Result<(Vec<InjectedPreference>, Vec<InjectedPreference>), StoreError> {
+    ) -> Result<InjectionSelection, StoreError> {
         let started = Instant::now();
         let config = &self.settings.store;
         validate::persona_id(query.persona_id)?;
-        validate::embedding(query.query_embedding, config.embedding_dims)?;
+        if !query.query_embedding.is_empty() {
+            validate::embedding(query.query_embedding, config.embedding_dims)?;
+        }
         if query.max_count == 0 || query.max_count > config.max_injection_count {
             return Err(StoreError::invalid(
                 "max_count",
@@ -68,80 +101,257 @@ impl PreferenceStore {
             ));
         }
         let top_k = (query.max_count * 2).min(config.max_top_k);
-        // Fetch a few extra strongest: some may already be among the query's results.
+        // A few extra strongest: decay reorders them, and some may be overridden.
         let strongest = if resident_count > 0 {
-            resident_count + query.max_count
+            resident_count * 2 + query.max_count
         } else {
             0
         };
-        let mut connection = self.connection.clone();
-        let reply: Value = query::injection_invocation(
-            self.keys(),
-            query.persona_id,
-            &vector_to_bytes(query.query_embedding),
-            top_k,
-            strongest,
-            query.active_user_ids,
-        )
-        .invoke_async(&mut connection)
-        .await?;
-        let passes = query::parse_injection_reply(reply)?;
-        let to_scored = |hits: Vec<query::VectorHit>| -> Vec<ScoredPreference> {
-            hits.into_iter()
-                .map(|hit| ScoredPreference {
-                    score: 1.0 - hit.similarity,
-                    preference: hit.attributes.into_preference(hit.id, query.persona_id),
-                })
-                .collect()
+        let vector = if query.query_embedding.is_empty() {
+            Vec::new()
+        } else {
+            vector_to_bytes(query.query_embedding)
         };
-        let selected = rank_for_injection(
-            query,
-            to_scored(passes.semantic),
-            to_scored(passes.about_users),
-            config,
-        );
-        let mut resident = Vec::new();
-        for (id, attributes) in passes.strongest {
-            if resident.len() == resident_count {
+        let passes = |persona_id: String, with_vectors: bool| {
+            let vector = &vector;
+            async move {
+                let mut connection = self.connection.clone();
+                let reply: Value = query::injection_invocation(
+                    self.keys(),
+                    &persona_id,
+                    vector,
+                    top_k,
+                    strongest,
+                    query.active_user_ids,
+                    with_vectors,
+                )
+                .invoke_async(&mut connection)
+                .await?;
+                Ok::<_, StoreError>(Layer {
+                    passes: query::parse_injection_reply(reply)?,
+                    persona_id,
+                })
+            }
+        };
+        let mut layers = vec![passes(query.persona_id.to_string(), false).await?];
+        let mut seen: HashSet<String> = HashSet::from([query.persona_id.to_string()]);
+        let mut frontier = layers[0].passes.bases.clone();
+        for _depth in 0..config.max_base_depth {
+            let next: Vec<String> = frontier
+                .into_iter()
+                .filter(|base| validate::persona_id(base).is_ok() && seen.insert(base.clone()))
+                .collect();
+            if next.is_empty() {
                 break;
             }
-            if selected.iter().any(|s| s.id == id) {
-                continue;
-            }
-            let preference = attributes.into_preference(id, query.persona_id);
-            resident.push(InjectedPreference {
-                score: preference.strength,
-                relevance: 0.0,
-                strength: preference.strength,
-                id: preference.id,
-                name: preference.name,
-                opinion: preference.opinion,
-                category: preference.category,
-                matched_by: vec![MatchReason::Resident],
-            });
+            let fetched =
+                futures::future::try_join_all(next.into_iter().map(|base| passes(base, true)))
+                    .await?;
+            frontier = fetched
+                .iter()
+                .flat_map(|layer| layer.passes.bases.clone())
+                .collect();
+            layers.extend(fetched);
         }
+        let overridden = self.overridden_by_nearer_layers(&layers).await?;
+        let candidates = candidates_of(layers, &overridden);
+        let layer_ids: Vec<String> = seen.into_iter().collect();
+        let selection = select_for_injection(
+            query,
+            &layer_ids,
+            candidates,
+            resident_count,
+            Timestamp::now(),
+            config,
+        );
         telemetry::store_op("inject", started.elapsed());
-        Ok((selected, resident))
+        Ok(selection)
+    }
+
+    /// The base views a nearer layer overrides: (base persona, preference id) of each hit of a
+    /// base whose nearest preference in an earlier layer is the same topic (similarity at or
+    /// above the topic match threshold ingest decides by). One pipelined `VSIM … COUNT 1` per
+    /// nearer layer, concurrently.
+    async fn overridden_by_nearer_layers(
+        &self,
+        layers: &[Layer],
+    ) -> Result<HashSet<(String, String)>, StoreError> {
+        let mut overridden = HashSet::new();
+        if layers.len() < 2 {
+            return Ok(overridden);
+        }
+        let threshold = self.settings.topic_match_threshold;
+        let checks = layers[..layers.len() - 1]
+            .iter()
+            .enumerate()
+            .map(|(nearer, layer)| {
+                // Every hit of a later layer, checked against this one.
+                let farther: Vec<(&str, &str, &Vec<f32>)> = layers[nearer + 1..]
+                    .iter()
+                    .flat_map(|far| {
+                        far.passes
+                            .vectors
+                            .iter()
+                            .map(|(id, vector)| (far.persona_id.as_str(), id.as_str(), vector))
+                    })
+                    .collect();
+                async move {
+                    if farther.is_empty() {
+                        return Ok::<_, StoreError>(Vec::new());
+                    }
+                    let mut pipe = redis::pipe();
+                    for (_, _, vector) in &farther {
+                        pipe.cmd("VSIM")
+                            .arg(self.keys().vectors(&layer.persona_id))
+                            .arg("FP32")
+                            .arg(vector_to_bytes(vector))
+                            .arg("WITHSCORES")
+                            .arg("COUNT")
+                            .arg(1);
+                    }
+                    let mut connection = self.connection.clone();
+                    let replies = connection
+                        .pipeline_for_key(&self.route_key(&layer.persona_id), &pipe)
+                        .await?;
+                    let mut found = Vec::new();
+                    for ((persona_id, id, _), reply) in farther.iter().zip(replies) {
+                        let nearest = nearest_similarity(reply)?;
+                        if nearest.is_some_and(|similarity| similarity >= threshold) {
+                            found.push((persona_id.to_string(), id.to_string()));
+                        }
+                    }
+                    Ok(found)
+                }
+            });
+        for found in futures::future::try_join_all(checks).await? {
+            overridden.extend(found);
+        }
+        Ok(overridden)
     }
 }
 
-/// Merges the two passes, ranks by relevance × strength and applies the caps. Pure, so the
-/// ranking rules are testable without Redis.
-pub fn rank_for_injection(
+/// The cosine similarity of a `VSIM … WITHSCORES COUNT 1` reply's hit, if any.
+fn nearest_similarity(reply: Value) -> Result<Option<f64>, StoreError> {
+    let score = match reply {
+        Value::Nil => return Ok(None),
+        Value::Array(items) => items.get(1).cloned(),
+        Value::Map(entries) => entries.into_iter().next().map(|(_, score)| score),
+        other => {
+            return Err(StoreError::UnexpectedReply(format!("VSIM returned {other:?}")));
+        }
+    };
+    let Some(score) = score else { return Ok(None) };
+    let value = match score {
+        Value::Double(value) => value,
+        other => query::value_to_string(&other)
+            .parse::<f64>()
+            .map_err(|_| StoreError::UnexpectedReply(format!("VSIM score {other:?}")))?,
+    };
+    Ok(Some(2.0 * value - 1.0))
+}
+
+/// Every layer's hits as preferences of that layer, without the overridden ones.
+fn candidates_of(layers: Vec<Layer>, overridden: &HashSet<(String, String)>) -> InjectionCandidates {
+    let mut candidates = InjectionCandidates::default();
+    for layer in layers {
+        let persona_id = layer.persona_id;
+        let keep = |id: &String| !overridden.contains(&(persona_id.clone(), id.clone()));
+        let scored = |hits: Vec<query::VectorHit>| -> Vec<ScoredPreference> {
+            hits.into_iter()
+                .filter(|hit| keep(&hit.id))
+                .map(|hit| ScoredPreference {
+                    score: 1.0 - hit.similarity,
+                    preference: hit.attributes.into_preference(hit.id, &persona_id),
+                })
+                .collect()
+        };
+        candidates.semantic.extend(scored(layer.passes.semantic));
+        candidates.by_user.extend(scored(layer.passes.about_users));
+        candidates.strongest.extend(
+            layer
+                .passes
+                .strongest
+                .into_iter()
+                .filter(|(id, _)| keep(id))
+                .map(|(id, attributes)| attributes.into_preference(id, &persona_id)),
+        );
+    }
+    candidates
+}
+
+/// Strength after decay: halved every `half_life_days` since the persona last voiced the
+/// preference (`last_voiced`, RFC 3339). Without decay, or without a readable time (records
+/// of the original system), the strength itself.
+pub fn decayed_strength(strength: f64, last_voiced: &str, now: Timestamp, half_life_days: f64) -> f64 {
+    if half_life_days <= 0.0 {
+        return strength;
+    }
+    let Ok(voiced) = Timestamp::parse(last_voiced) else {
+        return strength;
+    };
+    let age_days = (now.instant() - voiced.instant()).as_seconds_f64().max(0.0) / 86_400.0;
+    strength * 0.5f64.powf(age_days / half_life_days)
+}
+
+/// The decayed strength of a preference: counted from its last reinforcement, else from
+/// when its stance was voiced.
+pub fn decayed_strength_of(preference: &Preference, now: Timestamp, half_life_days: f64) -> f64 {
+    let voiced = if preference.last_reinforced.is_empty() {
+        &preference.stance_at
+    } else {
+        &preference.last_reinforced
+    };
+    decayed_strength(preference.strength, voiced, now, half_life_days)
+}
+
+/// Chooses what goes into the prompt. Pure, so the rules are tested by tables:
+/// - only active preferences of the persona's layers (`layers`: the persona and its bases)
+///   count; a base's view that a nearer layer overrides was removed before;
+/// - residents first: the `resident_count` strongest by decayed strength, within the caps;
+/// - then the query's candidates by relevance × decayed strength (relevance: cosine
+///   similarity, at least `min_semantic_relevance` for the semantic pass, raised to
+///   `user_relevance_floor` for a preference about a present user), merged by id with every
+///   reason; a long opinion that does not fit the character budget is skipped so shorter ones
+///   can still use it; `max_count` caps residents and results together.
+pub fn select_for_injection(
     query: &InjectionQuery<'_>,
-    semantic: Vec<ScoredPreference>,
-    by_user: Vec<ScoredPreference>,
+    layers: &[String],
+    candidates: InjectionCandidates,
+    resident_count: usize,
+    now: Timestamp,
     config: &StoreConfig,
-) -> Vec<InjectedPreference> {
-    let user_relevance_floor = config.user_relevance_floor;
+) -> InjectionSelection {
+    let half_life = config.strength_half_life_days;
+    let belongs =
+        |preference: &Preference| preference.active && layers.contains(&preference.persona_id);
+    let injected = |preference: Preference, relevance: f64, reasons: Vec<MatchReason>| {
+        let decayed = decayed_strength_of(&preference, now, half_life);
+        InjectedPreference {
+            inherited_from: (preference.persona_id != query.persona_id)
+                .then(|| preference.persona_id.clone()),
+            id: preference.id,
+            name: preference.name,
+            opinion: preference.opinion,
+            category: preference.category,
+            strength: preference.strength,
+            decayed_strength: decayed,
+            relevance,
+            score: relevance * decayed,
+            matched_by: reasons,
+        }
+    };
+    let same = |a: &InjectedPreference, b: &InjectedPreference| {
+        a.id == b.id && a.inherited_from == b.inherited_from
+    };
+
     let mut merged: Vec<InjectedPreference> = Vec::new();
-    let mut position: HashMap<String, usize> = HashMap::new();
-    let passes = semantic
+    let passes = candidates
+        .semantic
         .into_iter()
         .map(|hit| (hit, false))
-        .chain(by_user.into_iter().map(|hit| (hit, true)));
+        .chain(candidates.by_user.into_iter().map(|hit| (hit, true)));
     for (hit, from_user_pass) in passes {
-        if hit.preference.persona_id != query.persona_id || !hit.preference.active {
+        if !belongs(&hit.preference) {
             continue;
         }
         let mut relevance = hit.similarity().clamp(0.0, 1.0);
@@ -150,7 +360,7 @@ pub fn rank_for_injection(
         }
         let mut reasons = Vec::new();
         if from_user_pass {
-            relevance = relevance.max(user_relevance_floor);
+            relevance = relevance.max(config.user_relevance_floor);
             for user in &hit.preference.related_user_ids {
                 if query.active_user_ids.contains(user) {
                     reasons.push(MatchReason::User(user.clone()));
@@ -159,51 +369,78 @@ pub fn rank_for_injection(
         } else {
             reasons.push(MatchReason::Semantic);
         }
-        match position.get(&hit.preference.id) {
-            Some(&at) => {
-                let existing = &mut merged[at];
-                existing.relevance = existing.relevance.max(relevance);
-                existing.score = existing.relevance * existing.strength;
-                for reason in reasons {
+        let candidate = injected(hit.preference, relevance, reasons);
+        match merged.iter_mut().find(|existing| same(existing, &candidate)) {
+            Some(existing) => {
+                existing.relevance = existing.relevance.max(candidate.relevance);
+                existing.score = existing.relevance * existing.decayed_strength;
+                for reason in candidate.matched_by {
                     if !existing.matched_by.contains(&reason) {
                         existing.matched_by.push(reason);
                     }
                 }
             }
-            None => {
-                position.insert(hit.preference.id.clone(), merged.len());
-                let strength = hit.preference.strength;
-                merged.push(InjectedPreference {
-                    id: hit.preference.id,
-                    name: hit.preference.name,
-                    opinion: hit.preference.opinion,
-                    category: hit.preference.category,
-                    strength,
-                    relevance,
-                    score: relevance * strength,
-                    matched_by: reasons,
-                });
-            }
+            None => merged.push(candidate),
         }
     }
     // Highest score first; ties by id so the order is stable across calls.
     merged.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
-    let mut chosen = Vec::new();
+
+    let mut strongest: Vec<InjectedPreference> = candidates
+        .strongest
+        .into_iter()
+        .filter(|preference| belongs(preference))
+        .map(|preference| {
+            let mut resident = injected(preference, 0.0, vec![MatchReason::Resident]);
+            resident.score = resident.decayed_strength;
+            resident
+        })
+        .collect();
+    strongest.sort_by(|a, b| {
+        b.decayed_strength
+            .total_cmp(&a.decayed_strength)
+            .then_with(|| a.inherited_from.is_some().cmp(&b.inherited_from.is_some()))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+
     let mut chars = 0usize;
-    for candidate in merged {
-        if chosen.len() == query.max_count {
-            break;
-        }
+    let mut fits = |candidate: &InjectedPreference| {
         let length = candidate.opinion.chars().count();
-        // A long opinion that does not fit is skipped so shorter, lower-ranked ones can still
-        // use the budget.
         if chars + length > query.max_chars {
-            continue;
+            return false;
         }
         chars += length;
-        chosen.push(candidate);
+        true
+    };
+    let mut selection = InjectionSelection::default();
+    for candidate in strongest {
+        if selection.resident.len() == resident_count.min(query.max_count) {
+            break;
+        }
+        if selection.resident.iter().any(|r| same(r, &candidate)) || !fits(&candidate) {
+            continue;
+        }
+        selection.resident.push(candidate);
     }
-    chosen
+    for candidate in merged {
+        // A resident the query found too gains its reasons, even when the list is full.
+        if let Some(resident) = selection.resident.iter_mut().find(|r| same(r, &candidate)) {
+            resident.relevance = candidate.relevance;
+            for reason in candidate.matched_by {
+                if !resident.matched_by.contains(&reason) {
+                    resident.matched_by.push(reason);
+                }
+            }
+            continue;
+        }
+        if selection.chosen.len() + selection.resident.len() == query.max_count {
+            continue;
+        }
+        if fits(&candidate) {
+            selection.chosen.push(candidate);
+        }
+    }
+    selection
 }
 
 #[cfg(test)]
@@ -233,6 +470,17 @@ mod tests {
         max_count: usize,
         max_chars: usize,
     ) -> Vec<InjectedPreference> {
+        select(semantic, by_user, Vec::new(), 0, max_count, max_chars).chosen
+    }
+
+    fn select(
+        semantic: Vec<ScoredPreference>,
+        by_user: Vec<ScoredPreference>,
+        strongest: Vec<Preference>,
+        resident_count: usize,
+        max_count: usize,
+        max_chars: usize,
+    ) -> InjectionSelection {
         let users = vec!["u1".to_string()];
         let query = InjectionQuery {
             persona_id: "ada",
@@ -244,7 +492,18 @@ mod tests {
         let mut config = crate::config::Config::defaults().store;
         config.min_semantic_relevance = 0.25;
         config.user_relevance_floor = 0.5;
-        rank_for_injection(&query, semantic, by_user, &config)
+        config.strength_half_life_days = 30.0;
+        let candidates = InjectionCandidates {
+            semantic,
+            by_user,
+            strongest,
+        };
+        let layers = ["ada".to_string(), "base".to_string()];
+        select_for_injection(&query, &layers, candidates, resident_count, now(), &config)
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-11-23T00:00:00Z").unwrap()
     }
 
     /// A rule, the semantic and user passes' hits, max count, max chars, and the ids chosen.
@@ -362,5 +621,86 @@ mod tests {
         // The user pass lifts relevance to its floor; the score follows.
         assert_eq!(chosen[0].relevance, 0.5);
         assert!((chosen[0].score - 0.4).abs() < 1e-9);
+    }
+
+    /// A preference last voiced `days_ago` days before [`now`].
+    fn voiced(id: &str, strength: f64, days_ago: i64) -> Preference {
+        let at = now().instant() - time::Duration::days(days_ago);
+        Preference {
+            last_reinforced: Timestamp::from(at).to_rfc3339(),
+            ..preference(id, strength, id, &[])
+        }
+    }
+
+    #[test]
+    fn decay_halves_strength_every_half_life_and_ranks_by_what_is_still_voiced() {
+        let config_half_life = 30.0;
+        let fresh = voiced("fresh", 0.6, 0);
+        let old = voiced("old", 0.9, 60);
+        assert_eq!(decayed_strength_of(&fresh, now(), config_half_life), 0.6);
+        assert!((decayed_strength_of(&old, now(), config_half_life) - 0.225).abs() < 1e-9);
+        assert_eq!(decayed_strength_of(&old, now(), 0.0), 0.9, "0 turns decay off");
+        // A record without a readable time (the original system's) does not decay.
+        let timeless = preference("timeless", 0.9, "x", &[]);
+        assert_eq!(decayed_strength_of(&timeless, now(), config_half_life), 0.9);
+        // Equal relevance: the stronger raw strength loses to the one still voiced.
+        let chosen = rank(vec![hit(old, 0.8), hit(fresh, 0.8)], vec![], 5, 1000);
+        assert_eq!(ids(&chosen), vec!["fresh", "old"]);
+        assert_eq!(chosen[1].strength, 0.9, "the stored strength is reported unchanged");
+        assert!((chosen[1].decayed_strength - 0.225).abs() < 1e-9);
+    }
+
+    #[test]
+    fn residents_count_against_the_caps() {
+        let strongest = || {
+            vec![
+                voiced("core", 0.95, 0),
+                voiced("faded", 0.99, 90),
+                voiced("second", 0.9, 0),
+            ]
+        };
+        let query_hits = || vec![hit(voiced("tea", 0.5, 0), 0.9), hit(voiced("jazz", 0.5, 0), 0.8)];
+        // Two residents by decayed strength ("faded" fell behind), then the query's results
+        // fill what is left of max_count = 3.
+        let selection = select(query_hits(), vec![], strongest(), 2, 3, 1000);
+        assert_eq!(ids(&selection.resident), vec!["core", "second"]);
+        assert_eq!(ids(&selection.chosen), vec!["tea"]);
+        // The character budget is shared too: "core" (4) and "second" (6) leave 3 for the rest.
+        let selection = select(query_hits(), vec![], strongest(), 2, 5, 13);
+        assert_eq!(ids(&selection.resident), vec!["core", "second"]);
+        assert_eq!(ids(&selection.chosen), vec!["tea"]);
+        // max_count below resident_count: residents only, never more than asked.
+        let selection = select(query_hits(), vec![], strongest(), 3, 1, 1000);
+        assert_eq!(ids(&selection.resident), vec!["core"]);
+        assert!(selection.chosen.is_empty());
+    }
+
+    #[test]
+    fn a_resident_the_query_also_found_is_listed_once_with_both_reasons() {
+        let selection = select(
+            vec![hit(voiced("core", 0.95, 0), 0.9), hit(voiced("tea", 0.5, 0), 0.8)],
+            vec![],
+            vec![voiced("core", 0.95, 0)],
+            1,
+            5,
+            1000,
+        );
+        assert_eq!(ids(&selection.resident), vec!["core"]);
+        assert_eq!(
+            selection.resident[0].matched_by,
+            vec![MatchReason::Resident, MatchReason::Semantic]
+        );
+        assert_eq!(ids(&selection.chosen), vec!["tea"]);
+    }
+
+    #[test]
+    fn base_views_are_chosen_and_marked_and_strangers_never() {
+        let mut shared = voiced("shared", 0.8, 0);
+        shared.persona_id = "base".into();
+        let mut stranger = voiced("stranger", 0.9, 0);
+        stranger.persona_id = "someone-else".into();
+        let chosen = rank(vec![hit(shared, 0.9), hit(stranger, 0.95)], vec![], 5, 1000);
+        assert_eq!(ids(&chosen), vec!["shared"]);
+        assert_eq!(chosen[0].inherited_from.as_deref(), Some("base"));
     }
 }

@@ -20,6 +20,8 @@
 //! | `P:persona_pref_lock:{ada}` | string | the persona lock's current token |
 //! | `P:persona_pref_lock:{ada}:fence` | string | the lock's token counter |
 //! | `P:persona_pref_erased:{ada}` | hash | erasure records |
+//! | `P:persona_pref_settled:{ada}` | sorted set | stream sequences of the persona's settled events |
+//! | `P:persona_pref_bases:{ada}` | string | the persona's base personas, comma-separated, nearest first |
 //! | `P:persona_prefs_layout` | string | the layout the memory is in ([`LAYOUT`]); the one key of no persona |
 //!
 //! Earlier layouts (the original system's, and this service's before persona slots) wrote the
@@ -100,10 +102,17 @@ impl Keys {
         self.of_persona("persona_pref_settled", persona_id)
     }
 
+    /// The persona's base personas, comma-separated, nearest first (a string: persona ids
+    /// hold no comma). Read with the persona's own passes, in the same script.
+    pub fn bases(&self, persona_id: &str) -> String {
+        self.of_persona("persona_pref_bases", persona_id)
+    }
+
     /// Every key of one persona that is not a preference hash (those are listed in
     /// [`Keys::ids`]).
-    pub fn persona_structures(&self, persona_id: &str) -> [String; 9] {
+    pub fn persona_structures(&self, persona_id: &str) -> [String; 10] {
         [
+            self.bases(persona_id),
             self.ids(persona_id),
             self.vectors(persona_id),
             self.strongest(persona_id),

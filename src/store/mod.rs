@@ -40,13 +40,17 @@ pub use effects::MessageEffects;
 pub use erasure::Erasure;
 pub use error::StoreError;
 pub use index::IndexInfo;
-pub use inject::rank_for_injection;
+pub use inject::{
+    InjectionCandidates, InjectionSelection, decayed_strength, decayed_strength_of,
+    select_for_injection,
+};
 pub use keys::Keys;
 pub use migration::EmbeddingStatus;
 
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
-    AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InjectedPreference, InjectionQuery,
+    AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InheritedView, InjectedPreference,
+    InjectionQuery,
     MatchReason, NewPreference, Preference, PreferenceStats, Provenance, PurgeReport,
     ReinforceOutcome, Reinforcement, RetractOutcome, ScoredPreference, Stance,
 };
@@ -93,6 +97,10 @@ struct Settings {
     store: StoreConfig,
     /// The key of erasure records' digests (see [`PreferenceStore::connect`]).
     erasure_key: Vec<u8>,
+    /// Similarity at or above which two topics are the same one: a persona's own view then
+    /// overrides a base's, and consolidation merges. Ingest's match threshold
+    /// ([`PreferenceStore::with_topic_match_threshold`]); `store.conflict_threshold` until set.
+    topic_match_threshold: f64,
 }
 
 /// A client for `redis.url`: rediss:// uses TLS, trusting `redis.tls_ca_file` (or the system's
@@ -158,6 +166,7 @@ impl PreferenceStore {
                 index_name: redis.index_name.clone(),
                 store: store.clone(),
                 erasure_key: Vec::new(),
+                topic_match_threshold: store.conflict_threshold,
             }),
         }
         .with_erasure_key(&store.erasure_secret.0)
@@ -194,6 +203,17 @@ impl PreferenceStore {
 
     /// The shared connection, for callers that measure raw Redis cost (benches) or need a
     /// command the store does not wrap.
+    /// The store deciding "same topic" at `threshold` (the embedder's match threshold, as
+    /// ingest does): for overrides of a base's view and for consolidation.
+    pub fn with_topic_match_threshold(mut self, threshold: f64) -> PreferenceStore {
+        Arc::make_mut(&mut self.settings).topic_match_threshold = threshold;
+        self
+    }
+
+    pub fn topic_match_threshold(&self) -> f64 {
+        self.settings.topic_match_threshold
+    }
+
     pub fn connection(&self) -> RedisConnection {
         self.connection.clone()
     }

@@ -70,16 +70,19 @@ pub fn injection_invocation(
     top_k: usize,
     strongest: usize,
     active_user_ids: &[String],
+    with_vectors: bool,
 ) -> redis::ScriptInvocation<'static> {
     let mut invocation = scripts::INJECT.prepare_invoke();
     invocation
         .key(keys.vectors(persona_id))
         .key(keys.strongest(persona_id))
         .key(keys.about(persona_id))
+        .key(keys.bases(persona_id))
         .arg(vector_bytes)
         .arg(top_k)
         .arg(strongest)
-        .arg(USER_PASS_CANDIDATES);
+        .arg(USER_PASS_CANDIDATES)
+        .arg(if with_vectors { "1" } else { "0" });
     for user in active_user_ids {
         invocation.arg(user.as_str());
     }
@@ -166,13 +169,40 @@ pub fn parse_vector_hits(reply: Value, score: VectorScore) -> Result<Vec<VectorH
         .collect()
 }
 
-/// The injection script's three passes, decoded.
+/// The injection script's passes over one persona, decoded.
 #[derive(Debug, Default)]
 pub struct InjectionPasses {
     pub semantic: Vec<VectorHit>,
     pub about_users: Vec<VectorHit>,
     /// Strongest first: (id, attributes).
     pub strongest: Vec<(String, VectorAttributes)>,
+    /// The persona's bases, nearest first.
+    pub bases: Vec<String>,
+    /// Each hit's vector, when asked for.
+    pub vectors: HashMap<String, Vec<f32>>,
+}
+
+/// The comma-separated list of bases as stored.
+pub fn parse_bases(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|base| !base.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A `VEMB` reply (doubles, or their text under RESP2) as a vector.
+pub fn parse_vemb(reply: &Value) -> Option<Vec<f32>> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Value::Double(value) => Some(*value as f32),
+            other => value_to_string(other).parse::<f32>().ok(),
+        })
+        .collect()
 }
 
 pub fn parse_injection_reply(reply: Value) -> Result<InjectionPasses, StoreError> {
@@ -181,31 +211,44 @@ pub fn parse_injection_reply(reply: Value) -> Result<InjectionPasses, StoreError
             "injection script returned {reply:?}"
         )));
     };
-    let [semantic, about_users, strongest]: [Value; 3] = parts.try_into().map_err(|parts| {
-        StoreError::UnexpectedReply(format!("injection script returned {parts:?}"))
-    })?;
-    let strongest = match strongest {
-        Value::Array(items) => {
-            let mut pairs = Vec::with_capacity(items.len() / 2);
-            let mut items = items.into_iter();
-            while let (Some(id), Some(attributes)) = (items.next(), items.next()) {
-                pairs.push((
-                    value_to_string(&id),
-                    VectorAttributes::parse(&value_to_string(&attributes))?,
-                ));
+    let [semantic, about_users, strongest, bases, vectors]: [Value; 5] =
+        parts.try_into().map_err(|parts| {
+            StoreError::UnexpectedReply(format!("injection script returned {parts:?}"))
+        })?;
+    let pairs = |value: Value, what: &str| -> Result<Vec<(Value, Value)>, StoreError> {
+        match value {
+            Value::Array(items) => {
+                let mut pairs = Vec::with_capacity(items.len() / 2);
+                let mut items = items.into_iter();
+                while let (Some(id), Some(item)) = (items.next(), items.next()) {
+                    pairs.push((id, item));
+                }
+                Ok(pairs)
             }
-            pairs
-        }
-        other => {
-            return Err(StoreError::UnexpectedReply(format!(
-                "strongest pass returned {other:?}"
-            )));
+            other => Err(StoreError::UnexpectedReply(format!(
+                "{what} returned {other:?}"
+            ))),
         }
     };
+    let strongest = pairs(strongest, "strongest pass")?
+        .into_iter()
+        .map(|(id, attributes)| {
+            Ok((
+                value_to_string(&id),
+                VectorAttributes::parse(&value_to_string(&attributes))?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    let vectors = pairs(vectors, "vectors")?
+        .into_iter()
+        .filter_map(|(id, vector)| Some((value_to_string(&id), parse_vemb(&vector)?)))
+        .collect();
     Ok(InjectionPasses {
         semantic: parse_vector_hits(semantic, VectorScore::VsimScore)?,
         about_users: parse_vector_hits(about_users, VectorScore::Cosine)?,
         strongest,
+        bases: parse_bases(&value_to_string(&bases)),
+        vectors,
     })
 }
 

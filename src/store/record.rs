@@ -37,9 +37,11 @@ pub mod field {
     pub const REINFORCEMENTS: &str = "reinforcements";
     pub const EVIDENCE_USERS_DROPPED: &str = "evidence_users_dropped";
     pub const HISTORY_ENTRIES_DROPPED: &str = "history_entries_dropped";
+    pub const VERSION: &str = "version";
+    pub const INHERITED_FROM: &str = "inherited_from";
 
     /// Everything but the embedding: what searches RETURN.
-    pub const ALL_BUT_EMBEDDING: [&str; 25] = [
+    pub const ALL_BUT_EMBEDDING: [&str; 27] = [
         ID,
         PERSONA_ID,
         NAME,
@@ -65,6 +67,8 @@ pub mod field {
         REINFORCEMENTS,
         EVIDENCE_USERS_DROPPED,
         HISTORY_ENTRIES_DROPPED,
+        VERSION,
+        INHERITED_FROM,
     ];
 }
 
@@ -122,17 +126,52 @@ pub struct NewPreference {
     pub related_user_ids: Vec<String>,
     pub related_kg_uuids: Vec<String>,
     pub embedding: Vec<f32>,
+    /// The base persona's view this preference takes over (the persona voiced the same topic).
+    pub inherited_from: Option<InheritedView>,
 }
 
-/// One entry of a preference's `evolution_history`: a change of mind or a retraction.
+/// A base persona's view on a topic, as the persona's own new preference takes it over: the
+/// same stance (the persona now voices it itself) or the opposite (the persona overrides it;
+/// the base's view becomes version 1 of the new preference's history).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InheritedView {
+    pub persona_id: String,
+    pub preference_id: String,
+    pub opinion: String,
+    pub stance: Option<Stance>,
+    pub strength: f64,
+}
+
+/// One entry of a preference's `evolution_history`: a change of mind, a retraction, a
+/// restore, a consolidation or an override of a base's view. Each entry keeps the version it
+/// replaced (opinion, stance, strength, whether active), so that version can be restored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
-    /// `"evolution"` or `"retraction"`; absent in entries written by the original system,
-    /// which logged only evolutions.
+    /// `"evolution"`, `"retraction"`, `"restore"`, `"consolidation"` or `"override"`; absent
+    /// in entries written by the original system, which logged only evolutions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+    /// The version this entry replaced (versions count from 1); absent in entries written
+    /// before versions were kept, which are numbered by position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_opinion: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_stance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_strength: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_active: Option<bool>,
+    /// A restore: the version it brought back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<u64>,
+    /// A consolidation: the near-duplicate merged into this preference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<String>,
+    /// A consolidation: the preference this one was merged into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_opinion: Option<String>,
     #[serde(default)]
@@ -181,6 +220,17 @@ pub struct Preference {
     /// Older history entries dropped by that cap.
     #[serde(default)]
     pub history_entries_dropped: u64,
+    /// The current version: 1 for a new preference, one more with each history entry.
+    #[serde(default)]
+    pub version: u64,
+    /// `<base persona>/<preference id>` when the persona voiced a view its base holds (the same
+    /// or the opposite stance): this preference now speaks for it on that topic.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub inherited_from: String,
+    /// Strength after decay since the persona last voiced it (`store.strength_half_life_days`),
+    /// computed when read; absent where nothing computed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decayed_strength: Option<f64>,
     pub active: bool,
     pub created_at: String,
     pub last_reinforced: String,
@@ -212,6 +262,9 @@ impl Preference {
             evidence_users_dropped: 0,
             evolution_history: Vec::new(),
             history_entries_dropped: 0,
+            version: 1,
+            inherited_from: String::new(),
+            decayed_strength: None,
             active: true,
             created_at: String::new(),
             last_reinforced: String::new(),
@@ -254,6 +307,11 @@ impl Preference {
                 StoreError::UnexpectedReply(format!("preference {id}: reinforcements: {error}"))
             })?
             .unwrap_or_default();
+        let history_entries_dropped: u64 = fields
+            .get(field::HISTORY_ENTRIES_DROPPED)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let history_length = evolution_history.len() as u64;
         Ok(Preference {
             persona_id: text(field::PERSONA_ID),
             name: text(field::NAME),
@@ -280,10 +338,14 @@ impl Preference {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0),
             evolution_history,
-            history_entries_dropped: fields
-                .get(field::HISTORY_ENTRIES_DROPPED)
+            history_entries_dropped,
+            // Records from before versions were kept: one version per history entry.
+            version: fields
+                .get(field::VERSION)
                 .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
+                .unwrap_or(1 + history_length + history_entries_dropped),
+            inherited_from: text(field::INHERITED_FROM),
+            decayed_strength: None,
             // The original system wrote "1"/"0"; accept "true" too.
             active: matches!(
                 fields.get(field::ACTIVE).map(String::as_str),
@@ -327,6 +389,9 @@ pub struct VectorAttributes {
     /// Related user ids, comma-separated (ids may not hold a comma).
     #[serde(default)]
     pub u: String,
+    /// When the persona last voiced it (`last_reinforced`): what decay counts from.
+    #[serde(default)]
+    pub lr: String,
 }
 
 impl VectorAttributes {
@@ -363,9 +428,12 @@ impl VectorAttributes {
             evidence_users_dropped: 0,
             evolution_history: Vec::new(),
             history_entries_dropped: 0,
+            version: 0,
+            inherited_from: String::new(),
+            decayed_strength: None,
             active: true,
             created_at: String::new(),
-            last_reinforced: String::new(),
+            last_reinforced: self.lr,
             reinforcement_count: 0,
             reinforcements: Vec::new(),
         }
@@ -452,9 +520,16 @@ pub struct InjectedPreference {
     /// Cosine similarity to the query, clamped to [0, 1], raised to the user floor for
     /// preferences about a present user.
     pub relevance: f64,
-    /// What the ranking sorted by: relevance x strength.
+    /// What the ranking sorted by: relevance x decayed strength.
     pub score: f64,
     pub matched_by: Vec<MatchReason>,
+    /// Strength after decay since the persona last voiced it (equal to `strength` without
+    /// decay).
+    #[serde(default)]
+    pub decayed_strength: f64,
+    /// The base persona this view comes from; absent for the persona's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inherited_from: Option<String>,
 }
 
 /// Options of [`super::PreferenceStore::get_preferences_for_injection`].

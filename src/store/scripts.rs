@@ -123,19 +123,32 @@ local function add_history(fields, history, entry, cap, dropped_before)
   end
   return #kept + (tonumber(dropped_before) or 0) + dropped
 end
+-- The version a hash is at: its `version` field or, for records from before versions were
+-- kept, one per history entry.
+local function current_version(raw, history, dropped)
+  return tonumber(raw) or (1 + #history + (tonumber(dropped) or 0))
+end
+-- A history entry keeping version `version` of a preference (read as `h` by `version_fields`).
+local function version_entry(action, version, v, extra)
+  local entry = {action = action, version = version, old_opinion = v.opinion or '',
+    old_stance = v.stance or '', old_strength = tonumber(v.strength) or 0,
+    old_active = v.active == '1' or v.active == 'true'}
+  for name, value in pairs(extra) do entry[name] = value end
+  return entry
+end
 -- Brings the persona's structures in step with the hash of preference `id` after a write.
 -- `old_users`: the related users before the write (their about-entries go); `vector_changed`:
 -- the embedding was written, so the vector set gets it again.
-local function sync(id, old_users, vector_changed)
-  local h = redis.call('HMGET', KEYS[1], 'active', 'name', 'opinion', 'category', 'strength',
-    'stance', 'stance_at', 'related_user_ids', 'embedding')
+local function sync(id, old_users, vector_changed, key)
+  local h = redis.call('HMGET', key or KEYS[1], 'active', 'name', 'opinion', 'category', 'strength',
+    'stance', 'stance_at', 'related_user_ids', 'embedding', 'last_reinforced')
   redis.call('SADD', KEYS[7], id)
   for _, user in ipairs(old_users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
   local users = decode_list(h[8])
   if h[1] == '1' or h[1] == 'true' then
     local strength = tonumber(h[5]) or 0
     local attributes = cjson.encode({n = h[2] or '', o = h[3] or '', c = h[4] or '', s = strength,
-      st = h[6] or '', sa = h[7] or '', u = table.concat(users, ',')})
+      st = h[6] or '', sa = h[7] or '', u = table.concat(users, ','), lr = h[10] or ''})
     local member = redis.call('VISMEMBER', KEYS[4], id) == 1
     if vector_changed or not member then
       if h[9] and #h[9] == tonumber(ARGV[5]) then
@@ -238,17 +251,20 @@ pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'evidence_user_ids',
-  'evolution_history', 'evidence_users_dropped', 'history_entries_dropped')
+  'evolution_history', 'evidence_users_dropped', 'history_entries_dropped', 'stance', 'active',
+  'version')
 local log = decode_list(h[6])
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then
   return {0, h[1], h[2], h[3], h[4] or '0', tostring(#log + (tonumber(h[8]) or 0))}
 end
+local version = current_version(h[11], log, h[8])
 local fields = {'opinion', ARGV[6], 'embedding', ARGV[7], 'strength', ARGV[8],
-  'last_reinforced', ARGV[9]}
-local evolutions = add_history(fields, log, {action = 'evolution', old_opinion = h[3] or '',
-  new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}, tonumber(ARGV[15]), h[8])
+  'last_reinforced', ARGV[9], 'version', tostring(version + 1)}
+local evolutions = add_history(fields, log, version_entry('evolution', version,
+  {opinion = h[3], stance = h[9], strength = h[4], active = h[10]},
+  {new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}), tonumber(ARGV[15]), h[8])
 if ARGV[11] ~= '' then
   fields[#fields + 1] = 'stance'; fields[#fields + 1] = ARGV[11]
   fields[#fields + 1] = 'stance_at'; fields[#fields + 1] = ARGV[12]
@@ -269,8 +285,8 @@ return {1, h[1], h[2], ARGV[6], ARGV[8], tostring(evolutions)}
     ))
 });
 
-/// ARGV[6] reason ("" = no history entry), ARGV[7] now, ARGV[8] how many history entries to
-/// keep. Returns nil when missing, else
+/// ARGV[6] reason, ARGV[7] now, ARGV[8] how many history entries to keep. Every
+/// retraction is a version in the history, so the preference can be restored. Returns nil when missing, else
 /// `{applied, id, name}`.
 pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -278,19 +294,154 @@ pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history',
-  'history_entries_dropped')
+  'history_entries_dropped', 'stance', 'strength', 'active', 'version')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then return {0, h[1], h[2]} end
 local fields = {'active', '0'}
-if ARGV[6] ~= '' then
-  add_history(fields, decode_list(h[4]), {action = 'retraction', old_opinion = h[3] or '',
-    timestamp = ARGV[7], reason = ARGV[6]}, tonumber(ARGV[8]), h[5])
-end
+-- Always a version, so the preference as it was can be restored.
+local log = decode_list(h[4])
+local version = current_version(h[9], log, h[5])
+fields[#fields + 1] = 'version'; fields[#fields + 1] = tostring(version + 1)
+add_history(fields, log, version_entry('retraction', version,
+  {opinion = h[3], stance = h[6], strength = h[7], active = h[8]},
+  {timestamp = ARGV[7], reason = ARGV[6]}), tonumber(ARGV[8]), h[5])
 redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 sync(h[1], {}, false)
 return {1, h[1], h[2]}
+"#
+    ))
+});
+
+/// Restores an earlier version of a preference from its history: its opinion, stance,
+/// strength and whether it was active come back, as a new version (so a restore can itself be
+/// undone). The topic and its vector stay. ARGV[6] the version, ARGV[7] now, ARGV[8] reason,
+/// ARGV[9] how many history entries to keep. Returns nil when missing; `{-1, kept versions}`
+/// when that version is not kept; else `{applied, id, name, opinion, version, active}`
+/// (`applied` 0 when the preference is at that version already).
+pub static RESTORE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'stance', 'active',
+  'evolution_history', 'history_entries_dropped', 'version')
+local log = decode_list(h[7])
+local dropped = tonumber(h[8]) or 0
+local current = current_version(h[9], log, h[8])
+local wanted = tonumber(ARGV[6])
+if wanted == current then
+  return {0, h[1], h[2], h[3] or '', tostring(current), h[6] or ''}
+end
+local target
+local kept = {}
+for i, entry in ipairs(log) do
+  local version = tonumber(entry.version) or (dropped + i)
+  kept[#kept + 1] = tostring(version)
+  if version == wanted then target = entry end
+end
+if not target or not target.old_opinion or target.old_opinion == '' then
+  return {-1, table.concat(kept, ',')}
+end
+local opinion = target.old_opinion
+local fields = {'opinion', opinion, 'version', tostring(current + 1), 'stance_at', ARGV[7]}
+if target.old_stance ~= nil then fields[#fields + 1] = 'stance'; fields[#fields + 1] = target.old_stance end
+if target.old_strength ~= nil then
+  fields[#fields + 1] = 'strength'; fields[#fields + 1] = string.format('%.17g', target.old_strength)
+end
+-- Entries from before versions were kept describe an active preference.
+local active = '1'
+if target.old_active == false then active = '0' end
+fields[#fields + 1] = 'active'; fields[#fields + 1] = active
+local reason = ARGV[8]
+if reason == '' then reason = 'restored version ' .. wanted end
+add_history(fields, log, version_entry('restore', current,
+  {opinion = h[3], stance = h[5], strength = h[4], active = h[6]},
+  {new_opinion = opinion, timestamp = ARGV[7], reason = reason, restored = wanted}),
+  tonumber(ARGV[9]), h[8])
+redis.call('HSET', KEYS[1], unpack(fields))
+sync(h[1], {}, false)
+return {1, h[1], h[2], opinion, tostring(current + 1), active}
+"#
+    ))
+});
+
+/// Merges a near-duplicate into the preference of `KEYS[1]`: `KEYS[8]` is the duplicate's
+/// hash. The survivor keeps the higher strength, the sum of both counts (plus the duplicate's
+/// own first voicing), both sets of evidence and related users, the newest reinforcements of
+/// both, the earlier creation and the later reinforcement; the duplicate is retracted. Each
+/// gets a "consolidation" history entry naming the other. ARGV[6] now, ARGV[7] how many
+/// history entries, ARGV[8] evidence users, ARGV[9] reinforcements to keep. Returns nil when
+/// either is missing, else `{applied, survivor id, reinforcement_count, strength}` (`applied`
+/// 0 when either is no longer active: merged before).
+pub static MERGE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[8]) == 0 then return nil end
+local names = {'id', 'name', 'opinion', 'strength', 'stance', 'active', 'reinforcement_count',
+  'evidence_user_ids', 'reinforcements', 'evolution_history', 'history_entries_dropped', 'version',
+  'related_user_ids', 'created_at', 'evidence_users_dropped', 'last_reinforced'}
+local function read(key)
+  local values = redis.call('HMGET', key, unpack(names))
+  local record = {}
+  for i, name in ipairs(names) do record[name] = values[i] end
+  return record
+end
+local a, b = read(KEYS[1]), read(KEYS[8])
+local function active(record) return record.active == '1' or record.active == 'true' end
+if not active(a) or not active(b) then
+  return {0, a.id, a.reinforcement_count or '0', a.strength or '0'}
+end
+local now, history_cap = ARGV[6], tonumber(ARGV[7])
+local function union(first, second)
+  local seen, out = {}, {}
+  for _, list in ipairs({first, second}) do
+    for _, item in ipairs(list) do
+      if not seen[item] then seen[item] = true; out[#out + 1] = item end
+    end
+  end
+  return out
+end
+local strength = math.max(tonumber(a.strength) or 0, tonumber(b.strength) or 0)
+local count = (tonumber(a.reinforcement_count) or 0) + (tonumber(b.reinforcement_count) or 0) + 1
+local evidence, evidence_dropped = newest(union(decode_list(a.evidence_user_ids),
+  decode_list(b.evidence_user_ids)), tonumber(ARGV[8]))
+local old_users = decode_list(a.related_user_ids)
+local related = union(old_users, decode_list(b.related_user_ids))
+local log = {}
+for _, list in ipairs({decode_list(a.reinforcements), decode_list(b.reinforcements)}) do
+  for _, entry in ipairs(list) do log[#log + 1] = entry end
+end
+table.sort(log, function(x, y) return (x.timestamp or '') < (y.timestamp or '') end)
+local reinforcements = newest(log, tonumber(ARGV[9]))
+local function earlier(x, y) if (x or '') == '' then return y or '' end if (y or '') == '' or x < y then return x end return y end
+local function later(x, y) if (x or '') > (y or '') then return x or '' end return y or '' end
+local a_history = decode_list(a.evolution_history)
+local a_version = current_version(a.version, a_history, a.history_entries_dropped)
+local fields = {'strength', string.format('%.17g', strength), 'reinforcement_count', tostring(count),
+  'evidence_user_ids', encode_list(evidence),
+  'evidence_users_dropped', tostring((tonumber(a.evidence_users_dropped) or 0) +
+    (tonumber(b.evidence_users_dropped) or 0) + evidence_dropped),
+  'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
+  'reinforcements', encode_list(reinforcements),
+  'created_at', earlier(a.created_at, b.created_at), 'last_reinforced', later(a.last_reinforced, b.last_reinforced),
+  'version', tostring(a_version + 1)}
+add_history(fields, a_history, version_entry('consolidation', a_version, a,
+  {new_opinion = a.opinion or '', timestamp = now, merged = b.id,
+   reason = 'merged near-duplicate ' .. b.id .. ': ' .. (b.opinion or '')}), history_cap, a.history_entries_dropped)
+local b_history = decode_list(b.evolution_history)
+local b_version = current_version(b.version, b_history, b.history_entries_dropped)
+local b_fields = {'active', '0', 'version', tostring(b_version + 1)}
+add_history(b_fields, b_history, version_entry('consolidation', b_version, b,
+  {timestamp = now, merged_into = a.id, reason = 'merged into ' .. a.id .. ': ' .. (a.opinion or '')}),
+  history_cap, b.history_entries_dropped)
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('HSET', KEYS[8], unpack(b_fields))
+sync(a.id, old_users, false)
+sync(b.id, {}, false, KEYS[8])
+return {1, a.id, tostring(count), string.format('%.17g', strength)}
 "#
     ))
 });
@@ -307,7 +458,7 @@ pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local user, pseudonym = ARGV[6], ARGV[7]
-local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped')
+local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength')
 -- The list with the user replaced by the pseudonym, without duplicates: one pass, with a set
 -- of what is kept (a nested scan was quadratic and blocked Redis on long lists).
 local function replace(list)
@@ -368,9 +519,12 @@ local fields = {'related_user_ids', encode_list(related), 'related_user_ids_inde
   'reinforcements', encode_list(reinforcements)}
 local retracted = 0
 if only_evidence and h[4] == '1' then
+  local version = current_version(h[11], history, h[10])
   fields[#fields + 1] = 'active'; fields[#fields + 1] = '0'
-  add_history(fields, history, {action = 'retraction', old_opinion = h[5] or '', timestamp = ARGV[8],
-    reason = 'erasure: its only evidence was an erased user'}, tonumber(ARGV[9]), h[10])
+  fields[#fields + 1] = 'version'; fields[#fields + 1] = tostring(version + 1)
+  add_history(fields, history, version_entry('retraction', version,
+    {opinion = h[5], stance = h[12], strength = h[13], active = h[4]},
+    {timestamp = ARGV[8], reason = 'erasure: its only evidence was an erased user'}), tonumber(ARGV[9]), h[10])
   retracted = 1
 elseif history_changed then
   fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = encode_list(history)
@@ -430,27 +584,37 @@ return 1
     ))
 });
 
-/// Injection's three passes in one round trip, over the persona's own structures only.
-/// `KEYS[1]` vector set, `KEYS[2]` strongest, `KEYS[3]` about-users. `ARGV[1]` the query
-/// vector (FP32 bytes), `ARGV[2]` how many neighbours (k), `ARGV[3]` how many of the strongest,
-/// `ARGV[4]` at most how many preferences about the users to score, `ARGV[5..]` the users.
+/// Injection's three passes in one round trip, over one persona's own structures only.
+/// `KEYS[1]` vector set, `KEYS[2]` strongest, `KEYS[3]` about-users, `KEYS[4]` the persona's
+/// bases. `ARGV[1]` the query vector (FP32 bytes; empty for none: no semantic pass, and the
+/// user pass strongest first), `ARGV[2]` how many neighbours (k), `ARGV[3]` how many of the
+/// strongest, `ARGV[4]` at most how many preferences about the users to score, `ARGV[5]` "1"
+/// to also return the vector of every hit (a base layer's, for the override check),
+/// `ARGV[6..]` the users.
 ///
-/// Returns `{semantic, about_users, strongest}`:
+/// Returns `{semantic, about_users, strongest, bases, vectors}`:
 /// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`);
 /// - `about_users`: the k preferences about any of the users nearest to the query, flat
 ///   `id, cosine similarity, attributes`, scored here from their stored vectors (a filtered
 ///   VSIM walks the whole graph for a selective filter; these are few);
-/// - `strongest`: flat `id, attributes`, strongest first.
+/// - `strongest`: flat `id, attributes`, strongest first;
+/// - `bases`: the persona's bases, comma-separated ("" for none), so a persona without bases
+///   costs no second round trip;
+/// - `vectors`: flat `id, VEMB reply` for every hit above when `ARGV[5]` is "1".
 pub static INJECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 local k = tonumber(ARGV[2])
-local semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k)
+-- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
+local semantic = {}
+if ARGV[1] ~= '' then
+  semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k)
+end
 local about = {}
-if #ARGV >= 5 then
+if #ARGV >= 6 then
   local cap = tonumber(ARGV[4])
   local seen, ids = {}, {}
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     local members = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. ARGV[i] .. '\0', '(' .. ARGV[i] .. '\1', 'LIMIT', 0, cap)
     for _, member in ipairs(members) do
       local id = string.sub(member, #ARGV[i] + 2)
@@ -468,21 +632,31 @@ if #ARGV >= 5 then
     end
     local scored = {}
     for _, id in ipairs(ids) do
-      local vector = redis.call('VEMB', KEYS[1], id)
-      if vector and #vector == dims then
-        local dot, own = 0, 0
-        for d = 1, dims do
-          local value = vector[d]
-          if type(value) == 'table' then value = value.double else value = tonumber(value) end
-          dot = dot + value * query[d]
-          own = own + value * value
+      if dims == 0 then
+        -- Nothing to be near to: the strongest first (similarity 0, strength breaks the tie).
+        local strength = tonumber(redis.call('ZSCORE', KEYS[2], id))
+        if strength then scored[#scored + 1] = {id, 0, strength} end
+      else
+        local vector = redis.call('VEMB', KEYS[1], id)
+        if vector and #vector == dims then
+          local dot, own = 0, 0
+          for d = 1, dims do
+            local value = vector[d]
+            if type(value) == 'table' then value = value.double else value = tonumber(value) end
+            dot = dot + value * query[d]
+            own = own + value * value
+          end
+          local similarity = 0
+          if own > 0 and norm > 0 then similarity = dot / math.sqrt(own * norm) end
+          scored[#scored + 1] = {id, similarity, 0}
         end
-        local similarity = 0
-        if own > 0 and norm > 0 then similarity = dot / math.sqrt(own * norm) end
-        scored[#scored + 1] = {id, similarity}
       end
     end
-    table.sort(scored, function(a, b) if a[2] == b[2] then return a[1] < b[1] end return a[2] > b[2] end)
+    table.sort(scored, function(a, b)
+      if a[2] ~= b[2] then return a[2] > b[2] end
+      if a[3] ~= b[3] then return a[3] > b[3] end
+      return a[1] < b[1]
+    end)
     for i = 1, math.min(k, #scored) do
       about[#about + 1] = scored[i][1]
       about[#about + 1] = string.format('%.17g', scored[i][2])
@@ -498,7 +672,23 @@ if n > 0 then
     strongest[#strongest + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
   end
 end
-return {semantic, about, strongest}
+local vectors = {}
+if ARGV[5] == '1' then
+  local seen = {}
+  local function add(id)
+    if seen[id] then return end
+    seen[id] = true
+    local vector = redis.call('VEMB', KEYS[1], id)
+    if vector then vectors[#vectors + 1] = id; vectors[#vectors + 1] = vector end
+  end
+  for i = 1, #semantic do
+    -- RESP2 flat triples; a RESP3 map arrives as a flat list too in Lua.
+    if i % 3 == 1 then add(semantic[i]) end
+  end
+  for i = 1, #about, 3 do add(about[i]) end
+  for i = 1, #strongest, 2 do add(strongest[i]) end
+end
+return {semantic, about, strongest, redis.call('GET', KEYS[4]) or '', vectors}
 "#,
     )
 });

@@ -8,7 +8,7 @@ use redis::Value;
 use super::query::{self, vector_to_bytes};
 use super::record::field;
 use super::{
-    AddOutcome, Evolution, EvolveOutcome, LockToken, NewPreference, Preference, PreferenceStore,
+    AddOutcome, Evolution, EvolveOutcome, HistoryEntry, LockToken, NewPreference, Preference, PreferenceStore,
     Provenance, ReinforceOutcome, Reinforcement, RetractOutcome, Stance, StoreError, WriteGuard,
     format_float, now_iso, script_error, script_reply, scripts, validate,
 };
@@ -78,13 +78,41 @@ impl PreferenceStore {
             evidence_users_dropped: 0,
             evolution_history: Vec::new(),
             history_entries_dropped: 0,
+            version: 1,
+            inherited_from: String::new(),
+            decayed_strength: None,
             active: true,
             created_at: now.clone(),
-            last_reinforced: now,
+            last_reinforced: now.clone(),
             reinforcement_count: 0,
             reinforcements: Vec::new(),
         };
         let mut preference = preference;
+        if let Some(base) = &new.inherited_from {
+            validate::persona_id(&base.persona_id)?;
+            validate::preference_id(&base.preference_id)?;
+            preference.inherited_from = format!("{}/{}", base.persona_id, base.preference_id);
+            if base.stance.is_some() && base.stance != preference.stance {
+                preference.evolution_history.push(HistoryEntry {
+                    action: Some("override".into()),
+                    version: Some(1),
+                    old_opinion: Some(base.opinion.clone()),
+                    old_stance: Some(base.stance.map(Stance::as_str).unwrap_or("").into()),
+                    old_strength: Some(base.strength),
+                    old_active: Some(true),
+                    restored: None,
+                    merged: None,
+                    merged_into: None,
+                    new_opinion: Some(preference.opinion.clone()),
+                    timestamp: now.clone(),
+                    reason: format!(
+                        "overrides the view of base persona {} (preference {})",
+                        base.persona_id, base.preference_id
+                    ),
+                });
+                preference.version = 2;
+            }
+        }
         if !preference.provenance.triggering_user_id.is_empty() {
             preference
                 .evidence_user_ids
@@ -162,7 +190,21 @@ impl PreferenceStore {
                 field::EVIDENCE_USER_IDS,
                 json(&preference.evidence_user_ids).into_bytes(),
             ),
-            (field::EVOLUTION_HISTORY, b"[]".to_vec()),
+            (
+                field::EVOLUTION_HISTORY,
+                if preference.evolution_history.is_empty() {
+                    b"[]".to_vec()
+                } else {
+                    serde_json::to_vec(&preference.evolution_history).map_err(|e| {
+                        StoreError::UnexpectedReply(format!("encoding history: {e}"))
+                    })?
+                },
+            ),
+            (field::VERSION, preference.version.to_string().into_bytes()),
+            (
+                field::INHERITED_FROM,
+                preference.inherited_from.clone().into_bytes(),
+            ),
             (field::EMBEDDING, vector_to_bytes(&new.embedding)),
             (field::ACTIVE, b"1".to_vec()),
             (

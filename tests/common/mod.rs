@@ -310,6 +310,7 @@ pub fn new_preference(
         related_user_ids: Vec::new(),
         related_kg_uuids: Vec::new(),
         embedding,
+        inherited_from: None,
     }
 }
 
