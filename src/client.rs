@@ -14,10 +14,11 @@ use serde::de::DeserializeOwned;
 
 use crate::config::Config;
 pub use crate::serve::protocol::{
-    AddRequest, Endpoint, ErrorBody, ErrorKind, EvolveRequest, InjectReply, InjectRequest,
-    ListRequest, PersonaRequest, PreferenceRef, PurgeUserReply, PurgeUserRequest, RetractRequest,
-    SearchHit, SearchRequest,
+    AddRequest, ConsolidateRequest, Endpoint, ErrorBody, ErrorKind, EvolveRequest, InjectReply,
+    InjectRequest, ListRequest, PersonaRequest, PreferenceRef, PurgeUserReply, PurgeUserRequest,
+    RestoreRequest, RetractRequest, SearchHit, SearchRequest, SetBasesRequest,
 };
+pub use crate::store::{Bases, ConsolidationReport, RestoreOutcome};
 use crate::store::{EvolveOutcome, Preference, PreferenceStats, ReinforceOutcome, RetractOutcome};
 pub use crate::subjects::{all_under, dead_letter_subject, event_subject};
 
@@ -253,6 +254,29 @@ impl Client {
         request: &PurgeUserRequest,
     ) -> Result<PurgeUserReply, ClientError> {
         self.request(Endpoint::PurgeUser, request).await
+    }
+
+    /// The persona's bases and the layers they resolve to.
+    pub async fn bases(&self, persona_id: &str) -> Result<Bases, ClientError> {
+        let request = PersonaRequest {
+            persona_id: persona_id.to_string(),
+        };
+        self.request(Endpoint::Bases, &request).await
+    }
+
+    pub async fn set_bases(&self, request: &SetBasesRequest) -> Result<Bases, ClientError> {
+        self.request(Endpoint::SetBases, request).await
+    }
+
+    pub async fn restore(&self, request: &RestoreRequest) -> Result<RestoreOutcome, ClientError> {
+        self.request(Endpoint::Restore, request).await
+    }
+
+    pub async fn consolidate(
+        &self,
+        request: &ConsolidateRequest,
+    ) -> Result<ConsolidationReport, ClientError> {
+        self.request(Endpoint::Consolidate, request).await
     }
 
     /// [`publish_event`] to this deployment's events stream.

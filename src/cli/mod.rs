@@ -225,6 +225,55 @@ pub enum PrefsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A persona's base personas: show them, or name them with --set (nearest first) or
+    /// remove them with --clear. The persona shares its bases' views until it voices its own.
+    #[command(
+        after_help = "Examples:\n  persona-prefs prefs bases --persona stargazer-kids\n  persona-prefs prefs bases --persona stargazer-kids --set stargazer,house-style\n  persona-prefs prefs bases --persona stargazer-kids --clear"
+    )]
+    Bases {
+        #[arg(long)]
+        persona: String,
+        /// Comma-separated persona ids, nearest first.
+        #[arg(long, value_delimiter = ',', conflicts_with = "clear")]
+        set: Option<Vec<String>>,
+        #[arg(long)]
+        clear: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring back an earlier version of a preference (see `prefs get` for its history); the
+    /// restore is a new version, so it can be undone the same way.
+    #[command(
+        after_help = "Example:\n  persona-prefs prefs restore --persona stargazer 3f2c… 2 --reason \"the change was a test\""
+    )]
+    Restore {
+        #[arg(long)]
+        persona: String,
+        id: String,
+        version: u64,
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find near-duplicate preferences of a persona and, with --apply, merge each group into
+    /// its strongest member (counts, evidence and history kept). A dry run by default.
+    #[command(
+        after_help = "Examples:\n  persona-prefs prefs consolidate --persona stargazer\n  persona-prefs prefs consolidate --persona stargazer --threshold 0.85 --apply"
+    )]
+    Consolidate {
+        #[arg(long)]
+        persona: String,
+        /// Topic similarity at or above which two preferences are one topic (default: the
+        /// service's match threshold).
+        #[arg(long)]
+        threshold: Option<f64>,
+        /// Merge; without it nothing is written.
+        #[arg(long)]
+        apply: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Soft-delete a preference (kept for provenance).
     Retract {
         #[arg(long)]

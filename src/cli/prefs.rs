@@ -4,8 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use persona_prefs::client::{
-    AddRequest, Endpoint, EvolveRequest, ListRequest, PersonaRequest, PreferenceRef,
-    PurgeUserRequest, RetractRequest, SearchRequest,
+    AddRequest, ConsolidateRequest, Endpoint, EvolveRequest, ListRequest, PersonaRequest,
+    PreferenceRef, PurgeUserRequest, RestoreRequest, RetractRequest, SearchRequest,
+    SetBasesRequest,
 };
 use persona_prefs::config::Config;
 use persona_prefs::store::Preference;
@@ -210,6 +211,100 @@ pub(super) async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Res
             writeln!(out, "name                 {}", done.name)?;
             writeln!(out, "active               {}", done.active)?;
         }
+        PrefsCommand::Bases {
+            persona,
+            set,
+            clear,
+            json,
+        } => {
+            let bases = if set.is_some() || clear {
+                let request = SetBasesRequest {
+                    persona_id: persona,
+                    bases: set.unwrap_or_default(),
+                };
+                reply!(json, Endpoint::SetBases, request, client.set_bases(&request))
+            } else {
+                let request = PersonaRequest {
+                    persona_id: persona.clone(),
+                };
+                reply!(json, Endpoint::Bases, request, client.bases(&persona))
+            };
+            writeln!(out, "persona  {}", bases.persona_id)?;
+            if bases.bases.is_empty() {
+                writeln!(out, "bases    none")?;
+            } else {
+                writeln!(out, "bases    {}", bases.bases.join(", "))?;
+            }
+            for layer in &bases.layers {
+                writeln!(out, "  layer {}  {}", layer.depth, layer.persona_id)?;
+            }
+        }
+        PrefsCommand::Restore {
+            persona,
+            id,
+            version,
+            reason,
+            json,
+        } => {
+            let request = RestoreRequest {
+                persona_id: persona,
+                preference_id: id,
+                version,
+                reason,
+            };
+            let done = reply!(json, Endpoint::Restore, request, client.restore(&request));
+            writeln!(out, "id                   {}", done.id)?;
+            writeln!(out, "name                 {}", done.name)?;
+            writeln!(out, "opinion              {}", done.opinion)?;
+            writeln!(out, "active               {}", done.active)?;
+            writeln!(out, "version              {}", done.version)?;
+            writeln!(out, "applied              {}", done.applied)?;
+        }
+        PrefsCommand::Consolidate {
+            persona,
+            threshold,
+            apply,
+            json,
+        } => {
+            let request = ConsolidateRequest {
+                persona_id: persona,
+                threshold,
+                apply,
+            };
+            let report = reply!(
+                json,
+                Endpoint::Consolidate,
+                request,
+                client.consolidate(&request)
+            );
+            let merged: usize = report.groups.iter().map(|g| g.merged.len()).sum();
+            writeln!(
+                out,
+                "{} active preferences looked at, threshold {:.2}: {} near-duplicates in {} groups{}",
+                report.examined,
+                report.threshold,
+                merged,
+                report.groups.len(),
+                if report.dry_run {
+                    " (dry run: nothing merged; --apply merges)"
+                } else {
+                    ", merged"
+                }
+            )?;
+            for group in &report.groups {
+                writeln!(out, "  keep {}  {}", group.survivor_id, group.survivor_name)?;
+                for duplicate in &group.merged {
+                    writeln!(
+                        out,
+                        "    merge {}  {} ({:.3}): {}",
+                        duplicate.id, duplicate.name, duplicate.similarity, duplicate.opinion
+                    )?;
+                }
+            }
+            for (a, b) in &report.contradictions {
+                writeln!(out, "  contradiction (left apart): {a} and {b}")?;
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -226,9 +321,18 @@ fn print_preference(out: &mut impl Write, preference: &Preference) -> std::io::R
     )?;
     writeln!(
         out,
-        "strength      {:.3} ({} reinforcements)",
-        preference.strength, preference.reinforcement_count
+        "strength      {:.3} ({} reinforcements){}",
+        preference.strength,
+        preference.reinforcement_count,
+        preference
+            .decayed_strength
+            .map(|decayed| format!(", {decayed:.3} after decay"))
+            .unwrap_or_default()
     )?;
+    writeln!(out, "version       {}", preference.version)?;
+    if !preference.inherited_from.is_empty() {
+        writeln!(out, "inherited     {}", preference.inherited_from)?;
+    }
     writeln!(out, "category      {}", preference.category)?;
     writeln!(out, "active        {}", preference.active)?;
     writeln!(
@@ -257,10 +361,12 @@ fn print_preference(out: &mut impl Write, preference: &Preference) -> std::io::R
             )?;
         }
     }
-    for entry in &preference.evolution_history {
+    let dropped = preference.history_entries_dropped;
+    for (position, entry) in preference.evolution_history.iter().enumerate() {
         writeln!(
             out,
-            "history       {} {}: {:?} -> {:?} ({})",
+            "history       v{} {} {}: {:?} -> {:?} ({})",
+            entry.version.unwrap_or(dropped + position as u64 + 1),
             entry.timestamp,
             entry.action.as_deref().unwrap_or("evolution"),
             entry.old_opinion.as_deref().unwrap_or(""),

@@ -13,15 +13,22 @@
 //! 4. the opposite stance, voiced before the stance it contradicts → [`Plan::Stale`] (events
 //!    arrive out of order; the newer stance stands);
 //! 5. the opposite stance otherwise → [`Plan::Evolve`], a change of mind with its reason.
+//!
+//! A match in a base persona's layer (a layered persona with no view of its own on the topic)
+//! is never written to: the base's view in the prompt repeated is an echo; otherwise the
+//! persona gets its own preference ([`Plan::Add`] with the base's view), the same stance
+//! taken over as its own, the opposite one overriding the base's view (kept as version 1).
 
 use std::collections::HashMap;
 
-use crate::store::{Erasure, Provenance, ScoredPreference, Stance};
+use crate::store::{Erasure, InheritedView, Provenance, ScoredPreference, Stance};
 use crate::timestamp::Timestamp;
 
 /// What is known about one opinion when deciding.
 #[derive(Debug, Clone, Copy)]
 pub struct OpinionFacts<'a> {
+    /// The persona that voiced it: a neighbour of another persona is a base's view.
+    pub persona_id: &'a str,
     pub stance: Stance,
     /// The persona message's timestamp.
     pub expressed_at: Timestamp,
@@ -50,9 +57,11 @@ pub enum Plan {
         preference_id: String,
         reason: String,
     },
-    /// A new preference, naming these related users (erased ones by their pseudonym).
+    /// A new preference, naming these related users (erased ones by their pseudonym); with
+    /// the base view it takes over, if the match was a base's.
     Add {
         related_user_ids: Vec<String>,
+        inherited: Option<InheritedView>,
     },
 }
 
@@ -73,10 +82,27 @@ pub fn plan(
     else {
         return Plan::Add {
             related_user_ids: related_users_for_add(facts, erasures),
+            inherited: None,
         };
     };
     let matched = &best.preference;
     let preference_id = matched.id.clone();
+    if matched.persona_id != facts.persona_id {
+        let agrees = matched.stance.is_none_or(|stance| stance == facts.stance);
+        if agrees && facts.injected_preference_ids.contains(&matched.id) {
+            return Plan::Echo { preference_id };
+        }
+        return Plan::Add {
+            related_user_ids: related_users_for_add(facts, erasures),
+            inherited: Some(InheritedView {
+                persona_id: matched.persona_id.clone(),
+                preference_id,
+                opinion: matched.opinion.clone(),
+                stance: matched.stance,
+                strength: matched.strength,
+            }),
+        };
+    }
     if matched.stance.is_none_or(|stance| stance == facts.stance) {
         if facts.injected_preference_ids.contains(&matched.id) {
             Plan::Echo { preference_id }
@@ -225,6 +251,26 @@ mod tests {
     fn add(related: &[&str]) -> Plan {
         Plan::Add {
             related_user_ids: related.iter().map(|u| u.to_string()).collect(),
+            inherited: None,
+        }
+    }
+
+    /// A neighbour from base persona `base`.
+    fn of_base(mut hit: ScoredPreference, base: &str) -> ScoredPreference {
+        hit.preference.persona_id = base.into();
+        hit
+    }
+
+    fn inherit(id: &str, stance: Option<Stance>) -> Plan {
+        Plan::Add {
+            related_user_ids: Vec::new(),
+            inherited: Some(InheritedView {
+                persona_id: "elder".into(),
+                preference_id: id.into(),
+                opinion: id.into(),
+                stance,
+                strength: 0.5,
+            }),
         }
     }
 
@@ -339,6 +385,34 @@ mod tests {
                     reinforce("tea"),
                 )
             },
+            case(
+                "a base's view, same stance: the persona's own preference takes it over",
+                vec![of_base(neighbour("tea", 0.95, Some(Stance::For), EARLIER), "elder")],
+                inherit("tea", Some(Stance::For)),
+            ),
+            case(
+                "a base's view, opposite stance: the persona's own overrides it, never stale",
+                vec![of_base(neighbour("tea", 0.95, Some(Stance::Against), LATER), "elder")],
+                inherit("tea", Some(Stance::Against)),
+            ),
+            Case {
+                injected: &["tea"],
+                ..case(
+                    "a base's view that was in the prompt, repeated: an echo",
+                    vec![of_base(neighbour("tea", 0.95, Some(Stance::For), EARLIER), "elder")],
+                    Plan::Echo {
+                        preference_id: "tea".into(),
+                    },
+                )
+            },
+            case(
+                "the persona's own view comes first (it is listed first when it matches)",
+                vec![
+                    neighbour("tea", 0.9, Some(Stance::For), EARLIER),
+                    of_base(neighbour("tea-base", 0.95, Some(Stance::For), EARLIER), "elder"),
+                ],
+                reinforce("tea"),
+            ),
             Case {
                 related: &["u2", "gone"],
                 expressed_at: "2026-11-20T11:00:00Z",
@@ -359,6 +433,7 @@ mod tests {
             let related: Vec<String> = case.related.iter().map(|u| u.to_string()).collect();
             let injected: Vec<String> = case.injected.iter().map(|u| u.to_string()).collect();
             let facts = OpinionFacts {
+                persona_id: "ada",
                 stance: case.stance,
                 expressed_at: at(case.expressed_at),
                 received_at: case.received_at.map(at),

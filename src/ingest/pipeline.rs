@@ -423,6 +423,7 @@ impl Pipeline {
             }
         }
         let facts = OpinionFacts {
+            persona_id,
             stance: opinion.stance,
             expressed_at: candidate.expressed_at,
             received_at: event.received_at,
@@ -457,6 +458,7 @@ impl Pipeline {
                 .unwrap_or_default()
         };
         let plan = decide::plan(&facts, &neighbours, erasures, self.settings.match_threshold);
+        let plan_for_add = matches!(plan, Plan::Add { .. }).then(|| plan.clone());
         let written = match plan {
             Plan::Erased => return Ok(nothing_written(Action::Erased, String::new(), None)),
             Plan::Echo { preference_id } => {
@@ -515,6 +517,10 @@ impl Pipeline {
             }
             Plan::Add { .. } => None,
         };
+        let inherited = match &plan_for_add {
+            Some(Plan::Add { inherited, .. }) => inherited.clone(),
+            _ => None,
+        };
         if let Some((action, preference_id, name, applied)) = written {
             return Ok(Decision {
                 action,
@@ -541,7 +547,7 @@ impl Pipeline {
                     related_user_ids: decide::related_users_for_add(&facts, erasures),
                     related_kg_uuids: Vec::new(),
                     embedding: candidate.embedding.clone(),
-                    inherited_from: None,
+                    inherited_from: inherited,
                 },
                 guarded(&adding, candidate, lock),
             )

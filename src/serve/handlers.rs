@@ -254,6 +254,59 @@ impl Handlers {
             }
             Endpoint::Search => self.search(parse(payload)?).await.and_then(json),
             Endpoint::PurgeUser => self.purge_user(parse(payload)?).await.and_then(json),
+            Endpoint::Bases => {
+                let r: PersonaRequest = parse(payload)?;
+                json(self.store.bases(&r.persona_id).await?)
+            }
+            Endpoint::SetBases => {
+                let r: SetBasesRequest = parse(payload)?;
+                validate::persona_id(&r.persona_id)?;
+                json(
+                    self.locked(&r.persona_id, async |_guard| {
+                        self.store.set_bases(&r.persona_id, &r.bases).await
+                    })
+                    .await?,
+                )
+            }
+            Endpoint::Restore => {
+                let r: RestoreRequest = parse(payload)?;
+                validate::persona_id(&r.persona_id)?;
+                let reason = self.without_secrets("reason", &r.reason)?;
+                let outcome = self
+                    .locked(&r.persona_id, async |guard| {
+                        self.store
+                            .restore_preference(
+                                &r.persona_id,
+                                &r.preference_id,
+                                r.version,
+                                &reason,
+                                guard,
+                            )
+                            .await
+                    })
+                    .await?;
+                json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
+            }
+            Endpoint::Consolidate => {
+                let r: ConsolidateRequest = parse(payload)?;
+                validate::persona_id(&r.persona_id)?;
+                let threshold = r
+                    .threshold
+                    .unwrap_or_else(|| self.store.topic_match_threshold());
+                let report = if r.apply {
+                    self.locked(&r.persona_id, async |guard| {
+                        self.store
+                            .consolidate(&r.persona_id, threshold, false, guard)
+                            .await
+                    })
+                    .await?
+                } else {
+                    self.store
+                        .consolidate(&r.persona_id, threshold, true, WriteGuard::default())
+                        .await?
+                };
+                json(report)
+            }
         }
     }
 

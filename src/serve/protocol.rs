@@ -44,11 +44,15 @@ pub enum Endpoint {
     Stats,
     Search,
     PurgeUser,
+    Bases,
+    SetBases,
+    Restore,
+    Consolidate,
 }
 
 impl Endpoint {
     /// In the order they are registered.
-    pub const ALL: [Endpoint; 10] = [
+    pub const ALL: [Endpoint; 14] = [
         Endpoint::Inject,
         Endpoint::Add,
         Endpoint::Reinforce,
@@ -59,6 +63,10 @@ impl Endpoint {
         Endpoint::Stats,
         Endpoint::Search,
         Endpoint::PurgeUser,
+        Endpoint::Bases,
+        Endpoint::SetBases,
+        Endpoint::Restore,
+        Endpoint::Consolidate,
     ];
 
     /// The last token of the endpoint's subject.
@@ -74,6 +82,10 @@ impl Endpoint {
             Endpoint::Stats => "stats",
             Endpoint::Search => "search",
             Endpoint::PurgeUser => "purge_user",
+            Endpoint::Bases => "bases",
+            Endpoint::SetBases => "set_bases",
+            Endpoint::Restore => "restore",
+            Endpoint::Consolidate => "consolidate",
         }
     }
 
@@ -83,10 +95,15 @@ impl Endpoint {
             | Endpoint::Get
             | Endpoint::List
             | Endpoint::Stats
-            | Endpoint::Search => Role::Read,
-            Endpoint::Add | Endpoint::Reinforce | Endpoint::Evolve | Endpoint::Retract => {
-                Role::Write
-            }
+            | Endpoint::Search
+            | Endpoint::Bases => Role::Read,
+            Endpoint::Add
+            | Endpoint::Reinforce
+            | Endpoint::Evolve
+            | Endpoint::Retract
+            | Endpoint::SetBases
+            | Endpoint::Restore
+            | Endpoint::Consolidate => Role::Write,
             Endpoint::PurgeUser => Role::Erase,
         }
     }
@@ -218,6 +235,39 @@ pub struct RetractRequest {
     pub preference_id: String,
     #[serde(default)]
     pub reason: String,
+}
+
+/// `set_bases`: the persona's base personas, nearest first (empty removes them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetBasesRequest {
+    pub persona_id: String,
+    pub bases: Vec<String>,
+}
+
+/// `restore`: bring back an earlier version of a preference from its history.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    pub persona_id: String,
+    pub preference_id: String,
+    pub version: u64,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `consolidate`: find near-duplicate active preferences; merge them only with `apply`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidateRequest {
+    pub persona_id: String,
+    /// Topic similarity at or above which two preferences are the same topic; the service's
+    /// match threshold (what ingest decides "same topic" by) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// Merge what was found. Without it, a dry run: the report only.
+    #[serde(default)]
+    pub apply: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

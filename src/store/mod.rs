@@ -13,12 +13,14 @@
 //! escapes it ([`query::escape_tag`]) and is restricted to one persona.
 
 pub mod connection;
+mod curate;
 pub mod effects;
 mod erasure;
 mod error;
 pub mod index;
 mod inject;
 pub mod keys;
+mod layers;
 mod layout;
 pub mod lock;
 mod migration;
@@ -36,6 +38,7 @@ use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use connection::RedisConnection;
+pub use curate::{Consolidation, ConsolidationReport, MergedPreference, RestoreOutcome};
 pub use effects::MessageEffects;
 pub use erasure::Erasure;
 pub use error::StoreError;
@@ -45,6 +48,7 @@ pub use inject::{
     select_for_injection,
 };
 pub use keys::Keys;
+pub use layers::{BaseLayer, Bases};
 pub use migration::EmbeddingStatus;
 
 pub use lock::{LockToken, PersonaLock};

@@ -41,11 +41,24 @@ impl PreferenceStore {
             .into_iter()
             .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
             .collect();
-        let preference = Preference::from_fields(&fields)?;
+        let preference = self.with_decay(Preference::from_fields(&fields)?);
         Ok((preference.persona_id == persona_id).then_some(preference))
     }
 
-    /// A persona's preferences, strongest first (ties by id), read from the persona's own
+    /// The preference with its decayed strength (active ones; see
+    /// `store.strength_half_life_days`).
+    pub(super) fn with_decay(&self, mut preference: Preference) -> Preference {
+        if preference.active {
+            preference.decayed_strength = Some(super::decayed_strength_of(
+                &preference,
+                crate::timestamp::Timestamp::now(),
+                self.settings.store.strength_half_life_days,
+            ));
+        }
+        preference
+    }
+
+    /// A persona's preferences, strongest first by decayed strength (ties by id), read from the persona's own
     /// records: its id set names them all, and all live in its slot, so this works the same on
     /// one node and on a cluster (where RediSearch 2.10 cannot answer for every shard).
     pub async fn list_preferences(
@@ -72,9 +85,10 @@ impl PreferenceStore {
                     .is_none_or(|category| &p.category == category)
             })
             .collect();
+        let current = |p: &Preference| p.decayed_strength.unwrap_or(p.strength);
         listed.sort_by(|a, b| {
-            b.strength
-                .total_cmp(&a.strength)
+            current(b)
+                .total_cmp(&current(a))
                 .then_with(|| a.id.cmp(&b.id))
         });
         listed.truncate(limit);
@@ -289,35 +303,6 @@ impl PreferenceStore {
             .collect())
     }
 
-    /// The ingest decision's search: the persona's active preferences nearest to a topic,
-    /// `store.conflict_top_k` of them, carrying only what deciding reads (id, topic, stance and
-    /// its time). Every event runs it: one VSIM over the persona's own vector set, whose
-    /// attributes carry those fields, so no hash is read.
-    pub async fn nearest_topics(
-        &self,
-        persona_id: &str,
-        topic_embedding: &[f32],
-    ) -> Result<Vec<ScoredPreference>, StoreError> {
-        let started = Instant::now();
-        validate::persona_id(persona_id)?;
-        validate::embedding(topic_embedding, self.settings.store.embedding_dims)?;
-        let hits = self
-            .vector_neighbours(
-                persona_id,
-                topic_embedding,
-                self.settings.store.conflict_top_k,
-            )
-            .await?;
-        telemetry::store_op("search", started.elapsed());
-        Ok(hits
-            .into_iter()
-            .map(|hit| ScoredPreference {
-                score: 1.0 - hit.similarity,
-                preference: hit.attributes.into_preference(hit.id, persona_id),
-            })
-            .collect())
-    }
-
     /// `VSIM` over the persona's vector set: the nearest active preferences with their cosine
     /// similarity and attributes.
     async fn vector_neighbours(
@@ -410,14 +395,16 @@ impl PreferenceStore {
                 if fields.is_empty() {
                     return Ok(None);
                 }
-                let preference = Preference::from_fields(&fields)?;
+                let preference = self.with_decay(Preference::from_fields(&fields)?);
                 Ok((preference.persona_id == persona_id).then_some(preference))
             })
             .collect()
     }
 
     /// Active preferences whose similarity (1 − distance) to `embedding` is at least
-    /// `threshold` (default `store.conflict_threshold`), among the nearest `conflict_top_k`.
+    /// `threshold` (default `store.conflict_threshold`), among the nearest `conflict_top_k`:
+    /// the persona's own; when it has none, those of the first of its base layers that has
+    /// any (its own view on a topic overrides a base's; each hit's `persona_id` says whose).
     pub async fn find_conflicts(
         &self,
         persona_id: &str,
@@ -425,17 +412,31 @@ impl PreferenceStore {
         threshold: Option<f64>,
     ) -> Result<Vec<ScoredPreference>, StoreError> {
         let threshold = threshold.unwrap_or(self.settings.store.conflict_threshold);
-        let hits = self
-            .search_preferences(
-                persona_id,
-                embedding,
-                self.settings.store.conflict_top_k,
-                false,
+        let conflicts_of = |persona_id: String| async move {
+            let hits = self
+                .search_preferences(
+                    &persona_id,
+                    embedding,
+                    self.settings.store.conflict_top_k,
+                    false,
+                )
+                .await?;
+            Ok::<_, StoreError>(
+                hits.into_iter()
+                    .filter(|hit| hit.similarity() >= threshold)
+                    .collect::<Vec<_>>(),
             )
-            .await?;
-        Ok(hits
-            .into_iter()
-            .filter(|hit| hit.similarity() >= threshold)
-            .collect())
+        };
+        let own = conflicts_of(persona_id.to_string()).await?;
+        if !own.is_empty() {
+            return Ok(own);
+        }
+        for layer in self.bases(persona_id).await?.layers {
+            let found = conflicts_of(layer.persona_id).await?;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+        }
+        Ok(Vec::new())
     }
 }
