@@ -18,7 +18,13 @@ use serde_json::{Value, json};
 
 /// An event of one persona turn answering one user turn, `minute` minutes into the test day.
 fn said(persona: &str, event_id: &str, minute: u32, text: &str) -> Value {
-    let at = |second: u32| format!("2026-11-20T{:02}:{:02}:{second:02}Z", 8 + minute / 60, minute % 60);
+    let at = |second: u32| {
+        format!(
+            "2026-11-20T{:02}:{:02}:{second:02}Z",
+            8 + minute / 60,
+            minute % 60
+        )
+    };
     json!({
         "event_id": event_id,
         "persona_id": persona,
@@ -68,8 +74,12 @@ async fn a_layered_persona_shares_its_bases_views_until_it_voices_its_own() {
     let running = Running::worker_and_service(config.clone()).await;
     let client = Client::new(running.app.nats.clone(), &running.app.config);
 
-    running.publish_event(&said("elder", "e1", 0, "I love jazz.")).await;
-    running.publish_event(&said("elder", "e2", 1, "I hate okra.")).await;
+    running
+        .publish_event(&said("elder", "e1", 0, "I love jazz."))
+        .await;
+    running
+        .publish_event(&said("elder", "e2", 1, "I hate okra."))
+        .await;
     running.drain().await;
     assert_eq!(active(&client, "elder").await.len(), 2);
 
@@ -110,32 +120,55 @@ async fn a_layered_persona_shares_its_bases_views_until_it_voices_its_own() {
         .inject(&inject_request("stranger", "what music do you like, jazz?"))
         .await
         .unwrap();
-    assert!(stranger.preferences.is_empty(), "{:?}", stranger.preferences);
+    assert!(
+        stranger.preferences.is_empty(),
+        "{:?}",
+        stranger.preferences
+    );
 
     // The kid voices the opposite: its own preference overrides the elder's, which is untouched.
-    running.publish_event(&said("kid", "k1", 2, "I hate jazz.")).await;
+    running
+        .publish_event(&said("kid", "k1", 2, "I hate jazz."))
+        .await;
     running.drain().await;
     let own = active(&client, "kid").await;
     assert_eq!(own.len(), 1, "{own:?}");
     assert_eq!(own[0].stance, Some(Stance::Against));
     assert!(own[0].inherited_from.starts_with("elder/"), "{:?}", own[0]);
     assert_eq!(own[0].version, 2, "the elder's view is kept as version 1");
-    assert_eq!(own[0].evolution_history[0].action.as_deref(), Some("override"));
-    assert_eq!(own[0].evolution_history[0].old_opinion.as_deref(), Some("I love jazz."));
+    assert_eq!(
+        own[0].evolution_history[0].action.as_deref(),
+        Some("override")
+    );
+    assert_eq!(
+        own[0].evolution_history[0].old_opinion.as_deref(),
+        Some("I love jazz.")
+    );
     let elder = active(&client, "elder").await;
     let elder_jazz = elder.iter().find(|p| p.name == "jazz").unwrap();
-    assert_eq!(elder_jazz.stance, Some(Stance::For), "writes never reach a base");
+    assert_eq!(
+        elder_jazz.stance,
+        Some(Stance::For),
+        "writes never reach a base"
+    );
     let reply = client
         .inject(&inject_request("kid", "what music do you like, jazz?"))
         .await
         .unwrap();
     let jazz = named(&reply.preferences, "jazz");
-    assert_eq!(jazz.len(), 1, "only the kid's own view: {:?}", reply.preferences);
+    assert_eq!(
+        jazz.len(),
+        1,
+        "only the kid's own view: {:?}",
+        reply.preferences
+    );
     assert_eq!(jazz[0].inherited_from, None);
     assert_eq!(jazz[0].opinion, "I hate jazz.");
 
     // The elder changes its mind on okra: the kid, with no view of its own, follows.
-    running.publish_event(&said("elder", "e3", 3, "I love okra.")).await;
+    running
+        .publish_event(&said("elder", "e3", 3, "I love okra."))
+        .await;
     running.drain().await;
     let reply = client
         .inject(&inject_request("kid", "do you like okra?"))
@@ -147,10 +180,15 @@ async fn a_layered_persona_shares_its_bases_views_until_it_voices_its_own() {
     assert_eq!(okra[0].inherited_from.as_deref(), Some("elder"));
 
     // The kid agrees with the elder out loud: its own preference, the same stance.
-    running.publish_event(&said("kid", "k2", 4, "I love okra.")).await;
+    running
+        .publish_event(&said("kid", "k2", 4, "I love okra."))
+        .await;
     running.drain().await;
     let own = active(&client, "kid").await;
-    let own_okra = own.iter().find(|p| p.name == "okra").expect("the kid's own okra");
+    let own_okra = own
+        .iter()
+        .find(|p| p.name == "okra")
+        .expect("the kid's own okra");
     assert!(own_okra.inherited_from.starts_with("elder/"));
     assert_eq!(own_okra.version, 1, "agreeing overrides nothing");
 
@@ -171,13 +209,18 @@ async fn bases_of_bases_are_followed_to_the_depth_limit() {
     let _cleanup = Cleanup(config.clone());
     let running = Running::worker_and_service(config.clone()).await;
     let client = Client::new(running.app.nats.clone(), &running.app.config);
-    running.publish_event(&said("grandparent", "g1", 0, "I love chess.")).await;
+    running
+        .publish_event(&said("grandparent", "g1", 0, "I love chess."))
+        .await;
     running.drain().await;
     let set = |persona: &str, base: &str| SetBasesRequest {
         persona_id: persona.into(),
         bases: vec![base.into()],
     };
-    client.set_bases(&set("parent", "grandparent")).await.unwrap();
+    client
+        .set_bases(&set("parent", "grandparent"))
+        .await
+        .unwrap();
     let bases = client.set_bases(&set("child", "parent")).await.unwrap();
     assert_eq!(
         bases
@@ -191,9 +234,15 @@ async fn bases_of_bases_are_followed_to_the_depth_limit() {
         .inject(&inject_request("child", "do you play chess?"))
         .await
         .unwrap();
-    assert_eq!(named(&reply.preferences, "chess").len(), 1, "two layers down");
     assert_eq!(
-        named(&reply.preferences, "chess")[0].inherited_from.as_deref(),
+        named(&reply.preferences, "chess").len(),
+        1,
+        "two layers down"
+    );
+    assert_eq!(
+        named(&reply.preferences, "chess")[0]
+            .inherited_from
+            .as_deref(),
         Some("grandparent")
     );
     // A third layer is over the limit.
@@ -201,7 +250,12 @@ async fn bases_of_bases_are_followed_to_the_depth_limit() {
         .set_bases(&set("grandchild", "child"))
         .await
         .unwrap_err();
-    assert!(error.to_string().contains("deeper than store.max_base_depth"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("deeper than store.max_base_depth"),
+        "{error}"
+    );
     running.stop().await;
 }
 
@@ -249,7 +303,9 @@ async fn versions_are_kept_and_restored_through_the_service_and_the_cli() {
         .unwrap();
     let stored = client.get("ada", &added.id).await.unwrap();
     assert_eq!(stored.version, 3);
-    let versions: Vec<(Option<u64>, Option<&str>, Option<&str>, Option<bool>)> = stored
+    /// A kept version: its number, opinion, stance and whether it was active.
+    type Version<'a> = (Option<u64>, Option<&'a str>, Option<&'a str>, Option<bool>);
+    let versions: Vec<Version> = stored
         .evolution_history
         .iter()
         .map(|e| {
@@ -278,11 +334,24 @@ async fn versions_are_kept_and_restored_through_the_service_and_the_cli() {
     // Version 1 back, through the CLI: opinion, stance, strength and activity.
     let output = common::cli::run(
         &config,
-        &["prefs", "restore", "--persona", "ada", &added.id, "1", "--reason", "the batch was bad, not the tea"],
+        &[
+            "prefs",
+            "restore",
+            "--persona",
+            "ada",
+            &added.id,
+            "1",
+            "--reason",
+            "the batch was bad, not the tea",
+        ],
     )
     .await;
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stdout(&output).contains("I love green tea."), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("I love green tea."),
+        "{}",
+        stdout(&output)
+    );
     let restored = client.get("ada", &added.id).await.unwrap();
     assert!(restored.active);
     assert_eq!(restored.opinion, "I love green tea.");
@@ -363,15 +432,29 @@ async fn consolidation_reports_first_and_merges_only_when_asked() {
     // The CLI's default is a dry run: a report, nothing written.
     let output = common::cli::run(
         &config,
-        &["prefs", "consolidate", "--persona", "ada", "--threshold", "0.8"],
+        &[
+            "prefs",
+            "consolidate",
+            "--persona",
+            "ada",
+            "--threshold",
+            "0.8",
+        ],
     )
     .await;
     assert!(output.status.success(), "{}", stderr(&output));
     let printed = stdout(&output);
     assert!(printed.contains("dry run"), "{printed}");
-    assert!(printed.contains(&format!("keep {}", strong.id)), "{printed}");
+    assert!(
+        printed.contains(&format!("keep {}", strong.id)),
+        "{printed}"
+    );
     assert!(printed.contains(&format!("merge {}", twin.id)), "{printed}");
-    assert_eq!(active(&client, "ada").await.len(), 3, "a dry run writes nothing");
+    assert_eq!(
+        active(&client, "ada").await.len(),
+        3,
+        "a dry run writes nothing"
+    );
 
     let report = client
         .consolidate(&ConsolidateRequest {
@@ -389,7 +472,10 @@ async fn consolidation_reports_first_and_merges_only_when_asked() {
     // Counts add up: the twin's reinforcement and its own first voicing.
     assert_eq!(survivor.reinforcement_count, 2);
     assert_eq!(survivor.strength, 0.9);
-    assert!(survivor.evidence_user_ids.contains(&"u2".to_string()), "{survivor:?}");
+    assert!(
+        survivor.evidence_user_ids.contains(&"u2".to_string()),
+        "{survivor:?}"
+    );
     assert!(survivor.related_user_ids.contains(&"u2".to_string()));
     let entry = survivor.evolution_history.last().unwrap();
     assert_eq!(entry.action.as_deref(), Some("consolidation"));
@@ -397,7 +483,12 @@ async fn consolidation_reports_first_and_merges_only_when_asked() {
     let merged = client.get("ada", &twin.id).await.unwrap();
     assert!(!merged.active);
     assert_eq!(
-        merged.evolution_history.last().unwrap().merged_into.as_deref(),
+        merged
+            .evolution_history
+            .last()
+            .unwrap()
+            .merged_into
+            .as_deref(),
         Some(strong.id.as_str())
     );
     assert!(client.get("ada", &other.id).await.unwrap().active);
@@ -406,7 +497,11 @@ async fn consolidation_reports_first_and_merges_only_when_asked() {
     about.active_user_ids = vec!["u2".into()];
     let reply = client.inject(&about).await.unwrap();
     assert_eq!(
-        reply.preferences.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+        reply
+            .preferences
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect::<Vec<_>>(),
         vec![strong.id.as_str()]
     );
     // Nothing left to merge.
@@ -459,7 +554,11 @@ async fn strength_decays_while_unvoiced_and_injection_prefers_what_is_still_said
     residents.max_count = 1;
     let reply = client.inject(&residents).await.unwrap();
     assert_eq!(
-        reply.preferences.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+        reply
+            .preferences
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect::<Vec<_>>(),
         vec![voiced.id.as_str()],
         "the one still voiced is the strongest now"
     );

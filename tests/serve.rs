@@ -208,10 +208,24 @@ async fn short_queries_skip_the_semantic_pass_and_explain_says_why() {
         async move { embedder.embed(&[text]).await.unwrap().remove(0) }
     };
     let chess = s
-        .seed("ada", "chess", "Chess with Carol is fun.", embed("chess").await, 0.7, &["carol"])
+        .seed(
+            "ada",
+            "chess",
+            "Chess with Carol is fun.",
+            embed("chess").await,
+            0.7,
+            &["carol"],
+        )
         .await;
     let okra = s
-        .seed("ada", "okra", "Okra is slimy.", embed("okra").await, 0.9, &[])
+        .seed(
+            "ada",
+            "okra",
+            "Okra is slimy.",
+            embed("okra").await,
+            0.9,
+            &[],
+        )
         .await;
 
     for query in ["", "ok", "hmm, ok... thanks!", "  ?! "] {
@@ -221,7 +235,11 @@ async fn short_queries_skip_the_semantic_pass_and_explain_says_why() {
                 json!({"persona_id": "ada", "query": query, "active_user_ids": ["carol"], "format": "xml", "explain": true}),
             )
             .await;
-        assert_eq!(ids(&reply), vec![chess.clone()], "{query:?}: only the present user's");
+        assert_eq!(
+            ids(&reply),
+            vec![chess.clone()],
+            "{query:?}: only the present user's"
+        );
         assert!(reply["semantic_skipped"].is_string(), "{query:?}: {reply}");
         let rendered = reply["rendered"].as_str().unwrap();
         assert!(
@@ -230,7 +248,9 @@ async fn short_queries_skip_the_semantic_pass_and_explain_says_why() {
         );
     }
     // Without a present user, a short query injects nothing rather than noise.
-    let nothing = s.ok("inject", json!({"persona_id": "ada", "query": "ok"})).await;
+    let nothing = s
+        .ok("inject", json!({"persona_id": "ada", "query": "ok"}))
+        .await;
     assert_eq!(ids(&nothing), Vec::<String>::new());
     // A real question runs the semantic pass, and says so by leaving the field out.
     let asked = s
@@ -326,7 +346,10 @@ async fn inject_by_text_and_with_resident_preferences() {
     // both reasons.
     let roomy = s.ok("inject", json!({"persona_id": "ada", "query": "what tea do you drink?", "max_count": 5, "resident": true})).await;
     assert_eq!(ids(&roomy), vec![storms.clone(), jazz.clone(), tea.clone()]);
-    assert_eq!(roomy["preferences"][2]["matched_by"], json!(["resident", "semantic"]));
+    assert_eq!(
+        roomy["preferences"][2]["matched_by"],
+        json!(["resident", "semantic"])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

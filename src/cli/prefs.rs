@@ -222,7 +222,12 @@ pub(super) async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Res
                     persona_id: persona,
                     bases: set.unwrap_or_default(),
                 };
-                reply!(json, Endpoint::SetBases, request, client.set_bases(&request))
+                reply!(
+                    json,
+                    Endpoint::SetBases,
+                    request,
+                    client.set_bases(&request)
+                )
             } else {
                 let request = PersonaRequest {
                     persona_id: persona.clone(),

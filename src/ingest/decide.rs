@@ -387,19 +387,28 @@ mod tests {
             },
             case(
                 "a base's view, same stance: the persona's own preference takes it over",
-                vec![of_base(neighbour("tea", 0.95, Some(Stance::For), EARLIER), "elder")],
+                vec![of_base(
+                    neighbour("tea", 0.95, Some(Stance::For), EARLIER),
+                    "elder",
+                )],
                 inherit("tea", Some(Stance::For)),
             ),
             case(
                 "a base's view, opposite stance: the persona's own overrides it, never stale",
-                vec![of_base(neighbour("tea", 0.95, Some(Stance::Against), LATER), "elder")],
+                vec![of_base(
+                    neighbour("tea", 0.95, Some(Stance::Against), LATER),
+                    "elder",
+                )],
                 inherit("tea", Some(Stance::Against)),
             ),
             Case {
                 injected: &["tea"],
                 ..case(
                     "a base's view that was in the prompt, repeated: an echo",
-                    vec![of_base(neighbour("tea", 0.95, Some(Stance::For), EARLIER), "elder")],
+                    vec![of_base(
+                        neighbour("tea", 0.95, Some(Stance::For), EARLIER),
+                        "elder",
+                    )],
                     Plan::Echo {
                         preference_id: "tea".into(),
                     },
@@ -409,7 +418,10 @@ mod tests {
                 "the persona's own view comes first (it is listed first when it matches)",
                 vec![
                     neighbour("tea", 0.9, Some(Stance::For), EARLIER),
-                    of_base(neighbour("tea-base", 0.95, Some(Stance::For), EARLIER), "elder"),
+                    of_base(
+                        neighbour("tea-base", 0.95, Some(Stance::For), EARLIER),
+                        "elder",
+                    ),
                 ],
                 reinforce("tea"),
             ),

@@ -366,7 +366,11 @@ impl Handlers {
             &selection.resident,
             request.explain,
         );
-        let preferences = selection.chosen.into_iter().chain(selection.resident).collect();
+        let preferences = selection
+            .chosen
+            .into_iter()
+            .chain(selection.resident)
+            .collect();
         let query_kind = if request.query.is_some() {
             "text"
         } else {

@@ -211,10 +211,7 @@ mod tests {
     #[test]
     fn explain_says_why_each_item_was_chosen_inside_the_escaping() {
         let mut about = preference("Chess with u1 is fun.");
-        about.matched_by = vec![
-            MatchReason::User("<u1\">".into()),
-            MatchReason::Resident,
-        ];
+        about.matched_by = vec![MatchReason::User("<u1\">".into()), MatchReason::Resident];
         about.inherited_from = Some("base".into());
         let xml = render(Format::Xml, &[about.clone()], &[], true);
         assert!(
@@ -226,7 +223,10 @@ mod tests {
         assert!(markdown.contains("(why: about \\<u1\"\\>, who is in the conversation; one of your strongest views; shared from base persona base)"), "{markdown}");
         let json: serde_json::Value =
             serde_json::from_str(&render(Format::Json, &[about.clone()], &[], true)).unwrap();
-        assert_eq!(json[0]["why"], "about <u1\">, who is in the conversation; one of your strongest views; shared from base persona base");
+        assert_eq!(
+            json[0]["why"],
+            "about <u1\">, who is in the conversation; one of your strongest views; shared from base persona base"
+        );
         // Without explain, no reason anywhere.
         for format in [Format::Json, Format::Xml, Format::Markdown] {
             assert!(!render(format, &[about.clone()], &[], false).contains("why"));

@@ -101,7 +101,11 @@ impl PreferenceStore {
                 "version",
                 format!(
                     "version {version} is not kept (restorable: {})",
-                    if kept.is_empty() { "none" } else { kept.as_str() }
+                    if kept.is_empty() {
+                        "none"
+                    } else {
+                        kept.as_str()
+                    }
                 ),
             ));
         }

@@ -8,8 +8,8 @@ use redis::Value;
 
 use super::query::{self, InjectionPasses, vector_to_bytes};
 use super::{
-    InjectedPreference, InjectionQuery, MatchReason, Preference, PreferenceStore,
-    ScoredPreference, StoreError, validate,
+    InjectedPreference, InjectionQuery, MatchReason, Preference, PreferenceStore, ScoredPreference,
+    StoreError, validate,
 };
 use crate::config::StoreConfig;
 use crate::telemetry;
@@ -237,7 +237,9 @@ fn nearest_similarity(reply: Value) -> Result<Option<f64>, StoreError> {
         Value::Array(items) => items.get(1).cloned(),
         Value::Map(entries) => entries.into_iter().next().map(|(_, score)| score),
         other => {
-            return Err(StoreError::UnexpectedReply(format!("VSIM returned {other:?}")));
+            return Err(StoreError::UnexpectedReply(format!(
+                "VSIM returned {other:?}"
+            )));
         }
     };
     let Some(score) = score else { return Ok(None) };
@@ -251,7 +253,10 @@ fn nearest_similarity(reply: Value) -> Result<Option<f64>, StoreError> {
 }
 
 /// Every layer's hits as preferences of that layer, without the overridden ones.
-fn candidates_of(layers: Vec<Layer>, overridden: &HashSet<(String, String)>) -> InjectionCandidates {
+fn candidates_of(
+    layers: Vec<Layer>,
+    overridden: &HashSet<(String, String)>,
+) -> InjectionCandidates {
     let mut candidates = InjectionCandidates::default();
     for layer in layers {
         let persona_id = layer.persona_id;
@@ -282,7 +287,12 @@ fn candidates_of(layers: Vec<Layer>, overridden: &HashSet<(String, String)>) -> 
 /// Strength after decay: halved every `half_life_days` since the persona last voiced the
 /// preference (`last_voiced`, RFC 3339). Without decay, or without a readable time (records
 /// of the original system), the strength itself.
-pub fn decayed_strength(strength: f64, last_voiced: &str, now: Timestamp, half_life_days: f64) -> f64 {
+pub fn decayed_strength(
+    strength: f64,
+    last_voiced: &str,
+    now: Timestamp,
+    half_life_days: f64,
+) -> f64 {
     if half_life_days <= 0.0 {
         return strength;
     }
@@ -370,7 +380,10 @@ pub fn select_for_injection(
             reasons.push(MatchReason::Semantic);
         }
         let candidate = injected(hit.preference, relevance, reasons);
-        match merged.iter_mut().find(|existing| same(existing, &candidate)) {
+        match merged
+            .iter_mut()
+            .find(|existing| same(existing, &candidate))
+        {
             Some(existing) => {
                 existing.relevance = existing.relevance.max(candidate.relevance);
                 existing.score = existing.relevance * existing.decayed_strength;
@@ -639,14 +652,21 @@ mod tests {
         let old = voiced("old", 0.9, 60);
         assert_eq!(decayed_strength_of(&fresh, now(), config_half_life), 0.6);
         assert!((decayed_strength_of(&old, now(), config_half_life) - 0.225).abs() < 1e-9);
-        assert_eq!(decayed_strength_of(&old, now(), 0.0), 0.9, "0 turns decay off");
+        assert_eq!(
+            decayed_strength_of(&old, now(), 0.0),
+            0.9,
+            "0 turns decay off"
+        );
         // A record without a readable time (the original system's) does not decay.
         let timeless = preference("timeless", 0.9, "x", &[]);
         assert_eq!(decayed_strength_of(&timeless, now(), config_half_life), 0.9);
         // Equal relevance: the stronger raw strength loses to the one still voiced.
         let chosen = rank(vec![hit(old, 0.8), hit(fresh, 0.8)], vec![], 5, 1000);
         assert_eq!(ids(&chosen), vec!["fresh", "old"]);
-        assert_eq!(chosen[1].strength, 0.9, "the stored strength is reported unchanged");
+        assert_eq!(
+            chosen[1].strength, 0.9,
+            "the stored strength is reported unchanged"
+        );
         assert!((chosen[1].decayed_strength - 0.225).abs() < 1e-9);
     }
 
@@ -659,7 +679,12 @@ mod tests {
                 voiced("second", 0.9, 0),
             ]
         };
-        let query_hits = || vec![hit(voiced("tea", 0.5, 0), 0.9), hit(voiced("jazz", 0.5, 0), 0.8)];
+        let query_hits = || {
+            vec![
+                hit(voiced("tea", 0.5, 0), 0.9),
+                hit(voiced("jazz", 0.5, 0), 0.8),
+            ]
+        };
         // Two residents by decayed strength ("faded" fell behind), then the query's results
         // fill what is left of max_count = 3.
         let selection = select(query_hits(), vec![], strongest(), 2, 3, 1000);
@@ -678,7 +703,10 @@ mod tests {
     #[test]
     fn a_resident_the_query_also_found_is_listed_once_with_both_reasons() {
         let selection = select(
-            vec![hit(voiced("core", 0.95, 0), 0.9), hit(voiced("tea", 0.5, 0), 0.8)],
+            vec![
+                hit(voiced("core", 0.95, 0), 0.9),
+                hit(voiced("tea", 0.5, 0), 0.8),
+            ],
             vec![],
             vec![voiced("core", 0.95, 0)],
             1,

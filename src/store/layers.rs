@@ -79,10 +79,16 @@ impl PreferenceStore {
                 StoreError::invalid("bases", format!("{base:?} is not a valid persona id"))
             })?;
             if base == persona_id {
-                return Err(StoreError::invalid("bases", "a persona cannot be its own base"));
+                return Err(StoreError::invalid(
+                    "bases",
+                    "a persona cannot be its own base",
+                ));
             }
             if !seen.insert(base) {
-                return Err(StoreError::invalid("bases", format!("{base} is named twice")));
+                return Err(StoreError::invalid(
+                    "bases",
+                    format!("{base} is named twice"),
+                ));
             }
         }
         // Walk every path below the new bases: a cycle back to the persona, or a path longer
@@ -90,7 +96,9 @@ impl PreferenceStore {
         let mut paths: Vec<Vec<String>> = bases.iter().map(|base| vec![base.clone()]).collect();
         while !paths.is_empty() {
             let below = futures::future::try_join_all(
-                paths.iter().map(|path| self.bases_of(path.last().expect("paths are not empty"))),
+                paths
+                    .iter()
+                    .map(|path| self.bases_of(path.last().expect("paths are not empty"))),
             )
             .await?;
             let mut next = Vec::new();
@@ -122,7 +130,10 @@ impl PreferenceStore {
         let mut connection = self.connection.clone();
         let key = self.settings.keys.bases(persona_id);
         if bases.is_empty() {
-            let _: () = redis::cmd("DEL").arg(key).query_async(&mut connection).await?;
+            let _: () = redis::cmd("DEL")
+                .arg(key)
+                .query_async(&mut connection)
+                .await?;
         } else {
             let _: () = redis::cmd("SET")
                 .arg(key)
@@ -153,7 +164,10 @@ impl PreferenceStore {
             }
             let below =
                 futures::future::try_join_all(next.iter().map(|base| self.bases_of(base))).await?;
-            layers.extend(next.into_iter().map(|persona_id| BaseLayer { persona_id, depth }));
+            layers.extend(
+                next.into_iter()
+                    .map(|persona_id| BaseLayer { persona_id, depth }),
+            );
             frontier = below.into_iter().flatten().collect();
         }
         Ok(layers)

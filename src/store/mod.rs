@@ -54,9 +54,8 @@ pub use migration::EmbeddingStatus;
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
     AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InheritedView, InjectedPreference,
-    InjectionQuery,
-    MatchReason, NewPreference, Preference, PreferenceStats, Provenance, PurgeReport,
-    ReinforceOutcome, Reinforcement, RetractOutcome, ScoredPreference, Stance,
+    InjectionQuery, MatchReason, NewPreference, Preference, PreferenceStats, Provenance,
+    PurgeReport, ReinforceOutcome, Reinforcement, RetractOutcome, ScoredPreference, Stance,
 };
 
 use crate::config::{RedisConfig, StoreConfig};

@@ -8,9 +8,9 @@ use redis::Value;
 use super::query::{self, vector_to_bytes};
 use super::record::field;
 use super::{
-    AddOutcome, Evolution, EvolveOutcome, HistoryEntry, LockToken, NewPreference, Preference, PreferenceStore,
-    Provenance, ReinforceOutcome, Reinforcement, RetractOutcome, Stance, StoreError, WriteGuard,
-    format_float, now_iso, script_error, script_reply, scripts, validate,
+    AddOutcome, Evolution, EvolveOutcome, HistoryEntry, LockToken, NewPreference, Preference,
+    PreferenceStore, Provenance, ReinforceOutcome, Reinforcement, RetractOutcome, Stance,
+    StoreError, WriteGuard, format_float, now_iso, script_error, script_reply, scripts, validate,
 };
 use crate::telemetry;
 
