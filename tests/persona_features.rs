@@ -115,6 +115,33 @@ async fn a_layered_persona_shares_its_bases_views_until_it_voices_its_own() {
         "{}",
         reply.rendered
     );
+    // The CLI shows the layers, and its injection explains itself the same way.
+    let output = common::cli::run(&config, &["prefs", "bases", "--persona", "kid"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("layer 1  elder"),
+        "{}",
+        stdout(&output)
+    );
+    let output = common::cli::run(
+        &config,
+        &[
+            "inject",
+            "--persona",
+            "kid",
+            "--query",
+            "what music do you like, jazz?",
+            "--explain",
+        ],
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output)
+            .contains("(why: close to the conversation; shared from base persona elder)"),
+        "{}",
+        stdout(&output)
+    );
     // A persona without bases sees none of the elder's views.
     let stranger = client
         .inject(&inject_request("stranger", "what music do you like, jazz?"))

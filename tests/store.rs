@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use common::{TestStore, new_preference, test_config, unit_vector, vector_near};
 use persona_prefs::store::{
-    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, PreferenceStore, Provenance,
-    StoreError, WriteGuard,
+    Evolution, InjectionQuery, ListOptions, MatchReason, PersonaLock, Preference, PreferenceStore,
+    Provenance, StoreError, WriteGuard,
 };
 
 fn ids(list: &[impl AsRef<str>]) -> Vec<String> {
@@ -64,7 +64,18 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     assert_eq!(&raw["embedding"][..4], &unit_vector(1)[0].to_le_bytes());
 
     let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
-    assert_eq!(fetched, added);
+    // Read back, it carries its strength after decay: just written, all but all of it.
+    let decayed = fetched
+        .decayed_strength
+        .expect("an active preference's decay");
+    assert!(decayed <= added.strength && decayed > 0.999 * added.strength);
+    assert_eq!(
+        Preference {
+            decayed_strength: None,
+            ..fetched
+        },
+        added
+    );
 
     // The persona's structures hold it: its id, its vector, its strength, who it is about.
     let keys = t.keys();

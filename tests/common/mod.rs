@@ -257,6 +257,13 @@ async fn listed(
         )
         .await
         .unwrap()
+        .into_iter()
+        // Decay depends on when a record is read: comparisons of records ignore it.
+        .map(|preference| persona_prefs::store::Preference {
+            decayed_strength: None,
+            ..preference
+        })
+        .collect()
 }
 
 /// A deterministic random unit vector.
