@@ -590,8 +590,15 @@ async fn strength_decays_while_unvoiced_and_injection_prefers_what_is_still_said
         "the one still voiced is the strongest now"
     );
     assert!(reply.preferences[0].decayed_strength > reply.preferences[0].strength * 0.5);
-    // The list puts it first too.
+    // The list puts it first too, and the CLI shows both strengths.
     let listed = active(&client, "ada").await;
     assert_eq!(listed[0].id, voiced.id);
+    let output = common::cli::run(&config, &["prefs", "get", "--persona", "ada", &faded.id]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("strength      0.900 (0 reinforcements), 0.0"),
+        "{}",
+        stdout(&output)
+    );
     running.stop().await;
 }
