@@ -15,10 +15,10 @@ use serde::de::DeserializeOwned;
 use crate::config::Config;
 pub use crate::serve::protocol::{
     AddRequest, ConsolidateRequest, Endpoint, ErrorBody, ErrorKind, EvolveRequest, InjectReply,
-    InjectRequest, ListRequest, PersonaRequest, PreferenceRef, PurgeUserReply, PurgeUserRequest,
-    RestoreRequest, RetractRequest, SearchHit, SearchRequest, SetBasesRequest,
+    InjectRequest, ListRequest, PersonaRequest, PersonasRequest, PreferenceRef, PurgeUserReply,
+    PurgeUserRequest, RestoreRequest, RetractRequest, SearchHit, SearchRequest, SetBasesRequest,
 };
-pub use crate::store::{Bases, ConsolidationReport, RestoreOutcome};
+pub use crate::store::{Bases, ConsolidationReport, PersonaDirectory, RestoreOutcome};
 use crate::store::{EvolveOutcome, Preference, PreferenceStats, ReinforceOutcome, RetractOutcome};
 pub use crate::subjects::{all_under, dead_letter_subject, event_subject};
 
@@ -254,6 +254,14 @@ impl Client {
         request: &PurgeUserRequest,
     ) -> Result<PurgeUserReply, ClientError> {
         self.request(Endpoint::PurgeUser, request).await
+    }
+
+    /// A page of the registry of personas, most recently active first.
+    pub async fn personas(
+        &self,
+        request: &PersonasRequest,
+    ) -> Result<PersonaDirectory, ClientError> {
+        self.request(Endpoint::Personas, request).await
     }
 
     /// The persona's bases and the layers they resolve to.

@@ -44,8 +44,18 @@ pub struct Config {
     pub embed: EmbedConfig,
     pub ingest: IngestConfig,
     pub serve: ServeConfig,
+    pub ui: UiConfig,
     pub metrics: MetricsConfig,
     pub log: LogConfig,
+}
+
+/// `persona-prefs ui`, the persona inspector.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiConfig {
+    pub listen: String,
+    /// Curation shown and accepted; the NATS user must hold the write role too.
+    pub allow_writes: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

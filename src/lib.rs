@@ -22,3 +22,4 @@ pub mod subjects;
 pub mod telemetry;
 pub mod timestamp;
 pub mod trace_context;
+pub mod ui;

@@ -51,6 +51,19 @@ enum Command {
         #[arg(long, default_value = "examples/sample_conversation.jsonl")]
         sample: PathBuf,
     },
+    /// The persona inspector: a web page showing what each persona believes, how it changed
+    /// its mind and why, over the running service. Loopback only by default.
+    #[command(
+        after_help = "Examples:\n  persona-prefs ui                      # read-only, http://127.0.0.1:8088\n  persona-prefs ui --allow-writes       # curation too (the NATS user needs the write role)"
+    )]
+    Ui {
+        /// Address to listen on (`ui.listen`).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Show and accept curation (`ui.allow_writes`).
+        #[arg(long)]
+        allow_writes: bool,
+    },
     #[command(flatten)]
     Client(cli::ClientCommand),
 }
@@ -101,6 +114,27 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
             let metrics = install_metrics()?;
             let report = app::demo(config, &sample, Some(metrics)).await?;
             cli::print_demo(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ui {
+            listen,
+            allow_writes,
+        } => {
+            let listen = listen.unwrap_or_else(|| config.ui.listen.clone());
+            let writable = allow_writes || config.ui.allow_writes;
+            eprintln!(
+                "persona inspector on http://{listen} ({})",
+                if writable {
+                    "curation allowed"
+                } else {
+                    "read-only"
+                }
+            );
+            let mut stop = shutdown_on_signal();
+            let shutdown = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            persona_prefs::ui::serve(&config, &listen, writable, shutdown).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Client(command) => cli::run(command, config).await,

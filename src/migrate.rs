@@ -103,6 +103,8 @@ pub struct MigrationReport {
     /// Personas and preferences in this layout after the moves.
     pub personas: usize,
     pub preferences: usize,
+    /// Personas added to the registry (found with memory but not listed).
+    pub registered: u64,
     /// Preferences given a new vector (in a dry run: that would be).
     pub reembedded: usize,
     /// Personas whose vector set was rebuilt (another quantisation or size).
@@ -171,6 +173,7 @@ pub async fn migrate(
         effects_moved: legacy_effects.len(),
         erasures_moved: legacy_erasures.len(),
         personas: 0,
+        registered: 0,
         preferences: 0,
         reembedded: 0,
         vector_sets_rebuilt: 0,
@@ -269,6 +272,8 @@ pub async fn migrate(
     }
     let personas = personas_in_layout(store).await?;
     report.personas = personas.len();
+    // Personas written before the registry existed become listable.
+    report.registered = store.register_personas(&personas).await?;
     let mut reembedded = 0;
     for persona in &personas {
         if store.drop_misfit_vector_set(persona).await? {

@@ -225,6 +225,15 @@ pub enum PrefsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Every persona with memory, most recently active first: counts and strongest topics.
+    Personas {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// A persona's base personas: show them, or name them with --set (nearest first) or
     /// remove them with --clear. The persona shares its bases' views until it voices its own.
     #[command(

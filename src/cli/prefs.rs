@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use persona_prefs::client::{
     AddRequest, ConsolidateRequest, Endpoint, EvolveRequest, ListRequest, PersonaRequest,
-    PreferenceRef, PurgeUserRequest, RestoreRequest, RetractRequest, SearchRequest,
-    SetBasesRequest,
+    PersonasRequest, PreferenceRef, PurgeUserRequest, RestoreRequest, RetractRequest,
+    SearchRequest, SetBasesRequest,
 };
 use persona_prefs::config::Config;
 use persona_prefs::store::Preference;
@@ -210,6 +210,35 @@ pub(super) async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Res
             writeln!(out, "id                   {}", done.id)?;
             writeln!(out, "name                 {}", done.name)?;
             writeln!(out, "active               {}", done.active)?;
+        }
+        PrefsCommand::Personas {
+            limit,
+            offset,
+            json,
+        } => {
+            let request = PersonasRequest { limit, offset };
+            let directory = reply!(json, Endpoint::Personas, request, client.personas(&request));
+            writeln!(
+                out,
+                "  {:<24} {:>6} {:>6}  {:<20}  strongest",
+                "persona", "active", "all", "last activity"
+            )?;
+            for persona in &directory.personas {
+                writeln!(
+                    out,
+                    "  {:<24} {:>6} {:>6}  {:<20}  {}",
+                    truncate(&persona.persona_id, 24),
+                    persona.active,
+                    persona.total,
+                    if persona.last_activity.is_empty() {
+                        "-"
+                    } else {
+                        &persona.last_activity
+                    },
+                    persona.strongest.join(", ")
+                )?;
+            }
+            writeln!(out, "{} personas in all", directory.total)?;
         }
         PrefsCommand::Bases {
             persona,

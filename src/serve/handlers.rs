@@ -254,6 +254,10 @@ impl Handlers {
             }
             Endpoint::Search => self.search(parse(payload)?).await.and_then(json),
             Endpoint::PurgeUser => self.purge_user(parse(payload)?).await.and_then(json),
+            Endpoint::Personas => {
+                let r: PersonasRequest = parse(payload)?;
+                json(self.store.personas(r.offset, r.limit).await?)
+            }
             Endpoint::Bases => {
                 let r: PersonaRequest = parse(payload)?;
                 json(self.store.bases(&r.persona_id).await?)

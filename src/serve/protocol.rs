@@ -48,11 +48,12 @@ pub enum Endpoint {
     SetBases,
     Restore,
     Consolidate,
+    Personas,
 }
 
 impl Endpoint {
     /// In the order they are registered.
-    pub const ALL: [Endpoint; 14] = [
+    pub const ALL: [Endpoint; 15] = [
         Endpoint::Inject,
         Endpoint::Add,
         Endpoint::Reinforce,
@@ -67,6 +68,7 @@ impl Endpoint {
         Endpoint::SetBases,
         Endpoint::Restore,
         Endpoint::Consolidate,
+        Endpoint::Personas,
     ];
 
     /// The last token of the endpoint's subject.
@@ -86,6 +88,7 @@ impl Endpoint {
             Endpoint::SetBases => "set_bases",
             Endpoint::Restore => "restore",
             Endpoint::Consolidate => "consolidate",
+            Endpoint::Personas => "personas",
         }
     }
 
@@ -96,7 +99,8 @@ impl Endpoint {
             | Endpoint::List
             | Endpoint::Stats
             | Endpoint::Search
-            | Endpoint::Bases => Role::Read,
+            | Endpoint::Bases
+            | Endpoint::Personas => Role::Read,
             Endpoint::Add
             | Endpoint::Reinforce
             | Endpoint::Evolve
@@ -235,6 +239,16 @@ pub struct RetractRequest {
     pub preference_id: String,
     #[serde(default)]
     pub reason: String,
+}
+
+/// `personas`: a page of the registry of personas, most recently active first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersonasRequest {
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    #[serde(default)]
+    pub offset: usize,
 }
 
 /// `set_bases`: the persona's base personas, nearest first (empty removes them).

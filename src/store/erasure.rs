@@ -248,6 +248,7 @@ impl PreferenceStore {
             .arg(&structures)
             .query_async(&mut connection)
             .await?;
+        self.unregister(persona_id).await?;
         Ok(deleted + removed)
     }
 }

@@ -22,7 +22,8 @@
 //! | `P:persona_pref_erased:{ada}` | hash | erasure records |
 //! | `P:persona_pref_settled:{ada}` | sorted set | stream sequences of the persona's settled events |
 //! | `P:persona_pref_bases:{ada}` | string | the persona's base personas, comma-separated, nearest first |
-//! | `P:persona_prefs_layout` | string | the layout the memory is in ([`LAYOUT`]); the one key of no persona |
+//! | `P:persona_prefs_layout` | string | the layout the memory is in ([`LAYOUT`]); a key of no persona |
+//! | `P:persona_prefs_registry` | sorted set | every persona with memory, by its last write (ms); a key of no persona |
 //!
 //! Earlier layouts (the original system's, and this service's before persona slots) wrote the
 //! persona id without braces; [`Keys::legacy_patterns`] finds them for `index migrate`.
@@ -109,10 +110,9 @@ impl Keys {
     }
 
     /// Every key of one persona that is not a preference hash (those are listed in
-    /// [`Keys::ids`]).
+    /// [`Keys::ids`]); the id set first.
     pub fn persona_structures(&self, persona_id: &str) -> [String; 10] {
         [
-            self.bases(persona_id),
             self.ids(persona_id),
             self.vectors(persona_id),
             self.strongest(persona_id),
@@ -122,6 +122,7 @@ impl Keys {
             self.fence(persona_id),
             self.erasures(persona_id),
             self.settled(persona_id),
+            self.bases(persona_id),
         ]
     }
 
@@ -136,6 +137,12 @@ impl Keys {
             self.about(persona_id),
             self.ids(persona_id),
         ]
+    }
+
+    /// `P:persona_prefs_registry`: every persona with memory, scored by its last write (ms).
+    /// Not a persona's key: one slot of its own.
+    pub fn registry(&self) -> String {
+        format!("{}:persona_prefs_registry", self.prefix)
     }
 
     /// `P:persona_prefs_layout`: which layout the memory under this prefix is in. Written once

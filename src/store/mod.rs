@@ -27,6 +27,7 @@ mod migration;
 pub mod query;
 mod read;
 pub mod record;
+mod registry;
 mod scripts;
 pub mod validate;
 mod write;
@@ -50,6 +51,7 @@ pub use inject::{
 pub use keys::Keys;
 pub use layers::{BaseLayer, Bases};
 pub use migration::EmbeddingStatus;
+pub use registry::{PersonaDirectory, PersonaSummary};
 
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
@@ -88,6 +90,8 @@ pub struct ListOptions {
 pub struct PreferenceStore {
     connection: RedisConnection,
     settings: Arc<Settings>,
+    /// Personas this process marked in the registry, and when (`registry.rs`).
+    registry_touched: Arc<std::sync::Mutex<lru::LruCache<String, std::time::Instant>>>,
 }
 
 #[derive(Clone)]
@@ -159,6 +163,9 @@ impl PreferenceStore {
         };
         PreferenceStore {
             connection,
+            registry_touched: Arc::new(std::sync::Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(65_536).expect("not zero"),
+            ))),
             settings: Arc::new(Settings {
                 keys: Keys::new(&redis.key_prefix),
                 min_replicas_acked: redis.min_replicas_acked,

@@ -427,6 +427,7 @@ impl PreferenceStore {
                 });
             }
         }
+        self.touch_registry(persona_id).await;
         Ok(reply)
     }
 
