@@ -112,8 +112,22 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
         }
         Command::Demo { sample } => {
             let metrics = install_metrics()?;
+            let ui_listen = config.ui.listen.clone();
             let report = app::demo(config, &sample, Some(metrics)).await?;
             cli::print_demo(&report);
+            // Point at the inspector: the running one, or how to start it.
+            let page = format!("http://{ui_listen}/personas/{}", report.persona_id);
+            let inspector_running = reqwest::Client::new()
+                .get(format!("http://{ui_listen}/healthz"))
+                .timeout(std::time::Duration::from_millis(500))
+                .send()
+                .await
+                .is_ok_and(|response| response.status().is_success());
+            if inspector_running {
+                println!("\nLook at it in the inspector: {page}");
+            } else {
+                println!("\nTo look at it in a browser: `persona-prefs ui`, then open {page}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Ui {

@@ -602,3 +602,65 @@ async fn strength_decays_while_unvoiced_and_injection_prefers_what_is_still_said
     );
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_registry_lists_every_persona_with_memory_without_a_scan() {
+    let config = test_config("registry");
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker_and_service(config.clone()).await;
+    let client = Client::new(running.app.nats.clone(), &running.app.config);
+    running
+        .publish_event(&said("ada", "a1", 0, "I love jazz."))
+        .await;
+    running
+        .publish_event(&said("ada", "a2", 1, "I hate okra."))
+        .await;
+    running
+        .publish_event(&said("bob", "b1", 2, "I love chess."))
+        .await;
+    running.drain().await;
+    let directory = client
+        .personas(&persona_prefs::client::PersonasRequest {
+            limit: 10,
+            offset: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!(directory.total, 2);
+    let ada = directory
+        .personas
+        .iter()
+        .find(|p| p.persona_id == "ada")
+        .expect("ada is registered");
+    assert_eq!((ada.active, ada.total), (2, 2));
+    let mut topics = ada.strongest.clone();
+    topics.sort();
+    assert_eq!(topics, vec!["jazz", "okra"]);
+    assert!(ada.last_activity.starts_with("20"), "{ada:?}");
+    // Pages: one at a time, most recently active first.
+    let first = client
+        .personas(&persona_prefs::client::PersonasRequest {
+            limit: 1,
+            offset: 0,
+        })
+        .await
+        .unwrap();
+    let second = client
+        .personas(&persona_prefs::client::PersonasRequest {
+            limit: 1,
+            offset: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.personas.len(), 1);
+    assert_ne!(first.personas[0].persona_id, second.personas[0].persona_id);
+    // The CLI lists them too.
+    let output = common::cli::run(&config, &["prefs", "personas"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("2 personas in all"),
+        "{}",
+        stdout(&output)
+    );
+    running.stop().await;
+}

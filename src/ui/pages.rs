@@ -109,6 +109,24 @@ impl Belief {
     }
 }
 
+/// An RFC 3339 time as people read it: `2026-11-23 02:15 UTC`; other text unchanged.
+fn when(text: &str) -> String {
+    match crate::timestamp::Timestamp::parse(text) {
+        Ok(at) => {
+            let at = at.instant().to_offset(time::UtcOffset::UTC);
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+                at.year(),
+                at.month() as u8,
+                at.day(),
+                at.hour(),
+                at.minute()
+            )
+        }
+        Err(_) => text.to_string(),
+    }
+}
+
 fn stance_text(stance: Option<Stance>) -> &'static str {
     stance.map(Stance::as_str).unwrap_or("unstated")
 }
@@ -418,7 +436,11 @@ pub async fn personas(State(inspector): Shared, headers: HeaderMap) -> Response 
             active: p.active,
             total: p.total,
             strongest: p.strongest.iter().map(|topic| visible(topic)).collect(),
-            last_activity: p.last_activity,
+            last_activity: if p.last_activity.is_empty() {
+                "unknown".into()
+            } else {
+                when(&p.last_activity)
+            },
         })
         .collect();
     page(
@@ -544,7 +566,7 @@ pub async fn preference(
         .map(|(position, entry)| VersionRow {
             version: entry.version.unwrap_or(dropped + position as u64 + 1),
             action: entry.action.clone().unwrap_or_else(|| "evolution".into()),
-            timestamp: entry.timestamp.clone(),
+            timestamp: when(&entry.timestamp),
             old_opinion: visible(entry.old_opinion.as_deref().unwrap_or("")),
             old_stance: entry.old_stance.clone().unwrap_or_default(),
             new_opinion: visible(entry.new_opinion.as_deref().unwrap_or("")),
@@ -557,6 +579,16 @@ pub async fn preference(
     let clean = Preference {
         name: visible(&preference.name),
         opinion: visible(&preference.opinion),
+        created_at: when(&preference.created_at),
+        last_reinforced: when(&preference.last_reinforced),
+        reinforcements: preference
+            .reinforcements
+            .iter()
+            .map(|r| crate::store::Reinforcement {
+                timestamp: when(&r.timestamp),
+                ..r.clone()
+            })
+            .collect(),
         ..preference
     };
     page(
@@ -681,7 +713,7 @@ pub async fn dead_letters(State(inspector): Shared, headers: HeaderMap) -> Respo
             ),
             code: visible(&letter.reason_code),
             reason: visible(&letter.reason),
-            at: letter.dead_lettered_at.clone(),
+            at: when(&letter.dead_lettered_at),
         })
         .collect();
     page(
