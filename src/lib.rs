@@ -6,6 +6,7 @@
 //! administration requests over NATS.
 
 pub mod app;
+pub mod calibrate;
 pub mod client;
 pub mod config;
 pub mod embed;

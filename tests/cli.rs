@@ -313,3 +313,82 @@ async fn the_timeout_applies_to_long_requests() {
         common::cli::stderr(&hasty)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calibrate_measures_the_configured_embedder_on_labelled_topic_pairs() {
+    let config = test_config("calibrate");
+    // The local model on the shipped pairs: a threshold, its accuracy, the configured one's.
+    let output = cli(&config, &["calibrate", "--json"]).await;
+    assert!(output.status.success(), "{}", common::cli::stderr(&output));
+    let found: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert!(found["pairs"].as_u64().unwrap() >= 90);
+    let threshold = found["threshold"].as_f64().unwrap();
+    assert!((0.4..0.95).contains(&threshold), "{found}");
+    assert!(found["accuracy"].as_f64().unwrap() >= 0.85, "{found}");
+    assert!(found["accuracy"].as_f64() >= found["configured_accuracy"].as_f64());
+
+    // An OpenAI-compatible embedder (the fake: a topic's vector is its first word's), on the
+    // operator's own pairs: it is that embedder that is measured, and the key to set is its.
+    let fake = common::fake_openai::FakeOpenAi::start().await;
+    fake.respond_with(|_, body| {
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                let first = text
+                    .as_str()
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                let mut vector = vec![0.01f64; 384];
+                vector[first.bytes().map(usize::from).sum::<usize>() % 384] = 1.0;
+                serde_json::json!({"index": index, "embedding": vector})
+            })
+            .collect();
+        common::fake_openai::Reply::ok(serde_json::json!({"data": data}))
+    });
+    let pairs = common::scratch_dir("calibrate").join("pairs.jsonl");
+    std::fs::write(
+        &pairs,
+        "{\"a\": \"tea green\", \"b\": \"tea black\", \"same\": true}\n\
+         {\"a\": \"jazz old\", \"b\": \"jazz new\", \"same\": true}\n\
+         {\"a\": \"tea green\", \"b\": \"jazz new\", \"same\": false}\n\
+         {\"a\": \"chess\", \"b\": \"opera\", \"same\": false}\n",
+    )
+    .unwrap();
+    let output = common::cli::run_with_env(
+        &config,
+        &["calibrate", "--pairs", pairs.to_str().unwrap()],
+        &[
+            ("PERSONA_PREFS__EMBED__KIND", "openai"),
+            ("PERSONA_PREFS__EMBED__OPENAI__BASE_URL", &fake.base_url),
+            ("PERSONA_PREFS__EMBED__OPENAI__DIMS", "384"),
+            ("OPENAI_API_KEY", "sk-test"),
+        ],
+    )
+    .await;
+    let printed = stdout(&output);
+    assert!(output.status.success(), "{}", common::cli::stderr(&output));
+    assert!(printed.contains("accuracy 100.0%"), "{printed}");
+    assert!(
+        printed.contains("To use it: embed.openai_match_threshold = "),
+        "{printed}"
+    );
+    assert!(
+        !fake.received().is_empty(),
+        "the configured embedder was asked"
+    );
+    // A pairs file that is not pairs is refused with the line.
+    std::fs::write(&pairs, "{\"a\": \"x\"}\n").unwrap();
+    let output = cli(&config, &["calibrate", "--pairs", pairs.to_str().unwrap()]).await;
+    assert!(!output.status.success());
+    assert!(
+        common::cli::stderr(&output).contains("line 1"),
+        "{}",
+        common::cli::stderr(&output)
+    );
+}

@@ -85,6 +85,19 @@ pub enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The topic match threshold for the configured embedder, by measurement: embeds labelled
+    /// topic pairs (the shipped set, or --pairs) and prints the threshold that separates them
+    /// best, its accuracy, and the configured one's. Set embed.*_match_threshold from it.
+    #[command(
+        after_help = "Examples:\n  persona-prefs calibrate\n  PERSONA_PREFS__EMBED__KIND=openai persona-prefs calibrate --pairs my_topics.jsonl\n\nA pairs file holds JSON lines: {\"a\": \"green tea\", \"b\": \"green teas\", \"same\": true}"
+    )]
+    Calibrate {
+        /// JSON lines of {"a", "b", "same"}; the shipped set when omitted.
+        #[arg(long)]
+        pairs: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -407,6 +420,72 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         }
         ClientCommand::Prefs(command) => prefs(command, &config).await,
         ClientCommand::Dlq(command) => dlq(command, &config).await,
+        ClientCommand::Calibrate { pairs, json } => {
+            let text = match &pairs {
+                Some(path) => std::fs::read_to_string(path)
+                    .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+                None => persona_prefs::calibrate::TOPIC_PAIRS.to_string(),
+            };
+            let pairs = persona_prefs::calibrate::parse_pairs(&text).map_err(|error| {
+                anyhow::anyhow!(
+                    "{}: {error}",
+                    pairs
+                        .as_deref()
+                        .map_or("the shipped pairs".into(), |p| p.display().to_string())
+                )
+            })?;
+            let embedder = persona_prefs::embed::from_config(&config.embed)?;
+            let key = match config.embed.kind {
+                persona_prefs::embed::EmbedderKind::Local => "embed.local_match_threshold",
+                persona_prefs::embed::EmbedderKind::Openai => "embed.openai_match_threshold",
+            };
+            let found = persona_prefs::calibrate::calibrate(
+                embedder.as_ref(),
+                &pairs,
+                config.embed.match_threshold(),
+            )
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&found)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!(
+                "{} topic pairs, embedded with the configured embedder ({:?}).",
+                found.pairs, config.embed.kind
+            );
+            println!(
+                "same topic: lowest similarity {:.3}; different topics: highest {:.3} ({})",
+                found.lowest_same,
+                found.highest_different,
+                if found.lowest_same > found.highest_different {
+                    "separated"
+                } else {
+                    "overlapping"
+                }
+            );
+            println!(
+                "best threshold  {:.3}  accuracy {:.1}%",
+                found.threshold,
+                found.accuracy * 100.0
+            );
+            println!(
+                "configured      {:.3}  accuracy {:.1}%  ({key})",
+                found.configured,
+                found.configured_accuracy * 100.0
+            );
+            for (a, b, similarity, same) in &found.misclassified {
+                println!(
+                    "  wrong at the best threshold: {a:?} / {b:?} {similarity:.3} ({})",
+                    if *same {
+                        "same topic"
+                    } else {
+                        "different topics"
+                    }
+                );
+            }
+            println!("\nTo use it: {key} = {:.2}", found.threshold);
+            Ok(ExitCode::SUCCESS)
+        }
         ClientCommand::Status { listen_ms, json } => {
             let status = persona_prefs::status::collect(
                 &config,
