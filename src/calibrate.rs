@@ -159,7 +159,9 @@ mod tests {
 
     #[test]
     fn the_best_threshold_sits_in_the_widest_gap_that_separates() {
-        let table: Vec<(&str, Vec<(f64, bool)>, f64, f64)> = vec![
+        /// A rule, the scored pairs, the threshold and accuracy expected.
+        type Row = (&'static str, Vec<(f64, bool)>, f64, f64);
+        let table: Vec<Row> = vec![
             (
                 "separable: the middle of the gap between them",
                 vec![(0.9, true), (0.8, true), (0.4, false), (0.6, false)],
