@@ -46,6 +46,8 @@ pub struct App {
     pub js: jetstream::Context,
     pub embedder: Arc<dyn Embedder>,
     pub extractor: Arc<dyn Extractor>,
+    /// Grey-zone adjudication by the LLM, with the LLM extractor (`extract.adjudication`).
+    pub adjudicator: Option<Arc<dyn extract::adjudicate::Adjudicator>>,
 }
 
 impl App {
@@ -61,6 +63,7 @@ impl App {
         let js = jetstream::new(nats.clone());
         let embedder = embed::from_config(&config.embed)?;
         let extractor = extract::from_config(&config.extract, &config.store.categories)?;
+        let adjudicator = extract::adjudicator_from_config(&config.extract)?;
         Ok(App {
             config: Arc::new(config),
             store,
@@ -68,6 +71,7 @@ impl App {
             js,
             embedder,
             extractor,
+            adjudicator,
         })
     }
 
@@ -83,6 +87,7 @@ impl App {
             ),
             PipelineSettings {
                 match_threshold: self.config.embed.match_threshold(),
+                adjudicator: self.adjudicator.clone(),
                 max_redacted_share: ingest.max_redacted_share,
                 lock_patience: Duration::from_millis(self.config.store.lock_patience_ms),
             },

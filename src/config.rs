@@ -404,6 +404,19 @@ impl Config {
                 "must be 0 (no decay) or a positive number of days".into(),
             ));
         }
+        let adjudication = &self.extract.adjudication;
+        if !(0.0..1.0).contains(&adjudication.grey_zone_low)
+            || adjudication.grey_zone_low >= self.embed.match_threshold()
+        {
+            return Err(invalid(
+                "extract.adjudication.grey_zone_low",
+                format!(
+                    "must be within [0, the match threshold {}), got {}",
+                    self.embed.match_threshold(),
+                    adjudication.grey_zone_low
+                ),
+            ));
+        }
         if self.store.max_bases > 64 {
             return Err(invalid("store.max_bases", "must be at most 64".into()));
         }

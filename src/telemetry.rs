@@ -106,6 +106,11 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
         "Ingest decisions by action: reinforce, evolve, add, stale, echo, erased.",
     ),
     (
+        "persona_prefs_adjudications_total",
+        MetricKind::Counter,
+        "Grey-zone matches put to the LLM, by outcome (same_stance, opposite_stance, different_topic, failed) and whether the verdict came from the cache.",
+    ),
+    (
         "persona_prefs_best_match_similarity",
         MetricKind::Histogram,
         "Similarity of the best existing match for each extracted opinion.",
@@ -236,13 +241,31 @@ pub fn describe() {
         let labelled = COUNTER_LABELS
             .iter()
             .any(|(labelled, _, _)| *labelled == name);
-        if kind == MetricKind::Counter && !labelled && name != "persona_prefs_requests_total" {
+        let two_labels = [
+            "persona_prefs_requests_total",
+            "persona_prefs_adjudications_total",
+        ];
+        if kind == MetricKind::Counter && !labelled && !two_labels.contains(&name) {
             counter!(name).absolute(0);
         }
     }
     for &(name, label, values) in COUNTER_LABELS {
         for &value in values {
             counter!(name, label => value).absolute(0);
+        }
+    }
+    for outcome in [
+        "same_stance",
+        "opposite_stance",
+        "different_topic",
+        "failed",
+    ] {
+        for cached in ["true", "false"] {
+            if outcome == "failed" && cached == "true" {
+                continue;
+            }
+            counter!("persona_prefs_adjudications_total", "outcome" => outcome, "cached" => cached)
+                .absolute(0);
         }
     }
     for endpoint in crate::serve::Endpoint::ALL {
@@ -284,6 +307,11 @@ pub fn opinions_extracted(count: usize) {
 
 pub fn decision(action: &'static str) {
     counter!("persona_prefs_decisions_total", "action" => action).increment(1);
+}
+
+pub fn adjudication(outcome: &'static str, cached: bool) {
+    counter!("persona_prefs_adjudications_total", "outcome" => outcome, "cached" => if cached { "true" } else { "false" })
+        .increment(1);
 }
 
 pub fn best_match_similarity(similarity: f64) {

@@ -390,3 +390,131 @@ async fn upstream_errors_show_neither_bodies_nor_url_credentials() {
         assert!(!error.contains(leaked), "{leaked} leaked into {error}");
     }
 }
+
+/// The grey zone, through the worker: an opinion whose nearest preference is similar below the
+/// match threshold but above `extract.adjudication.grey_zone_low` is put to the LLM (the fake:
+/// "same topic" for tabletop/board games, "different" for video/board games); above the
+/// threshold and below the zone the threshold decides alone. Verdicts are cached by pair.
+#[tokio::test(flavor = "multi_thread")]
+async fn grey_zone_matches_are_adjudicated_by_the_llm_and_cached() {
+    // all-MiniLM-L6-v2 topic similarities (`persona-prefs calibrate --pairs`):
+    // board games / tabletop games 0.694, board games / video games 0.698 (the zone is
+    // [0.55, 0.70)); running / jogging 0.796 (above); green tea / matcha 0.157 (below).
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.contains("same_topic") {
+            let pair = body["messages"][1]["content"].as_str().unwrap_or_default();
+            let same = !pair.contains("video games");
+            let agrees = !pair.contains("\"against\"");
+            return Reply::chat(&json!({"same_topic": same, "same_stance": agrees}).to_string());
+        }
+        let message = persona_message(body);
+        let topic = [
+            "tabletop games",
+            "video games",
+            "board games",
+            "jogging",
+            "running",
+            "matcha",
+            "green tea",
+        ]
+        .into_iter()
+        .find(|topic| message.to_lowercase().contains(topic))
+        .unwrap_or("nothing");
+        let stance = if message.contains("hate") {
+            "against"
+        } else {
+            "for"
+        };
+        Reply::opinions(
+            json!([{"name": topic, "opinion": message, "category": "entertainment",
+            "stance": stance, "strength": 0.6, "related_user_ids": [], "evidence": message}]),
+        )
+    });
+    let mut config = test_config("adjudicate");
+    config.extract.kind = ExtractorKind::Llm;
+    config.extract.llm = llm_config(&fake);
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker(config.clone()).await;
+    let app = &running.app;
+    let say = |n: usize, text: &str| {
+        json!({"event_id": format!("e{n}"), "persona_id": "ada", "platform": "p", "channel_id": "c",
+            "messages": [{"message_id": format!("m{n}"), "role": "persona", "content": text,
+                          "timestamp": format!("2026-11-20T08:{n:02}:00Z")}]})
+    };
+    let adjudications = || {
+        fake.received()
+            .iter()
+            .filter(|r| {
+                r.body["messages"][0]["content"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("same_topic"))
+            })
+            .count()
+    };
+    let count_of = |preferences: &[persona_prefs::store::Preference], name: &str| {
+        preferences
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.reinforcement_count)
+    };
+
+    for (n, text) in [
+        (1, "I love board games."),
+        (2, "I love running."),
+        (3, "I love green tea."),
+    ] {
+        running.publish_event(&say(n, text)).await;
+    }
+    running.drain().await;
+    assert_eq!(adjudications(), 0, "nothing near yet");
+
+    // Same topic by the LLM's word: a reinforcement, not a twin.
+    running
+        .publish_event(&say(4, "I love tabletop games."))
+        .await;
+    running.drain().await;
+    assert_eq!(adjudications(), 1);
+    let stored = common::active_preferences(&app.store, "ada").await;
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    assert_eq!(count_of(&stored, "board games"), Some(1));
+
+    // A different topic by the LLM's word, though as close: a new preference.
+    running.publish_event(&say(5, "I love video games.")).await;
+    running.drain().await;
+    assert_eq!(adjudications(), 2);
+    let stored = common::active_preferences(&app.store, "ada").await;
+    assert_eq!(stored.len(), 4);
+    assert_eq!(count_of(&stored, "video games"), Some(0));
+
+    // Above the threshold and below the zone, the threshold decides alone.
+    running.publish_event(&say(6, "I love jogging.")).await;
+    running.publish_event(&say(7, "I love matcha.")).await;
+    running.drain().await;
+    assert_eq!(adjudications(), 2, "no call outside the grey zone");
+    let stored = common::active_preferences(&app.store, "ada").await;
+    assert_eq!(count_of(&stored, "running"), Some(1));
+    assert_eq!(count_of(&stored, "matcha"), Some(0));
+
+    // The same pair again is answered from the cache: a second reinforcement, no call.
+    running
+        .publish_event(&say(8, "I love tabletop games."))
+        .await;
+    running.drain().await;
+    assert_eq!(adjudications(), 2, "cached by pair");
+    let stored = common::active_preferences(&app.store, "ada").await;
+    assert_eq!(count_of(&stored, "board games"), Some(2));
+
+    // The LLM says the grey-zone opinion contradicts: a change of mind.
+    running
+        .publish_event(&say(9, "I hate tabletop games."))
+        .await;
+    running.drain().await;
+    assert_eq!(adjudications(), 3);
+    let stored = common::active_preferences(&app.store, "ada").await;
+    let board = stored.iter().find(|p| p.name == "board games").unwrap();
+    assert_eq!(board.stance, Some(Stance::Against));
+    assert_eq!(board.opinion, "I hate tabletop games.");
+    running.stop().await;
+}

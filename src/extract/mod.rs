@@ -8,6 +8,7 @@
 //! and whitespace) in the persona message it was extracted from. Users cannot talk the persona
 //! into an opinion, and text injected into the prompt is never re-mined.
 
+pub mod adjudicate;
 pub mod llm;
 pub mod redact;
 pub mod rules;
@@ -115,6 +116,31 @@ pub struct ExtractConfig {
     pub kind: ExtractorKind,
     pub max_opinions_per_message: usize,
     pub llm: LlmConfig,
+    pub adjudication: AdjudicationConfig,
+}
+
+/// Grey-zone adjudication by the LLM (`adjudicate.rs`); only with `extract.kind = "llm"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdjudicationConfig {
+    pub enabled: bool,
+    /// Similarities from here up to the match threshold are put to the LLM.
+    pub grey_zone_low: f64,
+    /// Verdicts remembered, by pair.
+    pub cache_size: usize,
+}
+
+/// The adjudicator the configuration asks for: with the LLM extractor and adjudication on.
+pub fn adjudicator_from_config(
+    config: &ExtractConfig,
+) -> Result<Option<Arc<dyn adjudicate::Adjudicator>>, ExtractError> {
+    if config.kind != ExtractorKind::Llm || !config.adjudication.enabled {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(adjudicate::LlmAdjudicator::new(
+        &config.llm,
+        &config.adjudication,
+    )?)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

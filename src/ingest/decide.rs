@@ -21,6 +21,7 @@
 
 use std::collections::HashMap;
 
+use crate::extract::adjudicate::Verdict;
 use crate::store::{Erasure, InheritedView, Provenance, ScoredPreference, Stance};
 use crate::timestamp::Timestamp;
 
@@ -65,25 +66,49 @@ pub enum Plan {
     },
 }
 
+/// The LLM's verdict on the nearest preference in the grey zone below the match threshold
+/// (`extract::adjudicate`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adjudication {
+    pub preference_id: String,
+    pub verdict: Verdict,
+}
+
 /// Decides what the opinion does. `neighbours` are the persona's active preferences nearest
-/// to the opinion's topic, nearest first.
+/// to the opinion's topic, nearest first. With no neighbour at or above the threshold, an
+/// `adjudication` saying the grey-zone neighbour is the same topic makes it the match, and
+/// its verdict on the stance replaces the comparison of stance fields.
 pub fn plan(
     facts: &OpinionFacts<'_>,
     neighbours: &[ScoredPreference],
     erasures: &HashMap<String, Erasure>,
     match_threshold: f64,
+    adjudication: Option<&Adjudication>,
 ) -> Plan {
     if is_erased(facts, erasures) {
         return Plan::Erased;
     }
-    let Some(best) = neighbours
+    let add = || Plan::Add {
+        related_user_ids: related_users_for_add(facts, erasures),
+        inherited: None,
+    };
+    let (best, adjudicated_agreement) = match neighbours
         .iter()
         .find(|hit| hit.similarity() >= match_threshold)
-    else {
-        return Plan::Add {
-            related_user_ids: related_users_for_add(facts, erasures),
-            inherited: None,
-        };
+    {
+        Some(best) => (best, None),
+        None => {
+            let Some(adjudication) = adjudication.filter(|a| a.verdict.same_topic) else {
+                return add();
+            };
+            let Some(best) = neighbours
+                .iter()
+                .find(|hit| hit.preference.id == adjudication.preference_id)
+            else {
+                return add();
+            };
+            (best, Some(adjudication.verdict.same_stance))
+        }
     };
     let matched = &best.preference;
     let preference_id = matched.id.clone();
@@ -103,7 +128,9 @@ pub fn plan(
             }),
         };
     }
-    if matched.stance.is_none_or(|stance| stance == facts.stance) {
+    let agrees = adjudicated_agreement
+        .unwrap_or_else(|| matched.stance.is_none_or(|stance| stance == facts.stance));
+    if agrees {
         if facts.injected_preference_ids.contains(&matched.id) {
             Plan::Echo { preference_id }
         } else {
@@ -225,6 +252,7 @@ mod tests {
         related: &'static [&'static str],
         injected: &'static [&'static str],
         neighbours: Vec<ScoredPreference>,
+        adjudication: Option<Adjudication>,
         expected: Plan,
     }
 
@@ -238,8 +266,19 @@ mod tests {
             related: &[],
             injected: &[],
             neighbours,
+            adjudication: None,
             expected,
         }
+    }
+
+    fn verdict(id: &str, same_topic: bool, same_stance: bool) -> Option<Adjudication> {
+        Some(Adjudication {
+            preference_id: id.into(),
+            verdict: Verdict {
+                same_topic,
+                same_stance,
+            },
+        })
     }
 
     fn reinforce(id: &str) -> Plan {
@@ -426,6 +465,47 @@ mod tests {
                 reinforce("tea"),
             ),
             Case {
+                adjudication: verdict("tea", true, true),
+                ..case(
+                    "grey zone, the LLM says same topic and stance: reinforce",
+                    vec![neighbour("tea", 0.65, Some(Stance::For), EARLIER)],
+                    reinforce("tea"),
+                )
+            },
+            Case {
+                adjudication: verdict("tea", true, false),
+                ..case(
+                    "grey zone, the LLM says it contradicts: a change of mind, whatever the stance fields say",
+                    vec![neighbour("tea", 0.65, Some(Stance::For), EARLIER)],
+                    Plan::Evolve {
+                        preference_id: "tea".into(),
+                        reason: REASON.into(),
+                    },
+                )
+            },
+            Case {
+                adjudication: verdict("tea", false, false),
+                ..case(
+                    "grey zone, the LLM says another topic: a new preference",
+                    vec![neighbour("tea", 0.65, Some(Stance::For), EARLIER)],
+                    add(&[]),
+                )
+            },
+            Case {
+                adjudication: verdict("coffee", true, true),
+                ..case(
+                    "at or above the threshold the threshold decides, whatever was adjudicated",
+                    vec![
+                        neighbour("tea", 0.9, Some(Stance::Against), ""),
+                        neighbour("coffee", 0.6, Some(Stance::For), EARLIER),
+                    ],
+                    Plan::Evolve {
+                        preference_id: "tea".into(),
+                        reason: REASON.into(),
+                    },
+                )
+            },
+            Case {
                 related: &["u2", "gone"],
                 expressed_at: "2026-11-20T11:00:00Z",
                 ..case(
@@ -453,7 +533,13 @@ mod tests {
                 related_user_ids: &related,
                 injected_preference_ids: &injected,
             };
-            let planned = plan(&facts, &case.neighbours, &erasures(), THRESHOLD);
+            let planned = plan(
+                &facts,
+                &case.neighbours,
+                &erasures(),
+                THRESHOLD,
+                case.adjudication.as_ref(),
+            );
             assert_eq!(planned, case.expected, "{}", case.rule);
         }
     }

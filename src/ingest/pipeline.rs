@@ -124,6 +124,8 @@ pub struct EventOutcome {
 
 pub struct PipelineSettings {
     pub match_threshold: f64,
+    /// Grey-zone adjudication by the LLM (`extract::adjudicate`), when configured.
+    pub adjudicator: Option<Arc<dyn crate::extract::adjudicate::Adjudicator>>,
     pub max_redacted_share: f64,
     pub lock_patience: Duration,
 }
@@ -457,7 +459,14 @@ impl Pipeline {
                 .map(|hit| hit.preference.name.clone())
                 .unwrap_or_default()
         };
-        let plan = decide::plan(&facts, &neighbours, erasures, self.settings.match_threshold);
+        let adjudication = self.adjudicate(persona_id, candidate, &neighbours).await?;
+        let plan = decide::plan(
+            &facts,
+            &neighbours,
+            erasures,
+            self.settings.match_threshold,
+            adjudication.as_ref(),
+        );
         let plan_for_add = matches!(plan, Plan::Add { .. }).then(|| plan.clone());
         let written = match plan {
             Plan::Erased => return Ok(nothing_written(Action::Erased, String::new(), None)),
@@ -559,6 +568,60 @@ impl Pipeline {
             applied: added.applied,
             best_similarity,
         })
+    }
+}
+
+impl Pipeline {
+    /// With an adjudicator and no neighbour at or above the match threshold, the LLM's verdict
+    /// on the nearest of the persona's own preferences in the grey zone, if there is one.
+    async fn adjudicate(
+        &self,
+        persona_id: &str,
+        candidate: &Candidate,
+        neighbours: &[crate::store::ScoredPreference],
+    ) -> Result<Option<decide::Adjudication>, PipelineError> {
+        use crate::extract::adjudicate::Statement;
+        let Some(adjudicator) = &self.settings.adjudicator else {
+            return Ok(None);
+        };
+        let threshold = self.settings.match_threshold;
+        if neighbours.iter().any(|hit| hit.similarity() >= threshold) {
+            return Ok(None);
+        }
+        let Some(grey) = neighbours.iter().find(|hit| {
+            hit.preference.persona_id == persona_id
+                && hit.similarity() >= adjudicator.grey_zone_low()
+        }) else {
+            return Ok(None);
+        };
+        let opinion = &candidate.opinion;
+        let verdict = adjudicator
+            .adjudicate(
+                &Statement {
+                    topic: opinion.name.clone(),
+                    opinion: opinion.opinion.clone(),
+                    stance: Some(opinion.stance),
+                },
+                &grey.preference.id,
+                &Statement {
+                    topic: grey.preference.name.clone(),
+                    opinion: grey.preference.opinion.clone(),
+                    stance: grey.preference.stance,
+                },
+            )
+            .await?;
+        tracing::debug!(
+            persona_id,
+            preference_id = %grey.preference.id,
+            similarity = grey.similarity(),
+            same_topic = verdict.same_topic,
+            same_stance = verdict.same_stance,
+            "grey-zone match adjudicated"
+        );
+        Ok(Some(decide::Adjudication {
+            preference_id: grey.preference.id.clone(),
+            verdict,
+        }))
     }
 }
 

@@ -1,0 +1,202 @@
+//! Adjudication of grey-zone matches by the LLM (the update phase mem0 and Graphiti use).
+//!
+//! Ingest decides "same topic" by the similarity of two topics' embeddings against the match
+//! threshold. Near the threshold that is a coin toss ("board games" / "video games" are 0.70
+//! apart with all-MiniLM-L6-v2, "running" / "jogging" 0.6): a wrong call makes a silent twin
+//! or a silent merge. With an LLM configured, a candidate whose nearest preference falls in
+//! the grey zone (`extract.adjudication.grey_zone_low` up to the threshold) is put to it: the
+//! same topic or not, the same stance or not. Verdicts are cached by pair (the candidate's
+//! topic, opinion and stance; the preference's id and opinion), so a topic voiced again costs
+//! no second call until either side changes.
+
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{AdjudicationConfig, ExtractError, LlmConfig};
+use crate::openai_http::{ApiClient, ApiClientSettings, ApiError};
+use crate::store::Stance;
+use crate::telemetry;
+
+/// One side of a pair put to the adjudicator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    pub topic: String,
+    pub opinion: String,
+    pub stance: Option<Stance>,
+}
+
+/// What the adjudicator decided about a candidate and an existing preference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub same_topic: bool,
+    /// Meaningful only for the same topic.
+    pub same_stance: bool,
+}
+
+impl Verdict {
+    /// The metric label of this outcome.
+    pub fn outcome(self) -> &'static str {
+        match (self.same_topic, self.same_stance) {
+            (false, _) => "different_topic",
+            (true, true) => "same_stance",
+            (true, false) => "opposite_stance",
+        }
+    }
+}
+
+pub trait Adjudicator: Send + Sync {
+    /// Whether `candidate` (just voiced) and `existing` (the preference `existing_id`) are
+    /// about the same topic, and if so whether they take the same stance.
+    fn adjudicate<'a>(
+        &'a self,
+        candidate: &'a Statement,
+        existing_id: &'a str,
+        existing: &'a Statement,
+    ) -> BoxFuture<'a, Result<Verdict, ExtractError>>;
+
+    /// The lower bound of the grey zone: similarities from here up to the match threshold are
+    /// adjudicated.
+    fn grey_zone_low(&self) -> f64;
+}
+
+const PROMPT: &str = r#"You compare two statements by the same persona: an existing preference (A) and a newly voiced opinion (B).
+Decide:
+- same_topic: true only if both are about the same thing (the same food, work, activity, idea), not merely related things of one kind ("board games" and "video games" are different topics; "running" and "jogging" are the same).
+- same_stance: when same_topic, true if B agrees with A (both for, or both against), false if B contradicts A.
+Reply with one JSON object and nothing else: {"same_topic": true or false, "same_stance": true or false}"#;
+
+#[derive(Deserialize)]
+struct Reply {
+    same_topic: bool,
+    #[serde(default)]
+    same_stance: bool,
+}
+
+pub struct LlmAdjudicator {
+    client: ApiClient,
+    model: String,
+    temperature: f64,
+    grey_zone_low: f64,
+    cache: Mutex<lru::LruCache<String, Verdict>>,
+}
+
+impl LlmAdjudicator {
+    pub fn new(
+        llm: &LlmConfig,
+        config: &AdjudicationConfig,
+    ) -> Result<LlmAdjudicator, ExtractError> {
+        let client = ApiClient::new(ApiClientSettings {
+            base_url: &llm.base_url,
+            api_key_env: &llm.api_key_env,
+            timeout: Duration::from_millis(llm.timeout_ms),
+            max_retries: llm.max_retries,
+            max_backoff: Duration::from_millis(llm.max_backoff_ms),
+        })
+        .map_err(|e| ExtractError::Rejected(e.to_string()))?;
+        Ok(LlmAdjudicator {
+            client,
+            model: llm.model.clone(),
+            temperature: llm.temperature,
+            grey_zone_low: config.grey_zone_low,
+            cache: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(config.cache_size.max(1)).expect("at least one"),
+            )),
+        })
+    }
+
+    fn cache_key(candidate: &Statement, existing_id: &str, existing: &Statement) -> String {
+        let stance = |s: Option<Stance>| s.map(Stance::as_str).unwrap_or("");
+        [
+            candidate.topic.trim().to_lowercase().as_str(),
+            candidate.opinion.trim(),
+            stance(candidate.stance),
+            existing_id,
+            existing.opinion.trim(),
+            stance(existing.stance),
+        ]
+        .join("\u{1f}")
+    }
+}
+
+impl Adjudicator for LlmAdjudicator {
+    fn adjudicate<'a>(
+        &'a self,
+        candidate: &'a Statement,
+        existing_id: &'a str,
+        existing: &'a Statement,
+    ) -> BoxFuture<'a, Result<Verdict, ExtractError>> {
+        Box::pin(async move {
+            let key = Self::cache_key(candidate, existing_id, existing);
+            let cached = self
+                .cache
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .get(&key)
+                .copied();
+            if let Some(verdict) = cached {
+                telemetry::adjudication(verdict.outcome(), true);
+                return Ok(verdict);
+            }
+            let side = |s: &Statement| {
+                json!({"topic": s.topic, "opinion": s.opinion,
+                       "stance": s.stance.map(Stance::as_str).unwrap_or("unstated")})
+            };
+            let body = json!({
+                "model": self.model,
+                "temperature": self.temperature,
+                "response_format": {"type": "json_object"},
+                "messages": [
+                    {"role": "system", "content": PROMPT},
+                    {"role": "user", "content": json!({"A": side(existing), "B": side(candidate)}).to_string()},
+                ],
+            });
+            let record =
+                |outcome: &'static str, took: Duration| telemetry::llm_request(outcome, took);
+            let reply = self
+                .client
+                .post_json("chat/completions", &body, &record)
+                .await
+                .map_err(|error| {
+                    telemetry::adjudication("failed", false);
+                    match error {
+                        ApiError::Unavailable(m) => ExtractError::Unavailable(m),
+                        ApiError::Rejected(m) => ExtractError::Rejected(m),
+                    }
+                })?;
+            let content = reply["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap_or_default();
+            let trimmed = content.trim();
+            let unfenced = trimmed
+                .strip_prefix("```json")
+                .or_else(|| trimmed.strip_prefix("```"))
+                .and_then(|rest| rest.strip_suffix("```"))
+                .unwrap_or(trimmed);
+            let parsed: Reply = serde_json::from_str(unfenced.trim()).map_err(|error| {
+                telemetry::adjudication("failed", false);
+                ExtractError::Unavailable(format!(
+                    "the LLM's adjudication is not the JSON asked for: {error}"
+                ))
+            })?;
+            let verdict = Verdict {
+                same_topic: parsed.same_topic,
+                same_stance: parsed.same_topic && parsed.same_stance,
+            };
+            telemetry::adjudication(verdict.outcome(), false);
+            self.cache
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .put(key, verdict);
+            Ok(verdict)
+        })
+    }
+
+    fn grey_zone_low(&self) -> f64 {
+        self.grey_zone_low
+    }
+}
