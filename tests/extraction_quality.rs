@@ -103,3 +103,15 @@ fn rules_extractor_on_held_out_utterances() {
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
+
+/// The second held-out set (188 utterances in every register the extraction-quality issue
+/// names, non-opinions that look like opinions among them), written before the rules changed
+/// for it and never tuned against: the figure to expect on fresh text. Before any change:
+/// precision 0.841, recall 0.320. The issue's target is 0.90 / 0.75; the floors sit under
+/// the figure measured now, so a regression fails.
+#[test]
+fn rules_extractor_on_the_second_held_out_set() {
+    let (precision, recall) = measure("extraction_heldout_2.jsonl", 180);
+    assert!(precision >= 0.80, "precision {precision:.3} < 0.80");
+    assert!(recall >= 0.30, "recall {recall:.3} < 0.30");
+}
