@@ -107,11 +107,13 @@ fn rules_extractor_on_held_out_utterances() {
 /// The second held-out set (188 utterances in every register the extraction-quality issue
 /// names, non-opinions that look like opinions among them), written before the rules changed
 /// for it and never tuned against: the figure to expect on fresh text. Before any change:
-/// precision 0.841, recall 0.320. The issue's target is 0.90 / 0.75; the floors sit under
-/// the figure measured now, so a regression fails.
+/// precision 0.841, recall 0.320. After the rules learnt comparatives, perspective markers,
+/// prescriptions, "I love how X…", discourse openers and reported speech from the tuning set
+/// (never from this one): 0.868 / 0.547. The issue's target is 0.90 / 0.75, not yet met; the
+/// floors sit under the figure measured now, so a regression fails.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_2.jsonl", 180);
-    assert!(precision >= 0.80, "precision {precision:.3} < 0.80");
-    assert!(recall >= 0.30, "recall {recall:.3} < 0.30");
+    assert!(precision >= 0.85, "precision {precision:.3} < 0.85");
+    assert!(recall >= 0.52, "recall {recall:.3} < 0.52");
 }

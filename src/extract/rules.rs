@@ -14,8 +14,13 @@
 //! pronoun topics ("I love it"), remarks about the conversation ("I love how you put that") and
 //! speech acts ("I hate to say it") carry no topic and are skipped too.
 //!
-//! Measured by `tests/extraction_quality.rs` on a set written alongside the rules and on one
-//! written apart from them; on fresh persona text expect about precision 0.92, recall 0.80.
+//! Comparatives give two opinions ("cats over dogs", "I prefer tea to coffee", "vinyl sounds
+//! warmer than streaming": the preferred thing `for`, the other `against`); reported views
+//! ("my friend says…", "so you're saying…") and hypotheticals ("imagine…") give none.
+//!
+//! Measured by `tests/extraction_quality.rs` on a set written alongside the rules and on two
+//! written apart from them. On the second held-out set (188 utterances in many registers,
+//! never tuned against) precision 0.868, recall 0.547: recall on fresh text is the weakness.
 //!
 //! Longer than the house limit of about 600 lines on purpose: the patterns, the word lists they
 //! use and the clean-up of what they capture are one grammar, read together, and their table
@@ -44,13 +49,13 @@ impl RulesExtractor {
         let mut found: Vec<ExtractedOpinion> = Vec::new();
         for sentence in sentences(message) {
             for clause in clauses(&sentence) {
-                if let Some(opinion) = read_clause(&clause, &sentence)
-                    && !found.iter().any(|o| o.name == opinion.name)
-                {
-                    found.push(opinion);
-                }
-                if found.len() == self.max_opinions {
-                    return found;
+                for opinion in read_clause_all(&clause, &sentence) {
+                    if !found.iter().any(|o| o.name == opinion.name) {
+                        found.push(opinion);
+                    }
+                    if found.len() == self.max_opinions {
+                        return found;
+                    }
                 }
             }
         }
@@ -78,7 +83,7 @@ static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi {SUBJECT_ADVERBS}(hate|dislike|despise|detest|loathe|resent|abhor|can't stand|cannot stand|can't bear|cannot bear|can't abide|distrust|avoid)\s+(.+)"
+        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(hate|hated|dislike|disliked|despise|despised|detest|detested|loathe|loathed|resent|abhor|can't stand|cannot stand|can't bear|cannot bear|can't abide|distrust|avoid)\s+(.+)"
     ))
     .unwrap()
 });
@@ -115,7 +120,7 @@ static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be) (?:easily |definitely |probably |still |absolutely |truly |by far )?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
 });
 static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:nothing (?:beats|compares to|is better than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|you can't beat|few things beat)\s+(.+)").unwrap()
+    Regex::new(r"^(?:nothing (?:beats|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
 });
 static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -240,6 +245,22 @@ const POSITIVE: &[&str] = &[
     "warm",
     "right",
     "superior",
+    "heaven",
+    "perfection",
+    "elite",
+    "electrifying",
+    "unforgettable",
+    "imaginative",
+    "special",
+    "coziest",
+    "cosiest",
+    "loveliest",
+    "finest",
+    "nicest",
+    "sweetest",
+    "happiest",
+    "dearest",
+    "most beautiful",
 ];
 const NEGATIVE: &[&str] = &[
     "terrible",
@@ -331,6 +352,14 @@ const NEGATIVE: &[&str] = &[
     "garbage",
     "rubbish",
     "unnecessary",
+    "crime",
+    "insult",
+    "torture",
+    "bane",
+    "joke",
+    "detrimental",
+    "nonsense",
+    "disappointment",
 ];
 const STRONG: &[&str] = &[
     "love",
@@ -443,7 +472,7 @@ fn sentences(message: &str) -> Vec<String> {
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|\s+-+\s+|\s+—\s+").unwrap()
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|\s+-+\s+|\s+—\s+").unwrap()
 });
 
 fn clauses(sentence: &str) -> Vec<String> {
@@ -478,8 +507,257 @@ fn normalise(text: &str) -> String {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|no|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|wow|plus|still|anyway|anyways|now|then|because|cause|'cause)\b[,!]?\s+)+").unwrap()
+    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes)\b[,!?]?\s+)+").unwrap()
 });
+
+/// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
+static PREFER_OVER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^(?:i(?:'d| would)? {SUBJECT_ADVERBS}(?:prefer|take|pick|choose|like|love|enjoy|rate)|give me) (.+?) (?:to|over|rather than|instead of|more than|better than|above) (.+)"
+    ))
+    .unwrap()
+});
+/// Verbless comparatives: "cats over dogs, always", "vinyl beats streaming".
+static X_OVER_Y: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:over|beats|beat|wins over|win over|trumps|trump|outclasses) (.+)")
+        .unwrap()
+});
+/// "paper books feel warmer than e-readers", "tea is so much better than coffee".
+static BETTER_THAN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|sounds?|feels?|tastes?|looks?|seems?|reads?|smells?|was|were) (?:(?:so|much|far|way|a lot|a bit|even|always|definitely|still|just|miles|infinitely) )*((?:more|less) [a-z'-]+|[a-z'-]+er) (?:than|to) (.+)").unwrap()
+});
+/// "green tea for me": a choice stated without a verb.
+static X_FOR_ME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^([a-z][a-z' -]*?) for me\b").unwrap());
+/// Prescriptions: "leaf blowers should be illegal", "museums should be free".
+static SHOULD_BE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:should|ought to|must|deserves? to) (?:really |definitely |honestly |all |just |be )*(?:be )?(banned|illegal|outlawed|abolished|scrapped|stopped|avoided|retired|forgotten|free|funded|celebrated|protected|encouraged|taught|mandatory|required|everywhere|cherished|preserved|supported|more common|far more common)\b").unwrap()
+});
+/// "I love how snow muffles everything", "I love the way jazz drummers improvise".
+static LOVE_HOW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i(?:'ve)? {SUBJECT_ADVERBS}(love|adore|like|enjoy|hate|dislike|can't stand) (?:how|the way) (.+)"
+    ))
+    .unwrap()
+});
+/// "chess makes people kinder", "naps make everything better".
+static MAKES_BETTER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i think )?(.+?) (?:really |always |just |honestly )?makes? (?:people|everyone|us|life|everything|the world|me|my day|any day|a day|things) (?:so |much |far |a lot |a little |a bit )?(better|kinder|happier|calmer|wiser|smarter|healthier|brighter|worse|meaner|sadder|lazier|dumber|angrier)\b").unwrap()
+});
+
+/// "I don't think X adds anything": a denial without an adjective.
+static DENIED_WORTH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i (?:really |honestly |just )?(?:don't|do not) (?:think|believe|feel) (?:that )?(.+?) (?:adds?|means?|matters?|deserves?|holds? up|works?|helps?|is worth|are worth|has any|have any|does any|do any)\b").unwrap()
+});
+/// Perspective phrases that say "in my opinion" in other words; read as "i think".
+static CONVINCED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|it's my (?:firm )?(?:belief|conviction|view) that |it is my (?:firm )?(?:belief|conviction|view) that |my verdict: )").unwrap()
+});
+static AS_FAR_AS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:as far as i'm concerned|as far as i am concerned|from where i stand|in my book|in my eyes|if you ask me),?\s+").unwrap()
+});
+
+/// Every opinion of one clause: a comparative gives two (the preferred thing `for`, the other
+/// `against`), anything else at most one.
+fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
+    let trimmed = clause.trim().trim_end_matches(['.', '!', ';', ',']).trim();
+    if trimmed.ends_with('?') || sentence.trim_end().ends_with('?') {
+        return Vec::new();
+    }
+    let stripped = LEADING_FILLER.replace(trimmed, "").to_string();
+    let stripped = AS_FAR_AS.replace(&stripped, "to me, ").to_string();
+    let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
+    if is_hypothetical(&stripped) || is_reported(&stripped) {
+        return Vec::new();
+    }
+    if let Some(pair) = comparative(&stripped, sentence) {
+        return pair;
+    }
+    read_clause(&stripped, sentence).into_iter().collect()
+}
+
+/// "If…", "imagine…", "suppose…", "would you…": not the persona's view.
+fn is_hypothetical(clause: &str) -> bool {
+    [
+        "if ",
+        "unless ",
+        "would ",
+        "imagine ",
+        "suppose ",
+        "supposing ",
+        "what if ",
+        "say i ",
+        "let's say ",
+        "let me play ",
+    ]
+    .iter()
+    .any(|start| clause.starts_with(start))
+}
+
+/// Someone else's view reported, or the user's view restated: "my friend says…", "you
+/// mentioned…", "so you're saying…".
+fn is_reported(clause: &str) -> bool {
+    static REPORTED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:my|your|our|his|her|their) [a-z]+|[a-z]+|you|they|people|some people|everyone|he|she) (?:says?|said|told me|tells me|thinks?|thought|claims?|claimed|mentioned|believes?|reckons?|always say|keeps? saying)\b|^(?:so )?you(?:'re| are) (?:saying|telling me)|^you (?:obviously |clearly )?(?:love|adore|like|hate|think|prefer)\b|^from your (?:point of view|perspective)").unwrap()
+    });
+    REPORTED.is_match(clause) && !clause.starts_with("i ")
+}
+
+/// The comparatives: (preferred `for`, other `against`); a pronoun side is left out.
+fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
+    let pair = |preferred: &str, other: &str, flipped: bool| {
+        let (winner, loser) = if flipped {
+            (other, preferred)
+        } else {
+            (preferred, other)
+        };
+        let mut out = Vec::new();
+        if let Some(o) = make(winner, Stance::For, sentence, clause) {
+            out.push(o);
+        }
+        if let Some(o) = make(loser, Stance::Against, sentence, clause) {
+            out.push(o);
+        }
+        out
+    };
+    let short = |text: &str, words: usize| {
+        let n = text.split_whitespace().count();
+        n >= 1 && n <= words
+    };
+    // "rainy days over sunny ones": the other side names the same kind of thing.
+    let other_side = |preferred: &str, other: &str| -> String {
+        let other = match TOPIC_CUT.find(other) {
+            Some(cut) => &other[..cut.start()],
+            None => other,
+        }
+        .trim();
+        match (
+            other
+                .strip_suffix(" ones")
+                .or_else(|| other.strip_suffix(" one")),
+            preferred.split_whitespace().last(),
+        ) {
+            (Some(head), Some(noun)) => format!("{head} {noun}"),
+            _ => other.to_string(),
+        }
+    };
+    if let Some(c) = PREFER_OVER.captures(clause) {
+        let found = pair(c[1].trim(), c[2].trim(), false);
+        if !found.is_empty() {
+            return Some(found);
+        }
+    }
+    if let Some(c) = BETTER_THAN.captures(clause) {
+        let subject = c[1].trim();
+        let degree = c[2].trim();
+        let word = degree
+            .strip_prefix("more ")
+            .or_else(|| degree.strip_prefix("less "))
+            .unwrap_or(degree);
+        let positive = match polarity(word).or_else(|| comparative_polarity(word)) {
+            Some(stance) => stance == Stance::For,
+            None => return None,
+        };
+        let positive = if degree.starts_with("less ") {
+            !positive
+        } else {
+            positive
+        };
+        if short(subject, 5) && !subject.starts_with("i ") {
+            let found = pair(subject, c[3].trim(), !positive);
+            if !found.is_empty() {
+                return Some(found);
+            }
+        }
+    }
+    if let Some(c) = X_OVER_Y.captures(clause) {
+        let subject = c[1].trim();
+        let verbish = |w: &str| {
+            matches!(
+                w,
+                "i" | "is"
+                    | "are"
+                    | "was"
+                    | "were"
+                    | "went"
+                    | "go"
+                    | "all"
+                    | "it"
+                    | "we"
+                    | "you"
+                    | "they"
+                    | "he"
+                    | "she"
+                    | "looked"
+                    | "thought"
+                    | "think"
+                    | "read"
+            )
+        };
+        if short(subject, 4) && !subject.split_whitespace().any(verbish) {
+            let other = other_side(subject, &c[2]);
+            let found = pair(subject, &other, false);
+            if found.len() == 2 {
+                return Some(found);
+            }
+        }
+    }
+    if let Some(c) = X_FOR_ME.captures(clause)
+        && short(c[1].trim(), 3)
+        && !c[1].split_whitespace().any(|w| {
+            matches!(
+                w,
+                "it's" | "that's" | "is" | "are" | "too" | "much" | "enough"
+            )
+        })
+    {
+        return Some(
+            make(c[1].trim(), Stance::For, sentence, clause)
+                .into_iter()
+                .collect(),
+        );
+    }
+    None
+}
+
+/// Comparative adjectives' own polarity: "warmer", "cozier", "duller".
+fn comparative_polarity(word: &str) -> Option<Stance> {
+    const BETTER: &[&str] = &[
+        "better",
+        "nicer",
+        "warmer",
+        "richer",
+        "cozier",
+        "cosier",
+        "lovelier",
+        "tastier",
+        "sweeter",
+        "superior",
+        "preferable",
+        "friendlier",
+        "kinder",
+        "smarter",
+        "happier",
+        "calmer",
+        "brighter",
+        "deeper",
+        "fresher",
+        "prettier",
+        "cooler",
+        "greater",
+    ];
+    const WORSE: &[&str] = &[
+        "worse", "inferior", "duller", "blander", "colder", "uglier", "noisier", "harsher",
+        "sadder", "weaker", "poorer",
+    ];
+    if BETTER.contains(&word) {
+        Some(Stance::For)
+    } else if WORSE.contains(&word) {
+        Some(Stance::Against)
+    } else {
+        None
+    }
+}
 
 fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     let clause = clause.trim().trim_end_matches(['.', '!', ';', ',']).trim();
@@ -527,6 +805,14 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     if let Some(c) = FAN.captures(&clause) {
         return make(&c[1], Stance::For, sentence, &clause);
     }
+    if let Some(c) = LOVE_HOW.captures(&clause) {
+        let stance = if matches!(&c[1], "hate" | "dislike" | "can't stand") {
+            Stance::Against
+        } else {
+            Stance::For
+        };
+        return make(&subject_before_verb(&c[2])?, stance, sentence, &clause);
+    }
     if let Some(c) = POSITIVE_VERB.captures(&clause) {
         let verb = &c[1];
         // "I like to think…", "I appreciate you…": not an opinion about a thing.
@@ -541,6 +827,45 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     }
     if let Some(c) = NOTHING_BEATS.captures(&clause) {
         return make(&c[1], Stance::For, sentence, &clause);
+    }
+    if let Some(c) = MAKES_BETTER.captures(&clause) {
+        let stance = if matches!(
+            &c[2],
+            "worse" | "meaner" | "sadder" | "lazier" | "dumber" | "angrier"
+        ) {
+            Stance::Against
+        } else {
+            Stance::For
+        };
+        let subject = c[1].trim();
+        if subject.split_whitespace().count() <= 4 {
+            return make(subject, stance, sentence, &clause);
+        }
+    }
+    if let Some(c) = DENIED_WORTH.captures(&clause) {
+        return make(&c[1], Stance::Against, sentence, &clause);
+    }
+    if let Some(c) = SHOULD_BE.captures(&clause) {
+        let stance = if matches!(
+            &c[2],
+            "banned"
+                | "illegal"
+                | "outlawed"
+                | "abolished"
+                | "scrapped"
+                | "stopped"
+                | "avoided"
+                | "retired"
+                | "forgotten"
+        ) {
+            Stance::Against
+        } else {
+            Stance::For
+        };
+        let subject = c[1].trim();
+        if subject.split_whitespace().count() <= 5 {
+            return make(subject, stance, sentence, &clause);
+        }
     }
     if let Some(c) = JUDGE_AFTER_VERB.captures(&clause) {
         let denied = c.get(1).is_some() ^ c.get(3).is_some();
@@ -584,6 +909,38 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         return make(subject, flip(stance, c.get(2).is_some()), sentence, &clause);
     }
     None
+}
+
+/// The noun phrase that opens "snow muffles everything" / "the city gets quiet": the words
+/// before the first verb-like word (at most four).
+fn subject_before_verb(rest: &str) -> Option<String> {
+    const VERBS: &[&str] = &[
+        "is", "are", "was", "were", "can", "could", "will", "gets", "get", "makes", "make",
+        "feels", "feel", "sounds", "sound", "looks", "look", "brings", "bring", "turns", "turn",
+        "has", "have", "goes", "go", "lights", "light", "never", "always", "just", "seems",
+    ];
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let mut end = words.len().min(4);
+    for (i, word) in words.iter().enumerate().skip(1) {
+        if VERBS.contains(word)
+            || (word.len() > 3 && (word.ends_with("es") || word.ends_with("ed")) && i >= 1)
+            || (word.len() > 3
+                && word.ends_with('s')
+                && !word.ends_with("ss")
+                && i >= 1
+                && i == words.len().min(4) - 1)
+        {
+            end = i;
+            break;
+        }
+    }
+    if matches!(
+        words.first(),
+        Some(&("you" | "your" | "he" | "she" | "they" | "people" | "everyone"))
+    ) {
+        return None;
+    }
+    (end > 0).then(|| words[..end].join(" "))
 }
 
 /// "to say it", "to admit", "to interrupt": after "I hate" / "I love", a speech act.
@@ -812,7 +1169,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
 
 /// The sentence as a standalone opinion: trimmed, capitalised, ending in punctuation.
 fn first_person_opinion(sentence: &str) -> String {
-    let trimmed = sentence.trim();
+    let trimmed = sentence.trim().trim_end_matches([';', ':', ',']).trim_end();
     let mut chars = trimmed.chars();
     let mut text = match chars.next() {
         Some(first) => first.to_uppercase().collect::<String>() + chars.as_str(),
