@@ -170,6 +170,19 @@ async fn every_page_holds_up(browser: &fantoccini::Client, name: &str) {
     assert_eq!(report["lang"], "en");
 }
 
+/// Finds the element and clicks it.
+async fn click(browser: &fantoccini::Client, locator: Locator<'_>) {
+    browser.find(locator).await.unwrap().click().await.unwrap();
+}
+
+/// Waits until the element is on the page.
+async fn shows(
+    browser: &fantoccini::Client,
+    locator: Locator<'_>,
+) -> fantoccini::elements::Element {
+    browser.wait().for_element(locator).await.unwrap()
+}
+
 async fn body_text(browser: &fantoccini::Client) -> String {
     browser
         .find(Locator::Css("body"))
@@ -262,13 +275,7 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
     assert!(text.contains("ada") && text.contains("bob"), "{text}");
 
     // Open ada: beliefs by category, strength drawn, nothing of bob's.
-    browser
-        .find(Locator::LinkText("ada"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::LinkText("ada")).await;
     assert!(
         browser
             .current_url()
@@ -306,11 +313,7 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .await
         .unwrap();
     form.submit().await.unwrap();
-    let results = browser
-        .wait()
-        .for_element(Locator::Id("results"))
-        .await
-        .unwrap();
+    let results = shows(&browser, Locator::Id("results")).await;
     assert!(results.text().await.unwrap().contains("sencha"));
     let found = browser
         .find_all(Locator::Css("section[aria-labelledby=results] li.belief"))
@@ -367,11 +370,7 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .unwrap();
     form.set_by_name("users", "carol").await.unwrap();
     form.submit().await.unwrap();
-    let rendered = browser
-        .wait()
-        .for_element(Locator::Id("rendered"))
-        .await
-        .unwrap();
+    let rendered = shows(&browser, Locator::Id("rendered")).await;
     let block = rendered.text().await.unwrap();
     assert!(block.starts_with("<persona_preferences>"), "{block}");
     assert!(block.contains("Green tea, but only sencha."), "{block}");
@@ -398,13 +397,7 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         text.contains("ada") && text.contains("messages"),
         "the reason: {text}"
     );
-    browser
-        .find(Locator::XPath("//button[.='Discard']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::XPath("//button[.='Discard']")).await;
     browser
         .wait()
         .for_element(Locator::XPath(
@@ -418,13 +411,7 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .goto(&format!("{writer}/personas/ada/prefs/{}", tea.id))
         .await
         .unwrap();
-    browser
-        .find(Locator::XPath("//button[.='Restore version 1']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::XPath("//button[.='Restore version 1']")).await;
     browser
         .wait()
         .for_element(Locator::XPath(
@@ -445,32 +432,12 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .unwrap();
     form.set_by_name("user_id", "erin").await.unwrap();
     form.submit().await.unwrap();
-    browser
-        .wait()
-        .for_element(Locator::XPath("//h1[contains(., 'Erase user')]"))
-        .await
-        .unwrap();
+    shows(&browser, Locator::XPath("//h1[contains(., 'Erase user')]")).await;
     every_page_holds_up(&browser, "confirm-purge").await;
     capture(&browser, "confirm-purge").await;
-    browser
-        .find(Locator::Css("input[name=confirm]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .find(Locator::XPath("//button[.='Erase']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::XPath("//h1[.='User erased']"))
-        .await
-        .unwrap();
+    click(&browser, Locator::Css("input[name=confirm]")).await;
+    click(&browser, Locator::XPath("//button[.='Erase']")).await;
+    shows(&browser, Locator::XPath("//h1[.='User erased']")).await;
     let erased = client.get("ada", &opera.id).await.unwrap();
     assert!(!erased.related_user_ids.contains(&"erin".to_string()));
     assert!(
@@ -483,20 +450,8 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .goto(&format!("{writer}/personas/ada/prefs/{}", storms.id))
         .await
         .unwrap();
-    browser
-        .find(Locator::Css("input[name=confirm]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Id("retract"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Css("input[name=confirm]")).await;
+    click(&browser, Locator::Id("retract")).await;
     let mut text = String::new();
     for _ in 0..50 {
         text = body_text(&browser).await;

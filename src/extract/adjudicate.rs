@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{AdjudicationConfig, ExtractError, LlmConfig};
-use crate::openai_http::{ApiClient, ApiClientSettings, ApiError};
+use crate::openai_http::{ApiClient, ApiError};
 use crate::store::Stance;
 use crate::telemetry;
 
@@ -90,14 +90,7 @@ impl LlmAdjudicator {
         llm: &LlmConfig,
         config: &AdjudicationConfig,
     ) -> Result<LlmAdjudicator, ExtractError> {
-        let client = ApiClient::new(ApiClientSettings {
-            base_url: &llm.base_url,
-            api_key_env: &llm.api_key_env,
-            timeout: Duration::from_millis(llm.timeout_ms),
-            max_retries: llm.max_retries,
-            max_backoff: Duration::from_millis(llm.max_backoff_ms),
-        })
-        .map_err(|e| ExtractError::Rejected(e.to_string()))?;
+        let client = llm.api_client()?;
         Ok(LlmAdjudicator {
             client,
             model: llm.model.clone(),

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, LlmConfig, evidence_in_message,
 };
-use crate::openai_http::{ApiClient, ApiClientSettings, ApiError};
+use crate::openai_http::{ApiClient, ApiError};
 use crate::store::Stance;
 use crate::telemetry;
 
@@ -64,14 +64,7 @@ impl LlmExtractor {
         max_opinions: usize,
         categories: &[String],
     ) -> Result<LlmExtractor, ExtractError> {
-        let client = ApiClient::new(ApiClientSettings {
-            base_url: &config.base_url,
-            api_key_env: &config.api_key_env,
-            timeout: Duration::from_millis(config.timeout_ms),
-            max_retries: config.max_retries,
-            max_backoff: Duration::from_millis(config.max_backoff_ms),
-        })
-        .map_err(|e| ExtractError::Rejected(e.to_string()))?;
+        let client = config.api_client()?;
         let system_prompt = PROMPT
             .replace("CATEGORIES", &format!("{categories:?}"))
             .replace("MAX", &max_opinions.to_string());

@@ -130,6 +130,21 @@ pub struct AdjudicationConfig {
     pub cache_size: usize,
 }
 
+impl LlmConfig {
+    /// The HTTP client of the chat-completions API this configures (extraction and
+    /// adjudication share its settings).
+    pub fn api_client(&self) -> Result<crate::openai_http::ApiClient, ExtractError> {
+        crate::openai_http::ApiClient::new(crate::openai_http::ApiClientSettings {
+            base_url: &self.base_url,
+            api_key_env: &self.api_key_env,
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            max_retries: self.max_retries,
+            max_backoff: std::time::Duration::from_millis(self.max_backoff_ms),
+        })
+        .map_err(|e| ExtractError::Rejected(e.to_string()))
+    }
+}
+
 /// The adjudicator the configuration asks for: with the LLM extractor and adjudication on.
 pub fn adjudicator_from_config(
     config: &ExtractConfig,
