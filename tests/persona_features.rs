@@ -55,6 +55,24 @@ fn named<'a>(preferences: &'a [InjectedPreference], topic: &str) -> Vec<&'a Inje
     preferences.iter().filter(|p| p.name == topic).collect()
 }
 
+/// A curator's add for persona `ada`: a culinary preference, for, of that strength.
+fn ada_add(name: &str, opinion: &str, strength: f64) -> AddRequest {
+    AddRequest {
+        persona_id: "ada".into(),
+        name: name.into(),
+        opinion: opinion.into(),
+        category: "culinary".into(),
+        stance: Some(Stance::For),
+        strength: Some(strength),
+        triggering_user_id: String::new(),
+        triggering_message_id: String::new(),
+        source_platform: String::new(),
+        source_channel_id: String::new(),
+        related_user_ids: Vec::new(),
+        related_kg_uuids: Vec::new(),
+    }
+}
+
 async fn active(client: &Client, persona: &str) -> Vec<Preference> {
     client
         .list(&persona_prefs::client::ListRequest {
@@ -293,20 +311,7 @@ async fn versions_are_kept_and_restored_through_the_service_and_the_cli() {
     let running = Running::worker_and_service(config.clone()).await;
     let client = Client::new(running.app.nats.clone(), &running.app.config);
     let added = client
-        .add(&AddRequest {
-            persona_id: "ada".into(),
-            name: "green tea".into(),
-            opinion: "I love green tea.".into(),
-            category: "culinary".into(),
-            stance: Some(Stance::For),
-            strength: Some(0.8),
-            triggering_user_id: String::new(),
-            triggering_message_id: String::new(),
-            source_platform: String::new(),
-            source_channel_id: String::new(),
-            related_user_ids: Vec::new(),
-            related_kg_uuids: Vec::new(),
-        })
+        .add(&ada_add("green tea", "I love green tea.", 0.8))
         .await
         .unwrap();
     assert_eq!(added.version, 1);
@@ -429,18 +434,9 @@ async fn consolidation_reports_first_and_merges_only_when_asked() {
     let running = Running::worker_and_service(config.clone()).await;
     let client = Client::new(running.app.nats.clone(), &running.app.config);
     let add = |name: &str, opinion: &str, strength: f64, user: &str| AddRequest {
-        persona_id: "ada".into(),
-        name: name.into(),
-        opinion: opinion.into(),
-        category: "culinary".into(),
-        stance: Some(Stance::For),
-        strength: Some(strength),
         triggering_user_id: user.into(),
-        triggering_message_id: String::new(),
-        source_platform: String::new(),
-        source_channel_id: String::new(),
         related_user_ids: vec![user.into()],
-        related_kg_uuids: Vec::new(),
+        ..ada_add(name, opinion, strength)
     };
     let strong = client
         .add(&add("green tea", "I love green tea.", 0.9, "u1"))
@@ -552,20 +548,7 @@ async fn strength_decays_while_unvoiced_and_injection_prefers_what_is_still_said
     let _cleanup = Cleanup(config.clone());
     let running = Running::worker_and_service(config.clone()).await;
     let client = Client::new(running.app.nats.clone(), &running.app.config);
-    let add = |name: &str, strength: f64| AddRequest {
-        persona_id: "ada".into(),
-        name: name.into(),
-        opinion: format!("I love {name}."),
-        category: "culinary".into(),
-        stance: Some(Stance::For),
-        strength: Some(strength),
-        triggering_user_id: String::new(),
-        triggering_message_id: String::new(),
-        source_platform: String::new(),
-        source_channel_id: String::new(),
-        related_user_ids: Vec::new(),
-        related_kg_uuids: Vec::new(),
-    };
+    let add = |name: &str, strength: f64| ada_add(name, &format!("I love {name}."), strength);
     let faded = client.add(&add("okra", 0.9)).await.unwrap();
     let voiced = client.add(&add("thunderstorms", 0.5)).await.unwrap();
     // Several half-lives pass; then the persona voices one of them again.

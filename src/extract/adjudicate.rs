@@ -164,13 +164,7 @@ impl Adjudicator for LlmAdjudicator {
             let content = reply["choices"][0]["message"]["content"]
                 .as_str()
                 .unwrap_or_default();
-            let trimmed = content.trim();
-            let unfenced = trimmed
-                .strip_prefix("```json")
-                .or_else(|| trimmed.strip_prefix("```"))
-                .and_then(|rest| rest.strip_suffix("```"))
-                .unwrap_or(trimmed);
-            let parsed: Reply = serde_json::from_str(unfenced.trim()).map_err(|error| {
+            let parsed: Reply = super::llm::parse_json_content(content).map_err(|error| {
                 telemetry::adjudication("failed", false);
                 ExtractError::Unavailable(format!(
                     "the LLM's adjudication is not the JSON asked for: {error}"

@@ -190,11 +190,19 @@ impl Extractor for LlmExtractor {
 
 /// Parses the model's content, tolerating a Markdown code fence around the JSON.
 fn parse_content(content: &str) -> Result<Reply, String> {
+    parse_json_content(content)
+}
+
+/// The model's content as `T`, tolerating a Markdown code fence around the JSON (both LLM
+/// stages ask for strict JSON; models still fence it now and then).
+pub(super) fn parse_json_content<T: serde::de::DeserializeOwned>(
+    content: &str,
+) -> Result<T, String> {
     let trimmed = content.trim();
     let unfenced = trimmed
         .strip_prefix("```json")
         .or_else(|| trimmed.strip_prefix("```"))
         .and_then(|rest| rest.strip_suffix("```"))
         .unwrap_or(trimmed);
-    serde_json::from_str::<Reply>(unfenced.trim()).map_err(|e| e.to_string())
+    serde_json::from_str::<T>(unfenced.trim()).map_err(|e| e.to_string())
 }

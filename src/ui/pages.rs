@@ -408,6 +408,14 @@ fn back_to(path: String) -> Response {
     Redirect::to(&path).into_response()
 }
 
+/// After a curation request: back to `back` when the service applied it, else why not.
+fn after_write<T>(inspector: &Inspector, result: Result<T, ClientError>, back: String) -> Response {
+    match result {
+        Ok(_) => back_to(back),
+        Err(error) => failed(inspector, error, &back),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pages
 
@@ -901,10 +909,7 @@ pub async fn retract(
             form.reason
         },
     };
-    match inspector.client.retract(&request).await {
-        Ok(_) => back_to(back),
-        Err(error) => failed(&inspector, error, &back),
-    }
+    after_write(&inspector, inspector.client.retract(&request).await, back)
 }
 
 #[derive(Debug, Deserialize)]
@@ -935,10 +940,7 @@ pub async fn evolve(
         reason: form.reason,
         new_stance: Stance::parse(&form.new_stance),
     };
-    match inspector.client.evolve(&request).await {
-        Ok(_) => back_to(back),
-        Err(error) => failed(&inspector, error, &back),
-    }
+    after_write(&inspector, inspector.client.evolve(&request).await, back)
 }
 
 #[derive(Debug, Deserialize)]
@@ -964,10 +966,7 @@ pub async fn restore(
         version: form.version,
         reason: "restored in the inspector".into(),
     };
-    match inspector.client.restore(&request).await {
-        Ok(_) => back_to(back),
-        Err(error) => failed(&inspector, error, &back),
-    }
+    after_write(&inspector, inspector.client.restore(&request).await, back)
 }
 
 pub async fn replay(
@@ -976,19 +975,7 @@ pub async fn replay(
     Path(sequence): Path<u64>,
     Form(form): Form<TokenForm>,
 ) -> Response {
-    if let Some(refused) = refused_write(&inspector, &headers, &form.csrf) {
-        return refused;
-    }
-    match inspector.dead_letters.replay(sequence).await {
-        Ok(_) => back_to("/dead-letters".into()),
-        Err(error) => message(
-            &inspector,
-            StatusCode::BAD_GATEWAY,
-            "Replay failed",
-            error.to_string(),
-            "/dead-letters",
-        ),
-    }
+    dead_letter_action(&inspector, &headers, &form, sequence, true).await
 }
 
 pub async fn discard(
@@ -997,15 +984,37 @@ pub async fn discard(
     Path(sequence): Path<u64>,
     Form(form): Form<TokenForm>,
 ) -> Response {
-    if let Some(refused) = refused_write(&inspector, &headers, &form.csrf) {
+    dead_letter_action(&inspector, &headers, &form, sequence, false).await
+}
+
+/// Replays (or discards) one dead letter, then back to the list.
+async fn dead_letter_action(
+    inspector: &Inspector,
+    headers: &HeaderMap,
+    form: &TokenForm,
+    sequence: u64,
+    replay: bool,
+) -> Response {
+    if let Some(refused) = refused_write(inspector, headers, &form.csrf) {
         return refused;
     }
-    match inspector.dead_letters.discard(sequence).await {
+    let (done, heading) = if replay {
+        (
+            inspector.dead_letters.replay(sequence).await.map(|_| ()),
+            "Replay failed",
+        )
+    } else {
+        (
+            inspector.dead_letters.discard(sequence).await,
+            "Discard failed",
+        )
+    };
+    match done {
         Ok(()) => back_to("/dead-letters".into()),
         Err(error) => message(
-            &inspector,
+            inspector,
             StatusCode::BAD_GATEWAY,
-            "Discard failed",
+            heading,
             error.to_string(),
             "/dead-letters",
         ),
