@@ -85,36 +85,44 @@ fn screenshots() -> PathBuf {
     dir
 }
 
-/// Saves the page as `<name>.png` and checks it shows something: many colours, not one.
+/// Saves the page as `<name>.png` and checks it shows something: many colours, not one. A
+/// page still being painted is captured again until it shows or patience runs out.
 async fn capture(browser: &fantoccini::Client, name: &str) -> PathBuf {
-    let png = browser.screenshot().await.unwrap();
     let path = screenshots().join(format!("{name}.png"));
-    std::fs::write(&path, &png).unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(&path, &png).unwrap();
+        let (colours, background_percent) = colours_of(&png);
+        if colours > 20 && background_percent < 99 {
+            return path;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{name}: a blank page ({colours} colours, {background_percent}% background)"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// How many colours the picture has, and what share of it is the top-left pixel's colour.
+fn colours_of(png: &[u8]) -> (usize, usize) {
     let decoder = png::Decoder::new(std::io::Cursor::new(png));
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
     let frame = reader.next_frame(&mut pixels).unwrap();
     let bytes = &pixels[..frame.buffer_size()];
     let step = frame.color_type.samples();
+    let rgb = 3.min(step);
     let mut colours = std::collections::HashSet::new();
     let mut background = 0usize;
     for pixel in bytes.chunks(step) {
-        colours.insert(pixel[..3.min(step)].to_vec());
-        if pixel[..3.min(step)] == bytes[..3.min(step)] {
+        colours.insert(pixel[..rgb].to_vec());
+        if pixel[..rgb] == bytes[..rgb] {
             background += 1;
         }
     }
-    let total = bytes.len() / step;
-    assert!(
-        colours.len() > 20,
-        "{name}: a blank page ({} colours)",
-        colours.len()
-    );
-    assert!(
-        background * 100 / total < 99,
-        "{name}: nearly all one colour"
-    );
-    path
+    (colours.len(), background * 100 / (bytes.len() / step))
 }
 
 /// The checks every page passes: landmarks, labels, the skip link first, nothing stored run
@@ -170,9 +178,13 @@ async fn every_page_holds_up(browser: &fantoccini::Client, name: &str) {
     assert_eq!(report["lang"], "en");
 }
 
-/// Finds the element and clicks it.
+/// How long the browser may take for anything. Generous: CI runs chromium beside the rest
+/// of the suite on two shared cores, where a page can take seconds to load and paint.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits for the element, then clicks it.
 async fn click(browser: &fantoccini::Client, locator: Locator<'_>) {
-    browser.find(locator).await.unwrap().click().await.unwrap();
+    shows(browser, locator).await.click().await.unwrap();
 }
 
 /// Waits until the element is on the page.
@@ -180,17 +192,42 @@ async fn shows(
     browser: &fantoccini::Client,
     locator: Locator<'_>,
 ) -> fantoccini::elements::Element {
-    browser.wait().for_element(locator).await.unwrap()
+    browser
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(locator)
+        .await
+        .unwrap_or_else(|error| panic!("waiting for {locator:?}: {error}"))
 }
 
+/// Waits until the page's path ends with `suffix`: a click that navigates may return before
+/// the new page has arrived.
+async fn arrives_at(browser: &fantoccini::Client, suffix: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let url = browser.current_url().await.unwrap();
+        if url.path().ends_with(suffix) {
+            return;
+        }
+        assert!(started.elapsed() < PATIENCE, "still at {url}, not …{suffix}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The page's text. Asked again if the page was replaced between finding the body and reading it.
 async fn body_text(browser: &fantoccini::Client) -> String {
-    browser
-        .find(Locator::Css("body"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    let started = std::time::Instant::now();
+    loop {
+        let text = match browser.find(Locator::Css("body")).await {
+            Ok(body) => body.text().await,
+            Err(error) => Err(error),
+        };
+        match text {
+            Ok(text) => return text,
+            Err(error) => assert!(started.elapsed() < PATIENCE, "the page's text: {error}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 fn add(persona: &str, name: &str, opinion: &str, strength: f64) -> AddRequest {
@@ -276,14 +313,8 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
 
     // Open ada: beliefs by category, strength drawn, nothing of bob's.
     click(&browser, Locator::LinkText("ada")).await;
-    assert!(
-        browser
-            .current_url()
-            .await
-            .unwrap()
-            .path()
-            .ends_with("/personas/ada")
-    );
+    arrives_at(&browser, "/personas/ada").await;
+    shows(&browser, Locator::Css("form.filters")).await;
     every_page_holds_up(&browser, "persona").await;
     capture(&browser, "persona").await;
     let text = body_text(&browser).await;
@@ -398,13 +429,11 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         "the reason: {text}"
     );
     click(&browser, Locator::XPath("//button[.='Discard']")).await;
-    browser
-        .wait()
-        .for_element(Locator::XPath(
-            "//p[contains(., 'every event was processed')]",
-        ))
-        .await
-        .unwrap();
+    shows(
+        &browser,
+        Locator::XPath("//p[contains(., 'every event was processed')]"),
+    )
+    .await;
 
     // Restore the first version from the timeline.
     browser
@@ -412,13 +441,13 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .await
         .unwrap();
     click(&browser, Locator::XPath("//button[.='Restore version 1']")).await;
-    browser
-        .wait()
-        .for_element(Locator::XPath(
+    shows(
+        &browser,
+        Locator::XPath(
             "//p[contains(@class, 'lead') and contains(., 'I love green tea in the morning.')]",
-        ))
-        .await
-        .unwrap();
+        ),
+    )
+    .await;
     assert_eq!(client.get("ada", &tea.id).await.unwrap().version, 3);
 
     // Erase a user, behind a confirmation page.
@@ -452,15 +481,11 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
         .unwrap();
     click(&browser, Locator::Css("input[name=confirm]")).await;
     click(&browser, Locator::Id("retract")).await;
-    let mut text = String::new();
-    for _ in 0..50 {
-        text = body_text(&browser).await;
-        if text.contains("retracted · version") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(text.contains("retracted · version"), "{text}");
+    shows(
+        &browser,
+        Locator::XPath("//*[contains(., 'retracted · version')]"),
+    )
+    .await;
     assert!(!client.get("ada", &storms.id).await.unwrap().active);
     capture(&browser, "retracted").await;
 
