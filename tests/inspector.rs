@@ -209,7 +209,10 @@ async fn arrives_at(browser: &fantoccini::Client, suffix: &str) {
         if url.path().ends_with(suffix) {
             return;
         }
-        assert!(started.elapsed() < PATIENCE, "still at {url}, not …{suffix}");
+        assert!(
+            started.elapsed() < PATIENCE,
+            "still at {url}, not …{suffix}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
