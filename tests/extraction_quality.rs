@@ -19,8 +19,17 @@ struct Expected {
     stance: Stance,
 }
 
-/// Precision and recall of the rules extractor on one labelled file, printing every miss.
-fn measure(file: &str, min_rows: usize) -> (f64, f64) {
+/// Whether `measure` names each miss, or only counts them.
+#[derive(PartialEq)]
+enum Misses {
+    /// Sets the rules are tuned against: every miss is printed, to learn from.
+    Shown,
+    /// The held-out set: misses are counted, never shown, so nobody tunes the rules to them.
+    Counted,
+}
+
+/// Precision and recall of the rules extractor on one labelled file.
+fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
     let data = std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
         .unwrap();
     let labelled: Vec<Labelled> = data
@@ -77,8 +86,10 @@ fn measure(file: &str, min_rows: usize) -> (f64, f64) {
         "rules extractor on {file}, {} utterances ({expected} labelled opinions): precision {precision:.3}, recall {recall:.3}",
         labelled.len()
     );
-    for miss in &misses {
-        println!("  {miss}");
+    if show == Misses::Shown {
+        for miss in &misses {
+            println!("  {miss}");
+        }
     }
     (precision, recall)
 }
@@ -87,7 +98,7 @@ fn measure(file: &str, min_rows: usize) -> (f64, f64) {
 /// those figures: a change that makes the extractor noticeably worse fails here.
 #[test]
 fn rules_extractor_precision_and_recall() {
-    let (precision, recall) = measure("rules_extraction.jsonl", 100);
+    let (precision, recall) = measure("rules_extraction.jsonl", 100, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
@@ -99,7 +110,7 @@ fn rules_extractor_precision_and_recall() {
 /// (0.985 / 0.970 now), so the floors below guard against regressions, not for generality.
 #[test]
 fn rules_extractor_on_held_out_utterances() {
-    let (precision, recall) = measure("rules_extraction_heldout.jsonl", 90);
+    let (precision, recall) = measure("rules_extraction_heldout.jsonl", 90, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
@@ -110,10 +121,11 @@ fn rules_extractor_on_held_out_utterances() {
 /// precision 0.841, recall 0.320. After the rules learnt comparatives, perspective markers,
 /// prescriptions, "I love how X…", discourse openers and reported speech from the tuning set
 /// (never from this one): 0.868 / 0.547. The target is 0.90 / 0.75, not yet met; the
-/// floors sit under the figure measured now, so a regression fails.
+/// floors sit under the figure measured now, so a regression fails. Its misses are counted,
+/// not printed: a printed miss is an invitation to write a rule for that very sentence.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
-    let (precision, recall) = measure("extraction_heldout_2.jsonl", 180);
+    let (precision, recall) = measure("extraction_heldout_2.jsonl", 180, Misses::Counted);
     assert!(precision >= 0.85, "precision {precision:.3} < 0.85");
     assert!(recall >= 0.52, "recall {recall:.3} < 0.52");
 }

@@ -545,6 +545,11 @@ static MAKES_BETTER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:i think )?(.+?) (?:really |always |just |honestly )?makes? (?:people|everyone|us|life|everything|the world|me|my day|any day|a day|things) (?:so |much |far |a lot |a little |a bit )?(better|kinder|happier|calmer|wiser|smarter|healthier|brighter|worse|meaner|sadder|lazier|dumber|angrier)\b").unwrap()
 });
 
+/// "jazz is growing on me", "opera grew on me": a view that came slowly, still a view.
+static GROWS_ON_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is (?:really |slowly )?growing|has (?:really |slowly )?grown|(?:really |slowly )?grew|(?:really |slowly )?grows|is starting to grow|started to grow) on me\b").unwrap()
+});
+
 /// "I don't think X adds anything": a denial without an adjective.
 static DENIED_WORTH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i (?:really |honestly |just )?(?:don't|do not) (?:think|believe|feel) (?:that )?(.+?) (?:adds?|means?|matters?|deserves?|holds? up|works?|helps?|is worth|are worth|has any|have any|does any|do any)\b").unwrap()
@@ -552,6 +557,11 @@ static DENIED_WORTH: LazyLock<Regex> = LazyLock::new(|| {
 /// Perspective phrases that say "in my opinion" in other words; read as "i think".
 static CONVINCED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|it's my (?:firm )?(?:belief|conviction|view) that |it is my (?:firm )?(?:belief|conviction|view) that |my verdict: )").unwrap()
+});
+/// Admissions that introduce the view they concede: "I was wrong: coffee is wonderful",
+/// "I have to admit jazz grew on me". The view follows; the admission is not a topic.
+static ADMISSION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i was wrong|i've been wrong|i have been wrong|i(?:'ve| have)? changed my mind|i stand corrected|i take it back|i(?:'ll| must| have to| gotta| will)? admit|i confess|(?:it )?turns out|to be (?:honest|fair)|in hindsight|looking back)(?: about (?:it|that|this|all that))?(?:[,:;]\s*|\s+)(?:that\s+)?").unwrap()
 });
 static AS_FAR_AS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:as far as i'm concerned|as far as i am concerned|from where i stand|in my book|in my eyes|if you ask me),?\s+").unwrap()
@@ -565,6 +575,8 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
         return Vec::new();
     }
     let stripped = LEADING_FILLER.replace(trimmed, "").to_string();
+    let stripped = ADMISSION.replace(&stripped, "").to_string();
+    let stripped = LEADING_FILLER.replace(&stripped, "").to_string();
     let stripped = AS_FAR_AS.replace(&stripped, "to me, ").to_string();
     let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
     if is_hypothetical(&stripped) || is_reported(&stripped) {
@@ -840,6 +852,12 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         let subject = c[1].trim();
         if subject.split_whitespace().count() <= 4 {
             return make(subject, stance, sentence, &clause);
+        }
+    }
+    if let Some(c) = GROWS_ON_ME.captures(&clause) {
+        let subject = c[1].trim();
+        if subject.split_whitespace().count() <= 4 {
+            return make(subject, Stance::For, sentence, &clause);
         }
     }
     if let Some(c) = DENIED_WORTH.captures(&clause) {
