@@ -3,21 +3,8 @@
 //! written alongside the rules, and `rules_extraction_heldout.jsonl`, written apart from them.
 //! Prints precision and recall; fails if either drops below its floor.
 
+use persona_prefs::extract::evaluate::{parse_labelled, score};
 use persona_prefs::extract::rules::RulesExtractor;
-use persona_prefs::store::Stance;
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Labelled {
-    text: String,
-    opinions: Vec<Expected>,
-}
-
-#[derive(Deserialize)]
-struct Expected {
-    topic: String,
-    stance: Stance,
-}
 
 /// Whether `measure` names each miss, or only counts them.
 #[derive(PartialEq)]
@@ -32,66 +19,27 @@ enum Misses {
 fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
     let data = std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
         .unwrap();
-    let labelled: Vec<Labelled> = data
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let labelled = parse_labelled(&data).unwrap_or_else(|error| panic!("{file}: {error}"));
     assert!(
         labelled.len() >= min_rows,
         "{file} has at least {min_rows} utterances"
     );
     let extractor = RulesExtractor::new(8);
-    let (mut predicted, mut expected, mut matched) = (0usize, 0usize, 0usize);
-    let mut misses = Vec::new();
-    for row in &labelled {
-        let found = extractor.extract_text(&row.text);
-        predicted += found.len();
-        expected += row.opinions.len();
-        let same_topic =
-            |name: &str, topic: &str| name == topic || name.contains(topic) || topic.contains(name);
-        for opinion in &found {
-            if row
-                .opinions
-                .iter()
-                .any(|e| e.stance == opinion.stance && same_topic(&opinion.name, &e.topic))
-            {
-                matched += 1;
-            } else {
-                misses.push(format!(
-                    "false positive: {:?} -> {:?} {:?}",
-                    row.text, opinion.name, opinion.stance
-                ));
-            }
-        }
-        for e in &row.opinions {
-            if !found
-                .iter()
-                .any(|o| o.stance == e.stance && same_topic(&o.name, &e.topic))
-            {
-                misses.push(format!(
-                    "missed: {:?} ({} {:?})",
-                    row.text, e.topic, e.stance
-                ));
-            }
-        }
-    }
-    let precision = if predicted == 0 {
-        1.0
-    } else {
-        matched as f64 / predicted as f64
-    };
-    let recall = matched as f64 / expected as f64;
+    let found: Vec<_> = labelled
+        .iter()
+        .map(|row| extractor.extract_text(&row.text))
+        .collect();
+    let score = score(&labelled, &found);
     println!(
-        "rules extractor on {file}, {} utterances ({expected} labelled opinions): precision {precision:.3}, recall {recall:.3}",
-        labelled.len()
+        "rules extractor on {file}, {} utterances ({} labelled opinions): precision {:.3}, recall {:.3}",
+        score.utterances, score.expected, score.precision, score.recall
     );
     if show == Misses::Shown {
-        for miss in &misses {
+        for miss in &score.misses {
             println!("  {miss}");
         }
     }
-    (precision, recall)
+    (score.precision, score.recall)
 }
 
 /// The set written alongside the rules (measured precision 1.000, recall 0.988). Floors under

@@ -518,3 +518,99 @@ async fn grey_zone_matches_are_adjudicated_by_the_llm_and_cached() {
     assert_eq!(board.opinion, "I hate tabletop games.");
     running.stop().await;
 }
+
+/// The LLM extractor's prompt path over the whole labelled set (the 400-odd utterances the
+/// rules are measured on), through `persona-prefs evaluate-extraction` as an operator runs it
+/// against a real model. The fake replays the answers a model gives for each utterance, in the
+/// shapes real models produce: fenced JSON, topics capitalised or with an article, evidence
+/// re-spaced and re-cased. Every third answer also carries an opinion whose evidence the
+/// persona never said (a model's invention), and every non-opinion (a question, someone else's
+/// view, a hypothetical) is answered with the opinion a credulous model would read into it,
+/// quoting words that are not there. The extractor must keep every labelled opinion and drop
+/// every invention: precision and recall 1.000 on each set, or the validation is wrong.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_labelled_set_replayed_through_the_llm_path_scores_what_the_answers_hold() {
+    use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
+    let mut answers = std::collections::HashMap::new();
+    for (_, text) in SHIPPED_SETS {
+        for (n, row) in parse_labelled(text).unwrap().into_iter().enumerate() {
+            let mut opinions: Vec<serde_json::Value> = row
+                .opinions
+                .iter()
+                .enumerate()
+                .map(|(i, expected)| {
+                    let name = match (n + i) % 3 {
+                        0 => expected.topic.clone(),
+                        1 => format!("The {}", expected.topic),
+                        _ => expected.topic.to_uppercase(),
+                    };
+                    // The persona's words, quoted with other spacing and case.
+                    let evidence = if n % 2 == 0 {
+                        row.text.to_lowercase()
+                    } else {
+                        row.text.split_whitespace().collect::<Vec<_>>().join("  ")
+                    };
+                    json!({"name": name, "opinion": format!("I feel this way about {}.", expected.topic),
+                           "category": "other", "stance": expected.stance, "strength": 0.7,
+                           "related_user_ids": [], "evidence": evidence})
+                })
+                .collect();
+            if n % 3 == 0 || row.opinions.is_empty() {
+                opinions.push(
+                    json!({"name": "opera", "opinion": "I adore opera.", "category": "musical",
+                    "stance": "for", "strength": 0.9, "related_user_ids": [],
+                    "evidence": "and I adore opera more than anything"}),
+                );
+            }
+            let content = json!({ "opinions": opinions }).to_string();
+            let content = if n % 2 == 0 {
+                format!("```json\n{content}\n```")
+            } else {
+                content
+            };
+            answers.insert(row.text.clone(), content);
+        }
+    }
+    let answers = std::sync::Arc::new(answers);
+    let fake = FakeOpenAi::start().await;
+    let replayed = answers.clone();
+    fake.respond_with(move |_, body| {
+        let message = persona_message(body);
+        Reply::chat(replayed.get(&message).map_or("{\"opinions\": []}", |a| a))
+    });
+    let config = test_config("llm-replay");
+    let output = common::cli::run_with_env(
+        &config,
+        &["evaluate-extraction", "--json"],
+        &[
+            ("PERSONA_PREFS__EXTRACT__KIND", "llm"),
+            ("PERSONA_PREFS__EXTRACT__LLM__BASE_URL", &fake.base_url),
+        ],
+    )
+    .await;
+    let stdout = common::cli::stdout(&output);
+    assert!(
+        output.status.success(),
+        "{}\n{stdout}",
+        common::cli::stderr(&output)
+    );
+    let scores: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for (name, _) in SHIPPED_SETS {
+        let score = &scores[name];
+        assert_eq!(
+            (score["precision"].as_f64(), score["recall"].as_f64()),
+            (Some(1.0), Some(1.0)),
+            "{name}: {}",
+            serde_json::to_string_pretty(&score["misses"]).unwrap()
+        );
+    }
+    let asked = fake
+        .received()
+        .iter()
+        .filter(|r| answers.contains_key(&persona_message(&r.body)))
+        .count();
+    assert!(
+        asked >= 400,
+        "every utterance went through the prompt: {asked}"
+    );
+}

@@ -98,6 +98,25 @@ pub enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Precision and recall of the configured extractor (rules, or the LLM with its prompt) on
+    /// labelled persona utterances: the shipped sets, or --set files. Measures a real model
+    /// when extract.kind = "llm" points at one; scripts/evaluate-extraction does that.
+    #[command(
+        after_help = "Examples:\n  persona-prefs evaluate-extraction\n  PERSONA_PREFS__EXTRACT__KIND=llm persona-prefs evaluate-extraction --show-misses\n\nA set holds JSON lines: {\"text\": \"I love green tea.\", \"opinions\": [{\"topic\": \"green tea\", \"stance\": \"for\"}]}"
+    )]
+    EvaluateExtraction {
+        /// Labelled JSON-lines files; the shipped tuning and held-out sets when omitted.
+        #[arg(long = "set")]
+        sets: Vec<std::path::PathBuf>,
+        /// Print every miss. Off by default: a held-out set's misses are not for tuning to.
+        #[arg(long)]
+        show_misses: bool,
+        /// Utterances sent to the extractor at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -486,6 +505,12 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             println!("\nTo use it: {key} = {:.2}", found.threshold);
             Ok(ExitCode::SUCCESS)
         }
+        ClientCommand::EvaluateExtraction {
+            sets,
+            show_misses,
+            concurrency,
+            json,
+        } => evaluate_extraction(&config, &sets, show_misses, concurrency, json).await,
         ClientCommand::Status { listen_ms, json } => {
             let status = persona_prefs::status::collect(
                 &config,
@@ -726,5 +751,56 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
         }
     }
     println!("published {published} events");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `evaluate-extraction`: scores the configured extractor on each labelled set.
+async fn evaluate_extraction(
+    config: &Config,
+    sets: &[std::path::PathBuf],
+    show_misses: bool,
+    concurrency: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use persona_prefs::extract::evaluate::{SHIPPED_SETS, evaluate, parse_labelled};
+    let named: Vec<(String, String)> = if sets.is_empty() {
+        SHIPPED_SETS
+            .iter()
+            .map(|(name, text)| (name.to_string(), text.to_string()))
+            .collect()
+    } else {
+        sets.iter()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .map(|text| (path.display().to_string(), text))
+                    .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let extractor = persona_prefs::extract::from_config(&config.extract, &config.store.categories)?;
+    let mut scores = serde_json::Map::new();
+    if !json {
+        println!("extractor: {:?}", config.extract.kind);
+    }
+    for (name, text) in named {
+        let labelled = parse_labelled(&text).map_err(|error| anyhow::anyhow!("{name}: {error}"))?;
+        let score = evaluate(extractor.as_ref(), &labelled, concurrency).await?;
+        if json {
+            scores.insert(name, serde_json::to_value(&score)?);
+            continue;
+        }
+        println!(
+            "{name}: {} utterances, {} labelled opinions, {} found: precision {:.3}, recall {:.3}",
+            score.utterances, score.expected, score.found, score.precision, score.recall
+        );
+        if show_misses {
+            for miss in &score.misses {
+                println!("  {miss}");
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&scores)?);
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@
 //! into an opinion, and text injected into the prompt is never re-mined.
 
 pub mod adjudicate;
+pub mod evaluate;
 pub mod llm;
 pub mod redact;
 pub mod rules;

@@ -1,0 +1,259 @@
+//! How well an extractor reads opinions, on labelled persona utterances: precision (share of
+//! the opinions it found that the label names) and recall (share of the labelled opinions it
+//! found). The same scoring serves the rules extractor's quality tests, the LLM extractor's
+//! replay test and `persona-prefs evaluate-extraction`, which measures whatever extractor is
+//! configured, a real model included.
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
+use crate::store::Stance;
+
+/// The labelled sets shipped with the service: written alongside the rules (tuning), and the
+/// two written apart from them (held out).
+pub const SHIPPED_SETS: [(&str, &str); 3] = [
+    (
+        "tuning",
+        include_str!("../../tests/data/rules_extraction.jsonl"),
+    ),
+    (
+        "held-out 1",
+        include_str!("../../tests/data/rules_extraction_heldout.jsonl"),
+    ),
+    (
+        "held-out 2",
+        include_str!("../../tests/data/extraction_heldout_2.jsonl"),
+    ),
+];
+
+/// One persona utterance and the opinions a careful reader finds in it (none for questions,
+/// quotes of others, hypotheticals, a user's view).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Labelled {
+    pub text: String,
+    pub opinions: Vec<Expected>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Expected {
+    pub topic: String,
+    pub stance: Stance,
+}
+
+/// Reads JSON lines of [`Labelled`]; a bad line is named by its number.
+pub fn parse_labelled(text: &str) -> Result<Vec<Labelled>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|error| format!("line {}: {error}", n + 1))
+        })
+        .collect()
+}
+
+/// One disagreement with the label.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Miss {
+    /// Found, but not labelled (wrong topic, wrong stance, or no opinion there at all).
+    FalsePositive {
+        text: String,
+        topic: String,
+        stance: Stance,
+    },
+    /// Labelled, not found.
+    Missed {
+        text: String,
+        topic: String,
+        stance: Stance,
+    },
+}
+
+impl std::fmt::Display for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Miss::FalsePositive {
+                text,
+                topic,
+                stance,
+            } => write!(f, "found, not labelled: {text:?} -> {topic:?} {stance:?}"),
+            Miss::Missed {
+                text,
+                topic,
+                stance,
+            } => write!(f, "missed: {text:?} ({topic} {stance:?})"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Score {
+    pub utterances: usize,
+    /// Opinions the labels name.
+    pub expected: usize,
+    /// Opinions the extractor found.
+    pub found: usize,
+    /// Found opinions that match a labelled one.
+    pub matched: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub misses: Vec<Miss>,
+}
+
+/// A found topic matches a labelled one when either contains the other ("green tea" and
+/// "green tea in the morning"): topic wording is the embedder's business, not the label's.
+fn same_topic(found: &str, labelled: &str) -> bool {
+    let found = found.to_lowercase();
+    let labelled = labelled.to_lowercase();
+    found == labelled || found.contains(&labelled) || labelled.contains(&found)
+}
+
+/// Scores what was found for each utterance (`found[i]` for `labelled[i]`). Pure.
+pub fn score(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> Score {
+    let (mut expected, mut found_total, mut matched) = (0usize, 0usize, 0usize);
+    let mut misses = Vec::new();
+    for (row, opinions) in labelled.iter().zip(found) {
+        expected += row.opinions.len();
+        found_total += opinions.len();
+        for opinion in opinions {
+            if row
+                .opinions
+                .iter()
+                .any(|e| e.stance == opinion.stance && same_topic(&opinion.name, &e.topic))
+            {
+                matched += 1;
+            } else {
+                misses.push(Miss::FalsePositive {
+                    text: row.text.clone(),
+                    topic: opinion.name.clone(),
+                    stance: opinion.stance,
+                });
+            }
+        }
+        for e in &row.opinions {
+            if !opinions
+                .iter()
+                .any(|o| o.stance == e.stance && same_topic(&o.name, &e.topic))
+            {
+                misses.push(Miss::Missed {
+                    text: row.text.clone(),
+                    topic: e.topic.clone(),
+                    stance: e.stance,
+                });
+            }
+        }
+    }
+    Score {
+        utterances: labelled.len(),
+        expected,
+        found: found_total,
+        matched,
+        // Nothing found claims nothing wrong.
+        precision: if found_total == 0 {
+            1.0
+        } else {
+            matched as f64 / found_total as f64
+        },
+        recall: if expected == 0 {
+            1.0
+        } else {
+            matched as f64 / expected as f64
+        },
+        misses,
+    }
+}
+
+/// Runs `extractor` over every utterance, `concurrency` at a time, each as a persona message
+/// with no context, then scores. An LLM that fails through its retries fails the evaluation:
+/// a partial figure would flatter it.
+pub async fn evaluate(
+    extractor: &dyn Extractor,
+    labelled: &[Labelled],
+    concurrency: usize,
+) -> Result<Score, ExtractError> {
+    let found: Vec<Vec<ExtractedOpinion>> = futures::stream::iter(labelled)
+        .map(|row| async move {
+            let input = ExtractionInput {
+                persona_message: &row.text,
+                context: Vec::new(),
+                participants: &[],
+            };
+            extractor.extract(&input).await
+        })
+        .buffered(concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    Ok(score(labelled, &found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(name: &str, stance: Stance) -> ExtractedOpinion {
+        ExtractedOpinion {
+            name: name.into(),
+            opinion: String::new(),
+            category: "other".into(),
+            stance,
+            strength: 0.5,
+            related_user_ids: Vec::new(),
+            evidence: String::new(),
+        }
+    }
+
+    #[test]
+    fn precision_and_recall_count_topic_and_stance() {
+        let labelled = parse_labelled(
+            r#"{"text": "I love green tea but coffee is bitter.", "opinions": [{"topic": "green tea", "stance": "for"}, {"topic": "coffee", "stance": "against"}]}
+{"text": "Do you like jazz?", "opinions": []}
+{"text": "Opera moves me.", "opinions": [{"topic": "opera", "stance": "for"}]}"#,
+        )
+        .unwrap();
+        let score = score(
+            &labelled,
+            &[
+                // One right (wording differs), one with the wrong stance.
+                vec![
+                    found("Green tea in the morning", Stance::For),
+                    found("coffee", Stance::For),
+                ],
+                // A question read as an opinion.
+                vec![found("jazz", Stance::For)],
+                vec![],
+            ],
+        );
+        assert_eq!((score.expected, score.found, score.matched), (3, 3, 1));
+        assert!((score.precision - 1.0 / 3.0).abs() < 1e-9);
+        assert!((score.recall - 1.0 / 3.0).abs() < 1e-9);
+        assert_eq!(score.misses.len(), 4, "{:?}", score.misses);
+    }
+
+    #[test]
+    fn nothing_found_in_nothing_labelled_is_perfect() {
+        let labelled = parse_labelled(r#"{"text": "Hello.", "opinions": []}"#).unwrap();
+        let score = score(&labelled, &[vec![]]);
+        assert_eq!((score.precision, score.recall), (1.0, 1.0));
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let error = parse_labelled("{\"text\": \"a\", \"opinions\": []}\n{oops}").unwrap_err();
+        assert!(error.starts_with("line 2:"), "{error}");
+    }
+
+    #[test]
+    fn the_shipped_sets_parse_and_hold_over_400_utterances() {
+        let total: usize = SHIPPED_SETS
+            .iter()
+            .map(|(name, text)| {
+                parse_labelled(text)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"))
+                    .len()
+            })
+            .sum();
+        assert!(total >= 400, "{total}");
+    }
+}
