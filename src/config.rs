@@ -954,6 +954,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(error.to_string().contains("embedding_dims"), "{error}");
+        for tokens in ["4", "1024"] {
+            let error = Config::load_from(
+                None,
+                &env(&[("PERSONA_PREFS__EMBED__LOCAL_MAX_TOKENS", tokens)]),
+            )
+            .unwrap_err();
+            assert!(
+                error.to_string().contains("embed.local_max_tokens"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

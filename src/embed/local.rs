@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use candle_core::{DType, Device, Tensor};
+pub use candle_core::DType;
+use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
@@ -15,8 +16,27 @@ use super::{EmbedError, Embedder, LOCAL_DIMS};
 use crate::store::validate::truncate_chars;
 use crate::telemetry;
 
-/// The model reads at most this many tokens; sentence-transformers used 256 for MiniLM.
-const MAX_TOKENS: usize = 256;
+/// How the model is loaded. The defaults are what the service runs; the other values are the
+/// speed levers `benches/models.rs` measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LocalOptions {
+    /// Tokens read per text; sentence-transformers used 256 for MiniLM. Only texts longer
+    /// than this are affected (batches are padded to their longest text, not to this).
+    pub max_tokens: usize,
+    /// The weights' and activations' type. F16 and BF16 halve the memory read per matrix
+    /// product; whether that is faster on a CPU without native half-precision arithmetic is
+    /// for the bench to say.
+    pub dtype: DType,
+}
+
+impl Default for LocalOptions {
+    fn default() -> LocalOptions {
+        LocalOptions {
+            max_tokens: 256,
+            dtype: DType::F32,
+        }
+    }
+}
 
 pub struct LocalEmbedder {
     inner: Arc<Model>,
@@ -32,6 +52,15 @@ struct Model {
 impl LocalEmbedder {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
     pub fn load(dir: &Path, max_input_chars: usize) -> Result<LocalEmbedder, EmbedError> {
+        LocalEmbedder::load_with(dir, max_input_chars, LocalOptions::default())
+    }
+
+    /// [`LocalEmbedder::load`] with other [`LocalOptions`].
+    pub fn load_with(
+        dir: &Path,
+        max_input_chars: usize,
+        options: LocalOptions,
+    ) -> Result<LocalEmbedder, EmbedError> {
         let file = |name: &str| {
             let path = dir.join(name);
             if path.is_file() {
@@ -55,14 +84,14 @@ impl LocalEmbedder {
         }));
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
+                max_length: options.max_tokens,
                 ..Default::default()
             }))
             .map_err(|e| EmbedError::Model(format!("tokenizer truncation: {e}")))?;
         let device = Device::Cpu;
         let weights = file("model.safetensors")?;
         // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device) }
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], options.dtype, &device) }
             .map_err(|e| EmbedError::Model(format!("model.safetensors: {e}")))?;
         let bert = BertModel::load(vb, &config)
             .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
@@ -100,6 +129,9 @@ impl Model {
         let hidden = self
             .bert
             .forward(&input_ids, &token_types, Some(&attention))
+            .map_err(model_error)?
+            // Pooling and normalisation in F32 whatever the model ran in.
+            .to_dtype(DType::F32)
             .map_err(model_error)?;
         // Mean over real tokens only: padding must not pull short texts toward each other.
         let mask = attention

@@ -51,9 +51,13 @@ impl EmbedError {
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
     let inner: Arc<dyn Embedder> = match config.kind {
         #[cfg(feature = "local-embedder")]
-        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_with(
             std::path::Path::new(&config.model_dir),
             config.max_input_chars,
+            local::LocalOptions {
+                max_tokens: config.local_max_tokens,
+                ..local::LocalOptions::default()
+            },
         )?),
         #[cfg(not(feature = "local-embedder"))]
         EmbedderKind::Local => {
@@ -87,6 +91,8 @@ pub struct EmbedConfig {
     pub max_batch: usize,
     pub batch_linger_ms: u64,
     pub max_input_chars: usize,
+    /// Tokens the local model reads per text (at most 512, its position table).
+    pub local_max_tokens: usize,
     /// Recently embedded texts kept in memory; 0 disables the cache.
     pub cache_size: usize,
     pub local_match_threshold: f64,
@@ -157,6 +163,15 @@ impl EmbedConfig {
         }
         if self.max_input_chars == 0 {
             return Err(invalid("embed.max_input_chars", "must be positive".into()));
+        }
+        if self.local_max_tokens < 8 || self.local_max_tokens > 512 {
+            return Err(invalid(
+                "embed.local_max_tokens",
+                format!(
+                    "must be within 8..=512 (the model's position table), got {}",
+                    self.local_max_tokens
+                ),
+            ));
         }
         for (key, value) in [
             ("embed.local_match_threshold", self.local_match_threshold),
