@@ -65,6 +65,11 @@ struct Speed {
     batch_32_ms_per_text: f64,
 }
 
+/// Preference names scored against one message, nearest first.
+type Ranked<'a> = [(f64, &'a str)];
+/// Which preferences injection would pick from a ranking.
+type Pick<'p> = dyn Fn(&Ranked<'_>) -> Vec<String> + 'p;
+
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     a.iter()
         .zip(b)
@@ -93,7 +98,7 @@ async fn quality(embedder: &dyn Embedder, set: &LabelledSet, configured: f64) ->
             scored
         })
         .collect();
-    let tally = |pick: &dyn Fn(&[(f64, &str)]) -> Vec<String>| {
+    let tally = |pick: &Pick| {
         let (mut hits, mut relevant, mut returned) = (0usize, 0usize, 0usize);
         for (query, scored) in set.queries.iter().zip(&ranked) {
             let picked = pick(scored);
