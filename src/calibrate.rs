@@ -24,13 +24,7 @@ pub struct TopicPair {
 
 /// Reads JSON lines of [`TopicPair`]; the line number of a bad line is in the error.
 pub fn parse_pairs(text: &str) -> Result<Vec<TopicPair>, String> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|error| format!("line {}: {error}", n + 1))
-        })
-        .collect()
+    crate::json_lines::parse(text)
 }
 
 /// What calibration found.

@@ -13,6 +13,7 @@ pub mod embed;
 pub mod erasure;
 pub mod extract;
 pub mod ingest;
+pub mod json_lines;
 pub mod migrate;
 pub mod openai_http;
 pub mod retry;

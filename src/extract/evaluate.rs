@@ -43,13 +43,7 @@ pub struct Expected {
 
 /// Reads JSON lines of [`Labelled`]; a bad line is named by its number.
 pub fn parse_labelled(text: &str) -> Result<Vec<Labelled>, String> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|error| format!("line {}: {error}", n + 1))
-        })
-        .collect()
+    crate::json_lines::parse(text)
 }
 
 /// One disagreement with the label.
