@@ -53,11 +53,21 @@ async fn browser(webdriver: &str) -> fantoccini::Client {
                      "--window-size=1100,900", "--force-device-scale-factor=1"],
         }),
     );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(capabilities)
-        .connect(webdriver)
-        .await
-        .expect("a chromium session")
+    // A browser process can fail to come up on a loaded machine (its first start on a fresh
+    // one builds font caches); a few tries, then the last error.
+    let mut last_error = None;
+    for _ in 0..3 {
+        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities.clone())
+            .connect(webdriver)
+            .await
+        {
+            Ok(client) => return client,
+            Err(error) => last_error = Some(error),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("no chromium session: {last_error:?}")
 }
 
 /// An inspector on a free port over the running service.
