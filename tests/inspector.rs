@@ -517,46 +517,32 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
             .is_empty()
     );
     assert!(body_text(&browser).await.contains("read-only"));
-    let http = reqwest::Client::new();
-    let forged = http
-        .post(format!("{reader}/personas/ada/prefs/{}/retract", tea.id))
-        .header("cookie", "pp_csrf=0123456789abcdef0123456789abcdef")
-        .form(&[
-            ("csrf", "0123456789abcdef0123456789abcdef"),
-            ("confirm", "yes"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(forged.status(), 403);
+    let browser_token = "0123456789abcdef0123456789abcdef";
+    let retract_tea = |base: &str, token: &str, origin: Option<&str>| {
+        let mut post = reqwest::Client::new()
+            .post(format!("{base}/personas/ada/prefs/{}/retract", tea.id))
+            .header("cookie", format!("pp_csrf={browser_token}"))
+            .form(&[("csrf", token), ("confirm", "yes")]);
+        if let Some(origin) = origin {
+            post = post.header("origin", origin);
+        }
+        async move { post.send().await.unwrap().status() }
+    };
+    // A forged post without the write role: refused.
+    assert_eq!(retract_tea(&reader, browser_token, None).await, 403);
     // With the write role but a token that is not the browser's: refused too.
-    let cross_site = http
-        .post(format!("{writer}/personas/ada/prefs/{}/retract", tea.id))
-        .header("cookie", "pp_csrf=0123456789abcdef0123456789abcdef")
-        .form(&[
-            ("csrf", "fedcba9876543210fedcba9876543210"),
-            ("confirm", "yes"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cross_site.status(), 403);
+    assert_eq!(
+        retract_tea(&writer, "fedcba9876543210fedcba9876543210", None).await,
+        403
+    );
     // And a matching token from another origin.
-    let other_origin = http
-        .post(format!("{writer}/personas/ada/prefs/{}/retract", tea.id))
-        .header("cookie", "pp_csrf=0123456789abcdef0123456789abcdef")
-        .header("origin", "http://evil.example")
-        .form(&[
-            ("csrf", "0123456789abcdef0123456789abcdef"),
-            ("confirm", "yes"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(other_origin.status(), 403);
+    assert_eq!(
+        retract_tea(&writer, browser_token, Some("http://evil.example")).await,
+        403
+    );
     assert!(client.get("ada", &tea.id).await.unwrap().active);
     // Every response forbids scripts outright.
-    let page = http.get(format!("{reader}/")).send().await.unwrap();
+    let page = reqwest::get(format!("{reader}/")).await.unwrap();
     let policy = page.headers()["content-security-policy"]
         .to_str()
         .unwrap()

@@ -64,12 +64,7 @@ fn ada_add(name: &str, opinion: &str, strength: f64) -> AddRequest {
         category: "culinary".into(),
         stance: Some(Stance::For),
         strength: Some(strength),
-        triggering_user_id: String::new(),
-        triggering_message_id: String::new(),
-        source_platform: String::new(),
-        source_channel_id: String::new(),
-        related_user_ids: Vec::new(),
-        related_kg_uuids: Vec::new(),
+        ..AddRequest::default()
     }
 }
 

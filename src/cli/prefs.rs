@@ -117,12 +117,7 @@ pub(super) async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Res
                 category,
                 stance,
                 strength,
-                triggering_user_id: String::new(),
-                triggering_message_id: String::new(),
-                source_platform: String::new(),
-                source_channel_id: String::new(),
-                related_user_ids: Vec::new(),
-                related_kg_uuids: Vec::new(),
+                ..AddRequest::default()
             };
             let preference = reply!(json, Endpoint::Add, request, client.add(&request));
             print_preference(&mut out, &preference)?;

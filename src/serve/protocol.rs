@@ -187,7 +187,9 @@ pub struct InjectReply {
     pub took_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A preference added by hand. `Default` leaves the provenance empty, as a curator's addition
+/// (the CLI, the inspector) has no conversation behind it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AddRequest {
     pub persona_id: String,

@@ -858,12 +858,8 @@ pub async fn add(
         category: form.category,
         stance: Stance::parse(&form.stance),
         strength: None,
-        triggering_user_id: String::new(),
-        triggering_message_id: String::new(),
         source_platform: "inspector".into(),
-        source_channel_id: String::new(),
-        related_user_ids: Vec::new(),
-        related_kg_uuids: Vec::new(),
+        ..AddRequest::default()
     };
     match inspector.client.add(&request).await {
         Ok(added) => back_to(format!("/personas/{persona_id}/prefs/{}", added.id)),
