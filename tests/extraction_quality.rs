@@ -77,3 +77,13 @@ fn rules_extractor_on_the_second_held_out_set() {
     assert!(precision >= 0.85, "precision {precision:.3} < 0.85");
     assert!(recall >= 0.52, "recall {recall:.3} < 0.52");
 }
+
+/// The third held-out set (156 utterances, 42 of them non-opinions that look like opinions),
+/// written after the second had been partly seen and before any rule changed for it. Its misses
+/// are counted, never printed.
+#[test]
+fn rules_extractor_on_the_third_held_out_set() {
+    let (precision, recall) = measure("extraction_heldout_3.jsonl", 150, Misses::Counted);
+    assert!(precision >= 0.0, "precision {precision:.3}");
+    assert!(recall >= 0.0, "recall {recall:.3}");
+}

@@ -11,8 +11,8 @@ use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
 use crate::store::Stance;
 
 /// The labelled sets shipped with the service: written alongside the rules (tuning), and the
-/// two written apart from them (held out).
-pub const SHIPPED_SETS: [(&str, &str); 3] = [
+/// three written apart from them (held out).
+pub const SHIPPED_SETS: [(&str, &str); 4] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -24,6 +24,10 @@ pub const SHIPPED_SETS: [(&str, &str); 3] = [
     (
         "held-out 2",
         include_str!("../../tests/data/extraction_heldout_2.jsonl"),
+    ),
+    (
+        "held-out 3",
+        include_str!("../../tests/data/extraction_heldout_3.jsonl"),
     ),
 ];
 
