@@ -99,11 +99,34 @@ pub struct Score {
 }
 
 /// A found topic matches a labelled one when either contains the other ("green tea" and
-/// "green tea in the morning"): topic wording is the embedder's business, not the label's.
+/// "green tea in the morning"), word for word and with plurals read as singulars ("a long
+/// train ride" and "long train rides"): topic wording is the embedder's business, not the
+/// label's.
 fn same_topic(found: &str, labelled: &str) -> bool {
-    let found = found.to_lowercase();
-    let labelled = labelled.to_lowercase();
-    found == labelled || found.contains(&labelled) || labelled.contains(&found)
+    let found = singular_words(found);
+    let labelled = singular_words(labelled);
+    found == labelled || contains_words(&found, &labelled) || contains_words(&labelled, &found)
+}
+
+/// Lower-cased words with a plural ending dropped (`ies` → `y`; `s`, but not `ss`).
+fn singular_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split_whitespace()
+        .map(|word| {
+            if let Some(stem) = word.strip_suffix("ies").filter(|s| s.len() > 1) {
+                format!("{stem}y")
+            } else if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
+                word[..word.len() - 1].to_string()
+            } else {
+                word.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Whether `needle`'s words appear in `haystack`, in order and next to each other.
+fn contains_words(haystack: &[String], needle: &[String]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|window| window == needle)
 }
 
 /// Scores what was found for each utterance (`found[i]` for `labelled[i]`). Pure.
@@ -199,6 +222,22 @@ mod tests {
             strength: 0.5,
             related_user_ids: Vec::new(),
             evidence: String::new(),
+        }
+    }
+
+    #[test]
+    fn topics_match_by_whole_words_with_plurals_read_as_singulars() {
+        let cases = [
+            ("green tea in the morning", "green tea", true),
+            ("a long train ride", "long train rides", true),
+            ("berries", "berry", true),
+            ("glass", "glas", false),
+            ("steak", "tea", false),
+            ("jazz", "jazz fusion", true),
+            ("coffee", "tea", false),
+        ];
+        for (found, labelled, expected) in cases {
+            assert_eq!(same_topic(found, labelled), expected, "{found:?} vs {labelled:?}");
         }
     }
 
