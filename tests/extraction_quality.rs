@@ -42,11 +42,12 @@ fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
     (score.precision, score.recall)
 }
 
-/// The set written alongside the rules (measured precision 1.000, recall 0.988). Floors under
-/// those figures: a change that makes the extractor noticeably worse fails here.
+/// The set written alongside the rules (262 utterances; measured precision 1.000, recall
+/// 0.982). Floors under those figures: a change that makes the extractor noticeably worse fails
+/// here.
 #[test]
 fn rules_extractor_precision_and_recall() {
-    let (precision, recall) = measure("rules_extraction.jsonl", 100, Misses::Shown);
+    let (precision, recall) = measure("rules_extraction.jsonl", 250, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
@@ -65,25 +66,29 @@ fn rules_extractor_on_held_out_utterances() {
 
 /// The second held-out set (188 utterances in every register the extraction-quality issue
 /// names, non-opinions that look like opinions among them), written before the rules changed
-/// for it and never tuned against: the figure to expect on fresh text. Before any change:
-/// precision 0.841, recall 0.320. After the rules learnt comparatives, perspective markers,
-/// prescriptions, "I love how X…", discourse openers and reported speech from the tuning set
-/// (never from this one): 0.868 / 0.547. The issue's target is 0.90 / 0.75, not yet met; the
-/// floors sit under the figure measured now, so a regression fails. Its misses are counted,
-/// not printed: a printed miss is an invitation to write a rule for that very sentence.
+/// for it and never tuned against. Before any change: precision 0.841, recall 0.320. After the
+/// rules learnt comparatives, perspective markers, prescriptions and reported speech from the
+/// tuning set: 0.868 / 0.547. Sixteen of its misses were printed once by an older version of
+/// this test, so it is no longer wholly clean. With the word-level scorer (plurals as
+/// singulars) 0.887 / 0.564; after the general lexicon, the fixed phrases, the named-topic
+/// replies and pronoun resolution: 0.903 / 0.669. Floors under that; the issue's target of
+/// 0.90 / 0.75 is met on the third set, not on this one.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_2.jsonl", 180, Misses::Counted);
-    assert!(precision >= 0.85, "precision {precision:.3} < 0.85");
-    assert!(recall >= 0.52, "recall {recall:.3} < 0.52");
+    assert!(precision >= 0.88, "precision {precision:.3} < 0.88");
+    assert!(recall >= 0.64, "recall {recall:.3} < 0.64");
 }
 
 /// The third held-out set (156 utterances, 42 of them non-opinions that look like opinions),
-/// written after the second had been partly seen and before any rule changed for it. Its misses
-/// are counted, never printed.
+/// written after the second had been partly seen and committed before any rule changed for
+/// it. Before: precision 0.944, recall 0.535. After the same changes as above: 0.990 / 0.795,
+/// the issue's target (0.90 / 0.75), which the floors hold. Its misses are counted, never
+/// printed. It was written by the same hand as the tuning rows, in the same session: it shows
+/// the rules generalise across the registers it names, not yet to another writer's text.
 #[test]
 fn rules_extractor_on_the_third_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_3.jsonl", 150, Misses::Counted);
-    assert!(precision >= 0.0, "precision {precision:.3}");
-    assert!(recall >= 0.0, "recall {recall:.3}");
+    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
+    assert!(recall >= 0.75, "recall {recall:.3} < 0.75");
 }

@@ -126,7 +126,10 @@ fn singular_words(text: &str) -> Vec<String> {
 
 /// Whether `needle`'s words appear in `haystack`, in order and next to each other.
 fn contains_words(haystack: &[String], needle: &[String]) -> bool {
-    !needle.is_empty() && haystack.windows(needle.len()).any(|window| window == needle)
+    !needle.is_empty()
+        && haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
 }
 
 /// Scores what was found for each utterance (`found[i]` for `labelled[i]`). Pure.
@@ -237,7 +240,11 @@ mod tests {
             ("coffee", "tea", false),
         ];
         for (found, labelled, expected) in cases {
-            assert_eq!(same_topic(found, labelled), expected, "{found:?} vs {labelled:?}");
+            assert_eq!(
+                same_topic(found, labelled),
+                expected,
+                "{found:?} vs {labelled:?}"
+            );
         }
     }
 

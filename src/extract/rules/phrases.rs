@@ -1,0 +1,298 @@
+//! Fixed phrases that carry a stance on their own, whatever the topic: "I have a soft spot for
+//! X", "I could live without X", "I'm all for X", "X deserves more love", "X never appealed to
+//! me", "X has so much charm", "nothing is more relaxing than X", "X is not for me", "X, not so
+//! much". Each gives a topic (still raw: `make` cleans it) and a stance.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::lexicon::polarity;
+use crate::store::Stance;
+
+/// Adverbs that may sit between "I" and the phrase's verb without changing it.
+const I_ADVERBS: &str = r"(?:(?:really|truly|genuinely|honestly|always|also|still|just|personally|definitely|certainly|absolutely|totally|secretly|kind of|sort of) )*";
+
+/// "I have a soft spot for X", "I've got a real weakness for X", "I have a deep respect for X".
+static HAVE_A_LIKING_FOR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i(?:'ve| have)? {I_ADVERBS}(?:got |had )?(?:a |an )?(?:(?:real|deep|huge|big|massive|great|genuine|soft|special|particular|certain|healthy|enormous|profound|strange|weird|secret|total|lifelong|serious|bit of a|lot of|such a) )*(?:soft spot|weakness|thing|love|fondness|affection|respect|admiration|appreciation|passion|liking|taste|obsession|sweet tooth|place in my heart|reverence|enthusiasm) for (.+)"
+    ))
+    .unwrap()
+});
+/// "I have no patience for X", "I've got no time for X", "I have little love for X".
+static HAVE_NO_TIME_FOR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i(?:'ve| have)? {I_ADVERBS}(?:got )?(?:no|zero|little|not much|absolutely no|no real) (?:patience|time|love|use|interest|respect|tolerance|appetite|desire|fondness|affection|sympathy|regard|stomach|taste|need) (?:at all )?for (.+)"
+    ))
+    .unwrap()
+});
+/// "I hold X in high esteem" / "in contempt".
+static HOLD_IN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i {I_ADVERBS}(?:hold|keep) (.+?) in (?:very |the |such )?(high|highest|great|the highest|low|lowest|contempt)\b"
+    ))
+    .unwrap()
+});
+/// "I consider X a treasure", "I regard X as nonsense", "I see X as a gift".
+static CONSIDER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i {I_ADVERBS}(consider|regard|see|view|count|call|rate|deem) (.+)"
+    ))
+    .unwrap()
+});
+/// "I could (happily) live without X" (against); "I can't live without X" (for).
+static LIVE_WITHOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i (?:(could|can)|(can't|cannot|couldn't|could not|can never|could never|'d be lost|would be lost)) (?:(?:happily|easily|honestly|totally|definitely|gladly|really|probably|certainly|absolutely|quite|imagine|even|possibly|ever) )*(?:live|do|manage|go|survive|function|get by|imagine life|go a day|get through a day)? ?without (.+)").unwrap()
+});
+/// "I'm all for X", "I'm a big believer in X", "I'm against X", "I'm not against X".
+static POSITION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'m| am) (not |never )?(?:(?:really|honestly|totally|completely|fully|100%|very much|firmly|definitely|strongly|so|absolutely|personally|all) )*(?:(for|in favou?r of|on board with|(?:a |an )?(?:big |firm |great |huge |strong |true |total |staunch )?(?:believer|advocate|champion|supporter) (?:in|of|for))|(against|opposed to|no fan of|not a fan of)) (.+)").unwrap()
+});
+/// "There's nothing I love more than X" / "nothing I hate more than X".
+static NOTHING_I_LOVE_MORE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:there's|there is|there are) (?:nothing|few things) (?:that )?i (?:(?:really|truly|honestly) )*(love|enjoy|like|adore|relish|prefer|hate|dislike|dread|despise|loathe|detest|fear|resent|can't stand) (?:more|better|quite as much|as much) (?:than|as) (.+)").unwrap()
+});
+/// "Nothing is more relaxing than X", "few things are as satisfying as X".
+static NOTHING_IS_MORE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:nothing|few things|not much|little) (?:in (?:the world|life) )?(?:is|are|feels?|sounds?|tastes?|looks?|seems?|smells?) (?:more|as|quite as|so) ([a-z'-]+) (?:than|as) (.+)").unwrap()
+});
+/// "X is not for me", "X are really not for me".
+static NOT_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|'re) (?:(?:just|really|definitely|honestly|simply|totally|probably|still|truly|absolutely) )*(?:not|never|no longer) (?:(?:really|quite|exactly|entirely|for) )*(?:for me|my style|my speed|my scene)\b").unwrap()
+});
+/// "X, not so much" / "X, yes": the verdict follows the topic without a verb.
+static VERDICT_AFTER_TOPIC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^([a-z][a-z0-9' -]*?),? (?:(not so much|not really|not for me|no thanks|hard pass|nope|never again|not a fan)|(yes|yes please|always|every time|absolutely|all day|for sure|a must|love it|love them))$").unwrap()
+});
+/// "X deserves more love" (for); "X deserves to disappear" (against).
+static DESERVES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:really|truly|honestly|definitely|totally|absolutely|so) )*deserves? (?:(?:so|much|far|way|a lot|a little|a bit|a whole lot|a lot) )*(?:(more|better|recognition|credit|love|praise|respect|attention|a medal|an award|fans|funding|support|hype|a comeback|a revival)|(to (?:disappear|die|vanish|be forgotten|go away|be banned|fail|be cancell?ed|go extinct|be retired)|(?:all )?the (?:hate|criticism|backlash|flak|bad reviews)))\b").unwrap()
+});
+/// "X has so much charm" (for); "X has no soul" (against).
+static HAS_QUALITY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:really|just|honestly|still|always|truly|simply) )*(?:has|have|had) (?:(no|zero|absolutely no|little|not much)|so much|such|real|a lot of|loads of|tons of|plenty of|a certain|a real|great|a lovely|lovely|a special|a|an|this|that) (?:(?:real|certain|special|lovely|quiet|gentle|unique) )*(charm|character|soul|personality|heart|warmth|style|flavou?r|depth|class|elegance|magic|beauty|grace|spirit|atmosphere|life|point|substance|appeal|nuance|sense of humou?r|soul to it|charm to it)\b").unwrap()
+});
+/// What a thing does to the persona, beyond the feelings the main rules know: "X puts me to
+/// sleep", "X never appealed to me" (against); "X cheers me up", "X keeps me sane" (for).
+static DOES_TO_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depresses? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|leaves? me cold|left me cold|makes? my skin crawl|ruins? my day|sets? my teeth on edge)|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impresses? me|amazes? me|excites? me|energi[sz]es? me|relaxes? me|comforts? me|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
+});
+/// "autotune ruins good voices", "leaf blowers spoil quiet mornings".
+static RUINS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:always|totally|completely|just|really|honestly|usually|simply) )*(?:ruins?|spoils?|wrecks?|kills?|destroys?|cheapens?) (?:the|my|any|every|a|an|our|good|great|quiet|perfectly|everything|so many|most|whatever)\b").unwrap()
+});
+
+/// Topic (raw) and stance, when `clause` is one of the fixed phrases. `clause` is normalised
+/// and stripped of leading filler.
+pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
+    let short = |subject: &str, words: usize| {
+        let n = subject.split_whitespace().count();
+        // "espresso over drip coffee, always" is a comparative, read elsewhere.
+        let comparative = [" over ", " than ", " beats ", " rather "]
+            .iter()
+            .any(|w| subject.contains(w));
+        (n >= 1 && n <= words && !comparative).then(|| subject.trim().to_string())
+    };
+    let stance_if = |against: bool| {
+        if against {
+            Stance::Against
+        } else {
+            Stance::For
+        }
+    };
+    if let Some(c) = HAVE_NO_TIME_FOR.captures(clause) {
+        return Some((c[1].to_string(), Stance::Against));
+    }
+    if let Some(c) = HAVE_A_LIKING_FOR.captures(clause) {
+        return Some((c[1].to_string(), Stance::For));
+    }
+    if let Some(c) = HOLD_IN.captures(clause) {
+        let low = matches!(&c[2], "low" | "lowest" | "contempt");
+        return Some((c[1].to_string(), stance_if(low)));
+    }
+    if let Some(c) = CONSIDER.captures(clause) {
+        let rest = &c[2];
+        if let Some((topic, judgement)) = rest.split_once(" as ") {
+            return Some((topic.to_string(), polarity(judgement)?));
+        }
+        if !matches!(&c[1], "consider" | "call" | "deem" | "rate") {
+            return None;
+        }
+        if &c[1] == "rate" {
+            // British "I rate X": a compliment, unless it is "I rate X poorly".
+            return (!rest.contains(" poorly") && !rest.contains(" low"))
+                .then(|| (rest.trim_end_matches(" highly").to_string(), Stance::For));
+        }
+        return super::split_topic_judgement(rest);
+    }
+    if let Some(c) = LIVE_WITHOUT.captures(clause) {
+        return Some((c[3].to_string(), stance_if(c.get(1).is_some())));
+    }
+    if let Some(c) = POSITION.captures(clause) {
+        let against = c.get(3).is_some() ^ c.get(1).is_some();
+        return Some((c[4].to_string(), stance_if(against)));
+    }
+    if let Some(c) = NOTHING_I_LOVE_MORE.captures(clause) {
+        let against = matches!(
+            &c[1],
+            "hate"
+                | "dislike"
+                | "dread"
+                | "despise"
+                | "loathe"
+                | "detest"
+                | "fear"
+                | "resent"
+                | "can't stand"
+        );
+        return Some((c[2].to_string(), stance_if(against)));
+    }
+    if let Some(c) = NOTHING_IS_MORE.captures(clause) {
+        return Some((c[2].to_string(), polarity(&c[1])?));
+    }
+    if let Some(c) = NOT_FOR_ME.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, Stance::Against));
+    }
+    if let Some(c) = VERDICT_AFTER_TOPIC.captures(clause)
+        && let Some(subject) = short(&c[1], 4)
+    {
+        return Some((subject, stance_if(c.get(2).is_some())));
+    }
+    if let Some(c) = DESERVES.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = HAS_QUALITY.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(2).is_some())));
+    }
+    if let Some(c) = DOES_TO_ME.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(2).is_some())));
+    }
+    if let Some(c) = RUINS.captures(clause)
+        && let Some(subject) = short(&c[1], 4)
+    {
+        return Some((subject, Stance::Against));
+    }
+    None
+}
+
+/// The verdict a short reply gives to a topic just named as a question: "Sailing? Love it.",
+/// "Horror movies? Not for me.", "Ramen at 2am? Perfection." `reply` is normalised, without
+/// its final punctuation.
+pub(super) fn verdict_on_named_topic(reply: &str) -> Option<Stance> {
+    static REPLY: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:oh|honestly|personally|absolutely|totally|ugh|meh|eh|yes|yeah|no|nah|hmm),? )*(?:(?:i )?(?:(?:really|absolutely|totally|just|honestly|kind of|sort of) )*(?:(love|adore|like|enjoy|dig)|(hate|dislike|loathe|detest|despise|can't stand|avoid)) (?:it|them|those|that|these)\b|((?:not|never) (?:really |exactly |quite )?(?:for me|my thing|a fan|my cup of tea|my jam|my style)|(?:hard|big) pass|no thanks|no thank you|no way|never again|absolutely not|not a chance|nope|pass)|(yes please|count me in|sign me up|always|every time|all day|any day|100%|love it|love them|big fan|huge fan|absolutely))").unwrap()
+    });
+    if let Some(c) = REPLY.captures(reply) {
+        return Some(if c.get(2).is_some() || c.get(3).is_some() {
+            Stance::Against
+        } else {
+            Stance::For
+        });
+    }
+    // "Pure magic.", "Overrated.", "Total waste of time.": a bare judgement of a few words.
+    (reply.split_whitespace().count() <= 4)
+        .then(|| polarity(reply))
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_phrases_give_their_topic_and_stance() {
+        use Stance::{Against, For};
+        let cases = [
+            (
+                "i have a soft spot for old cameras",
+                Some(("old cameras", For)),
+            ),
+            ("i've got no time for gossip", Some(("gossip", Against))),
+            (
+                "i hold good manners in high esteem",
+                Some(("good manners", For)),
+            ),
+            (
+                "i regard astrology as nonsense",
+                Some(("astrology", Against)),
+            ),
+            (
+                "i could easily live without smartwatches",
+                Some(("smartwatches", Against)),
+            ),
+            ("i can't live without coffee", Some(("coffee", For))),
+            ("i'm all for four-day weeks", Some(("four-day weeks", For))),
+            ("i'm not against spicy food", Some(("spicy food", For))),
+            (
+                "i'm against daylight saving",
+                Some(("daylight saving", Against)),
+            ),
+            (
+                "nothing is more annoying than a dripping tap",
+                Some(("a dripping tap", Against)),
+            ),
+            (
+                "there's nothing i love more than a long bath",
+                Some(("a long bath", For)),
+            ),
+            (
+                "jazz fusion is just not for me",
+                Some(("jazz fusion", Against)),
+            ),
+            ("rom-coms, not so much", Some(("rom-coms", Against))),
+            (
+                "local bakeries deserve more love",
+                Some(("local bakeries", For)),
+            ),
+            ("old trams have so much charm", Some(("old trams", For))),
+            (
+                "chain restaurants have no soul",
+                Some(("chain restaurants", Against)),
+            ),
+            (
+                "team sports never appealed to me",
+                Some(("team sports", Against)),
+            ),
+            ("bad puns cheer me up", Some(("bad puns", For))),
+            ("autotune ruins good voices", Some(("autotune", Against))),
+            ("i'd love to help", None),
+            ("the meeting has a new agenda", None),
+            ("i see what you mean", None),
+        ];
+        for (clause, expected) in cases {
+            let found = read_phrase(clause);
+            assert_eq!(
+                found.as_ref().map(|(t, s)| (t.as_str(), *s)),
+                expected,
+                "{clause:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_reply_judges_the_topic_named_before_it() {
+        use Stance::{Against, For};
+        let cases = [
+            ("love it", Some(For)),
+            ("honestly, i adore them", Some(For)),
+            ("not for me, thanks", Some(Against)),
+            ("hard pass", Some(Against)),
+            ("pure magic", Some(For)),
+            ("total waste of time", Some(Against)),
+            ("it depends on the day", None),
+            ("i went there last year with my cousin", None),
+        ];
+        for (reply, expected) in cases {
+            assert_eq!(verdict_on_named_topic(reply), expected, "{reply:?}");
+        }
+    }
+}
