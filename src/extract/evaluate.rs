@@ -135,6 +135,9 @@ fn contains_words(haystack: &[String], needle: &[String]) -> bool {
 /// Scores what was found for each utterance (`found[i]` for `labelled[i]`). Pure.
 pub fn score(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> Score {
     let (mut expected, mut found_total, mut matched) = (0usize, 0usize, 0usize);
+    // Labelled opinions found: counted apart from `matched`, since two found opinions can
+    // match one label ("tea" and "tea in the morning").
+    let mut recalled = 0usize;
     let mut misses = Vec::new();
     for (row, opinions) in labelled.iter().zip(found) {
         expected += row.opinions.len();
@@ -155,10 +158,12 @@ pub fn score(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> Score {
             }
         }
         for e in &row.opinions {
-            if !opinions
+            if opinions
                 .iter()
                 .any(|o| o.stance == e.stance && same_topic(&o.name, &e.topic))
             {
+                recalled += 1;
+            } else {
                 misses.push(Miss::Missed {
                     text: row.text.clone(),
                     topic: e.topic.clone(),
@@ -181,7 +186,7 @@ pub fn score(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> Score {
         recall: if expected == 0 {
             1.0
         } else {
-            matched as f64 / expected as f64
+            recalled as f64 / expected as f64
         },
         misses,
     }
@@ -226,6 +231,23 @@ mod tests {
             related_user_ids: Vec::new(),
             evidence: String::new(),
         }
+    }
+
+    #[test]
+    fn two_findings_of_one_labelled_opinion_recall_it_once() {
+        let labelled = parse_labelled(
+            r#"{"text": "Tea, tea in the morning, and jazz.", "opinions": [{"topic": "tea", "stance": "for"}, {"topic": "jazz", "stance": "for"}]}"#,
+        )
+        .unwrap();
+        let score = score(
+            &labelled,
+            &[vec![
+                found("tea", Stance::For),
+                found("tea in the morning", Stance::For),
+            ]],
+        );
+        assert_eq!(score.precision, 1.0);
+        assert_eq!(score.recall, 0.5);
     }
 
     #[test]

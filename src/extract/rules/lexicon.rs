@@ -169,6 +169,93 @@ const SIMILES: &[(&str, Stance)] = &[
     ("silk", Stance::For),
 ];
 
+/// VADER's lexicon (Hutto & Gilbert 2014): about 7 500 words rated by ten people each, from
+/// -4 to 4. A word the lists above do not know is read from it when its mean rating is at
+/// least this far from neutral: a lexicon written by others, not against our labelled sets.
+const VADER_MIN_VALENCE: f64 = 1.5;
+
+static VADER: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
+    include_str!("vader_lexicon.tsv")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (word, valence) = line.split_once('\t')?;
+            let valence: f64 = valence.parse().ok()?;
+            if valence.abs() < VADER_MIN_VALENCE
+                || MODIFIERS.contains(&word)
+                || VADER_EXCLUDED.contains(&word)
+            {
+                return None;
+            }
+            Some((
+                word,
+                if valence > 0.0 {
+                    Stance::For
+                } else {
+                    Stance::Against
+                },
+            ))
+        })
+        .collect()
+});
+
+/// VADER entries that are not a verdict after "is": words of the conversation itself ("ok",
+/// "yes", "please"), verbs, and words whose stance flips with the thing judged ("free",
+/// "sick", "fire").
+const VADER_EXCLUDED: &[&str] = &[
+    "ok",
+    "okay",
+    "yes",
+    "no",
+    "yeah",
+    "please",
+    "thanks",
+    "thank",
+    "sure",
+    "true",
+    "like",
+    "likes",
+    "liked",
+    "want",
+    "wants",
+    "wanted",
+    "well",
+    "free",
+    "sick",
+    "fire",
+    "killer",
+    "help",
+    "helps",
+    "agree",
+    "wish",
+    "hope",
+    "heart",
+    "lol",
+    "haha",
+    "joke",
+    "kidding",
+    "alive",
+    "dead",
+    "won",
+    "win",
+    "lost",
+    "care",
+    "cares",
+    "ready",
+    "welcome",
+    "fan",
+    "fans",
+    "interest",
+    "interests",
+    "top",
+    "party",
+    "parties",
+    "matter",
+    "matters",
+    "play",
+    "playing",
+];
+
 static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
     POSITIVE
         .iter()
@@ -180,7 +267,7 @@ static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
 /// The stance of one word: listed, or a superlative of a listed word ("calmest", "dullest",
 /// "ugliest").
 pub(super) fn word_polarity(word: &str) -> Option<Stance> {
-    if let Some(stance) = LEXICON.get(word) {
+    if let Some(stance) = LEXICON.get(word).or_else(|| VADER.get(word)) {
         return Some(*stance);
     }
     let stem = word.strip_suffix("est")?;
@@ -194,10 +281,12 @@ pub(super) fn word_polarity(word: &str) -> Option<Stance> {
             .filter(|(i, c)| *i > 0 && stem[..*i].ends_with(*c))
             .map(|(i, _)| stem[..i].to_string()),
     ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find_map(|base| LEXICON.get(base.as_str()).copied())
+    candidates.into_iter().flatten().find_map(|base| {
+        LEXICON
+            .get(base.as_str())
+            .or_else(|| VADER.get(base.as_str()))
+            .copied()
+    })
 }
 
 /// The stance of the judgement at the start of `text`: the first evaluative word after any

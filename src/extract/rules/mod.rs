@@ -1007,7 +1007,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | on a | on slow | at the end| these days| nowadays| lately| anymore| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | on a | on slow | at the end| these days| nowadays| lately| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {

@@ -189,7 +189,7 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
 /// its final punctuation.
 pub(super) fn verdict_on_named_topic(reply: &str) -> Option<Stance> {
     static REPLY: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:oh|honestly|personally|absolutely|totally|ugh|meh|eh|yes|yeah|no|nah|hmm),? )*(?:(?:i )?(?:(?:really|absolutely|totally|just|honestly|kind of|sort of) )*(?:(love|adore|like|enjoy|dig)|(hate|dislike|loathe|detest|despise|can't stand|avoid)) (?:it|them|those|that|these)\b|((?:not|never) (?:really |exactly |quite )?(?:for me|my thing|a fan|my cup of tea|my jam|my style)|(?:hard|big) pass|no thanks|no thank you|no way|never again|absolutely not|not a chance|nope|pass)|(yes please|count me in|sign me up|always|every time|all day|any day|100%|love it|love them|big fan|huge fan|absolutely))").unwrap()
+        Regex::new(r"^(?:(?:oh|honestly|personally|absolutely|totally|ugh|meh|eh|yes|yeah|no|nah|hmm),? )*(?:(?:i )?(?:(?:really|absolutely|totally|just|honestly|kind of|sort of) )*(?:(love|adore|like|enjoy|dig)|(hate|dislike|loathe|detest|despise|can't stand|avoid)) (?:it|them|those|that|these)\b|((?:i'm |i am )?(?:not|never) (?:really |exactly |quite )?(?:for me|my thing|a fan|my cup of tea|my jam|my style|into (?:it|them))|i'm against (?:it|them)|(?:hard|big) pass|no thanks|no thank you|no way|never again|absolutely not|not a chance|nope|pass)|(i'm (?:all |totally |so )?(?:for it|in|into (?:it|them)|a (?:big |huge )?fan)|yes please|count me in|sign me up|always|every time|all day|any day|100%|love it|love them|big fan|huge fan|absolutely))").unwrap()
     });
     if let Some(c) = REPLY.captures(reply) {
         return Some(if c.get(2).is_some() || c.get(3).is_some() {
