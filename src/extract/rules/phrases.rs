@@ -158,6 +158,15 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     }
     if let Some(c) = VERDICT_AFTER_TOPIC.captures(clause)
         && let Some(subject) = short(&c[1], 4)
+        // "I'll be there, always": a clause of its own, not a topic.
+        && !subject.split_whitespace().any(|w| {
+            w.contains('\'')
+                || matches!(
+                    w,
+                    "i" | "you" | "we" | "they" | "he" | "she" | "it" | "is" | "are" | "was"
+                        | "be" | "will" | "do" | "can"
+                )
+        })
     {
         return Some((subject, stance_if(c.get(2).is_some())));
     }
@@ -265,6 +274,8 @@ mod tests {
             ("bad puns cheer me up", Some(("bad puns", For))),
             ("autotune ruins good voices", Some(("autotune", Against))),
             ("i'd love to help", None),
+            ("i'll be there, always", None),
+            ("you are right, absolutely", None),
             ("the meeting has a new agenda", None),
             ("i see what you mean", None),
         ];
