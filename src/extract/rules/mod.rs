@@ -223,12 +223,6 @@ fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
 /// The noun phrase a clause opens with, when it is about a thing ("mechanical keyboards are
 /// loud" → "mechanical keyboards"): the words before its first verb, at most five.
 fn clause_subject(clause: &str) -> Option<String> {
-    const VERBS: &[&str] = &[
-        "is", "are", "was", "were", "'s", "'re", "has", "have", "had", "can", "could", "will",
-        "would", "should", "must", "do", "does", "did", "feel", "feels", "look", "looks", "sound",
-        "sounds", "seem", "seems", "taste", "tastes", "smell", "smells", "get", "gets", "keep",
-        "keeps", "make", "makes", "never", "always", "just", "really",
-    ];
     let clause = LEADING_FILLER.replace(clause, "");
     let words: Vec<&str> = clause
         .split_whitespace()
@@ -238,18 +232,7 @@ fn clause_subject(clause: &str) -> Option<String> {
     if NON_TOPICS.contains(&first) || matches!(first, "my" | "our" | "his" | "their") {
         return None;
     }
-    let end = words
-        .iter()
-        .enumerate()
-        .skip(1)
-        .take(5)
-        .find_map(|(i, w)| {
-            let third_person = w.len() > 3
-                && w.ends_with('s')
-                && !w.ends_with("ss")
-                && !words[i - 1].ends_with('s');
-            (VERBS.contains(w) || third_person).then_some(i)
-        })?;
+    let end = first_verb(&words).filter(|end| *end <= 5)?;
     Some(words[..end].join(" "))
 }
 
@@ -891,55 +874,63 @@ fn judgement_polarity(text: &str) -> Option<Stance> {
     text.split(" and ").find_map(polarity)
 }
 
+/// Where the verb of "fog softens the city" / "keyboards are loud" is: the first word after
+/// the subject's first that is a common verb, a word in -es / -ed, or a word in -s before a
+/// determiner or object.
+fn first_verb(words: &[&str]) -> Option<usize> {
+    const VERBS: &[&str] = &[
+        "is", "are", "was", "were", "'s", "'re", "has", "have", "had", "can", "could", "will",
+        "would", "should", "must", "do", "does", "did", "feel", "feels", "look", "looks", "sound",
+        "sounds", "seem", "seems", "taste", "tastes", "smell", "smells", "get", "gets", "keep",
+        "keeps", "make", "makes", "bring", "brings", "turn", "turns", "go", "goes", "light",
+        "lights", "never", "always", "just", "really",
+    ];
+    const OBJECT_STARTS: &[&str] = &[
+        "the",
+        "a",
+        "an",
+        "my",
+        "every",
+        "everything",
+        "up",
+        "me",
+        "us",
+        "all",
+        "into",
+        "over",
+        "through",
+        "our",
+        "any",
+        "its",
+    ];
+    (1..words.len()).find(|&i| {
+        let word = words[i];
+        let in_s = word.len() > 3 && word.ends_with('s') && !word.ends_with("ss");
+        VERBS.contains(&word)
+            || (word.len() > 3 && (word.ends_with("es") || word.ends_with("ed")))
+            || (in_s
+                && words
+                    .get(i + 1)
+                    .is_some_and(|next| OBJECT_STARTS.contains(next)))
+    })
+}
+
 /// The noun phrase that opens "snow muffles everything" / "the city gets quiet": the words
 /// before the first verb-like word (at most four).
 fn subject_before_verb(rest: &str) -> Option<String> {
-    const VERBS: &[&str] = &[
-        "is", "are", "was", "were", "can", "could", "will", "gets", "get", "makes", "make",
-        "feels", "feel", "sounds", "sound", "looks", "look", "brings", "bring", "turns", "turn",
-        "has", "have", "goes", "go", "lights", "light", "never", "always", "just", "seems",
-    ];
     let words: Vec<&str> = rest.split_whitespace().collect();
-    let mut end = words.len().min(4);
-    for (i, word) in words.iter().enumerate().skip(1) {
-        // "fog softens the city": a word in -s before a determiner is the verb.
-        let verb_before_object = word.len() > 3
-            && word.ends_with('s')
-            && !word.ends_with("ss")
-            && words.get(i + 1).is_some_and(|next| {
-                matches!(
-                    *next,
-                    "the"
-                        | "a"
-                        | "an"
-                        | "my"
-                        | "every"
-                        | "everything"
-                        | "up"
-                        | "me"
-                        | "us"
-                        | "all"
-                        | "into"
-                        | "over"
-                        | "through"
-                        | "our"
-                        | "any"
-                        | "its"
-                )
-            });
-        if VERBS.contains(word)
-            || verb_before_object
-            || (word.len() > 3 && (word.ends_with("es") || word.ends_with("ed")) && i >= 1)
-            || (word.len() > 3
-                && word.ends_with('s')
-                && !word.ends_with("ss")
-                && i >= 1
-                && i == words.len().min(4) - 1)
-        {
-            end = i;
-            break;
-        }
-    }
+    let window = words.len().min(4);
+    // A short clause's last word in -s (within four) is most often its verb: "how the city
+    // sleeps".
+    let fourth_in_s = (window >= 2).then(|| window - 1).filter(|&i| {
+        let word = words[i];
+        word.len() > 3 && word.ends_with('s') && !word.ends_with("ss")
+    });
+    let end = [first_verb(&words), fourth_in_s]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(window);
     if matches!(
         words.first(),
         Some(&("you" | "your" | "he" | "she" | "they" | "people" | "everyone"))
