@@ -223,8 +223,10 @@ static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
 /// The stance of one word: listed, or a superlative of a listed word ("calmest", "dullest",
 /// "ugliest").
 pub(super) fn word_polarity(word: &str) -> Option<Stance> {
-    if let Some(stance) = LEXICON.get(word).or_else(|| VADER.get(word)) {
-        return Some(*stance);
+    // Our lists first; VADER only for what they do not know.
+    let listed = |word: &str| LEXICON.get(word).or_else(|| VADER.get(word)).copied();
+    if let Some(stance) = listed(word) {
+        return Some(stance);
     }
     let stem = word.strip_suffix("est")?;
     let candidates = [
@@ -237,12 +239,10 @@ pub(super) fn word_polarity(word: &str) -> Option<Stance> {
             .filter(|(i, c)| *i > 0 && stem[..*i].ends_with(*c))
             .map(|(i, _)| stem[..i].to_string()),
     ];
-    candidates.into_iter().flatten().find_map(|base| {
-        LEXICON
-            .get(base.as_str())
-            .or_else(|| VADER.get(base.as_str()))
-            .copied()
-    })
+    candidates
+        .into_iter()
+        .flatten()
+        .find_map(|base| listed(base.as_str()))
 }
 
 /// The stance of the judgement at the start of `text`: the first evaluative word after any
