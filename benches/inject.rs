@@ -5,7 +5,9 @@
 //! (the same code `persona-prefs serve` runs), the client is a separate NATS connection.
 //!
 //! Measured (p50/p99): `persona.prefs.inject` with a precomputed embedding, with text (cache
-//! hit), and with new text every time (local embedder on the request path).
+//! hit), and with new text every time (local embedder on the request path), the last
+//! alternated with the model embedding a like text alone and a precomputed injection; goal
+//! for new text: p50 <= 20 ms.
 //! Floor: one raw VSIM over the persona's vector set (same Redis) plus a bare NATS
 //! request-reply echo of the same payload size. Compared too: the original system's query plan
 //! (one KNN over a shared index, then one query per user, each awaited) on its own layout of
@@ -33,6 +35,8 @@ use support::{
 const TARGET_RATIO: f64 = 1.3;
 const TARGET_ORIGINAL_P50: f64 = 0.2;
 const TARGET_ORIGINAL_P99: f64 = 0.3;
+/// Text injection with a query never seen before (embedded on the request path), p50.
+const TEXT_GOAL_P50_MS: f64 = 20.0;
 
 #[tokio::main]
 async fn main() {
@@ -227,15 +231,57 @@ async fn main() {
         }
     })
     .await;
-    let new_text = measure(iterations / 4, |i| {
+    // New text every time, alternated call by call with its floor: the same model embedding
+    // a text of the same shape directly (batch 1, no batcher, no cache), and the precomputed
+    // injection beside it. What the service adds is the gap between them.
+    let model = persona_prefs::embed::local::LocalEmbedder::load_with(
+        std::path::Path::new(&config.embed.model_dir),
+        config.embed.max_input_chars,
+        persona_prefs::embed::local::LocalOptions {
+            max_tokens: config.embed.local_max_tokens,
+            ..Default::default()
+        },
+    )
+    .expect("local model (scripts/services fetch)");
+    let new_text_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = subject.clone();
-        async move {
+        Box::pin(async move {
             let body = json!({"persona_id": "p0", "query": format!("what do you think about topic number {i}?"), "active_user_ids": ["user1"]});
-            client.request(subject, serde_json::to_vec(&body).unwrap().into()).await.unwrap();
-        }
-    })
-    .await;
+            client
+                .request(subject, serde_json::to_vec(&body).unwrap().into())
+                .await
+                .unwrap();
+        })
+    });
+    let raw_embed_call: Call<'_> = Box::new(|i| {
+        let model = &model;
+        Box::pin(async move {
+            let text = vec![format!("what do you think about subject number {i}?")];
+            persona_prefs::embed::Embedder::embed(model, &text)
+                .await
+                .unwrap();
+        })
+    });
+    let precomputed_call: Call<'_> = Box::new(|i| {
+        let client = client.clone();
+        let subject = subject.clone();
+        let payload = payloads[i % payloads.len()].clone();
+        Box::pin(async move {
+            client.request(subject, payload.into()).await.unwrap();
+        })
+    });
+    let mut text_paths = measure_interleaved(
+        iterations / 4,
+        &[new_text_call, raw_embed_call, precomputed_call],
+    )
+    .await
+    .into_iter();
+    let (new_text, raw_embed, precomputed_beside_text) = (
+        text_paths.next().unwrap(),
+        text_paths.next().unwrap(),
+        text_paths.next().unwrap(),
+    );
 
     let forks = info_field(&mut diagnostics, "total_forks").await - forks_before;
     let latest: redis::RedisResult<redis::Value> = redis::cmd("LATENCY")
@@ -265,6 +311,16 @@ async fn main() {
     println!(
         "{:<40} {:>9.3} {:>9.3}",
         "inject, new text (embedded per request)", new_text.p50, new_text.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "  beside it: the model alone (batch 1)", raw_embed.p50, raw_embed.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "  beside it: inject, precomputed",
+        precomputed_beside_text.p50,
+        precomputed_beside_text.p99
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",
@@ -304,6 +360,20 @@ async fn main() {
     println!(
         "result: {}",
         if ok { "within target" } else { "OVER TARGET" }
+    );
+    // The text path's goal is absolute (issue 11: the model must leave injection usable on
+    // these 2 cores); beside it, how much the service adds to the model and the store.
+    let text_floor = raw_embed.p50 + precomputed_beside_text.p50;
+    println!(
+        "new text p50 = {:.1} ms (goal <= {TEXT_GOAL_P50_MS} ms): {}; \
+         / (model alone + precomputed inject, {text_floor:.1} ms) = {:.2}",
+        new_text.p50,
+        if new_text.p50 <= TEXT_GOAL_P50_MS {
+            "within"
+        } else {
+            "OVER"
+        },
+        new_text.p50 / text_floor
     );
 
     services.stop().await;
