@@ -129,6 +129,9 @@ pub struct StoreConfig {
     pub max_opinion_chars: usize,
     pub conflict_top_k: usize,
     pub conflict_threshold: f64,
+    /// How many candidates `VSIM` explores on the hot paths (its `EF`; Redis defaults to 100,
+    /// or COUNT when larger). Chosen by recall against exact search (benches/search_effort.rs).
+    pub vector_search_ef: usize,
     pub user_relevance_floor: f64,
     pub min_semantic_relevance: f64,
     pub max_top_k: usize,
@@ -580,6 +583,7 @@ impl Config {
             ("store.max_name_chars", store.max_name_chars),
             ("store.max_opinion_chars", store.max_opinion_chars),
             ("store.conflict_top_k", store.conflict_top_k),
+            ("store.vector_search_ef", store.vector_search_ef),
             ("store.max_top_k", store.max_top_k),
             ("store.max_injection_count", store.max_injection_count),
             ("store.max_injection_chars", store.max_injection_chars),
@@ -600,6 +604,12 @@ impl Config {
             return Err(invalid(
                 "store.erasure_secret",
                 "must be at least 16 bytes (or empty for a key kept in Redis)".into(),
+            ));
+        }
+        if store.vector_search_ef > 10_000 {
+            return Err(invalid(
+                "store.vector_search_ef",
+                format!("must be within 1..=10000, got {}", store.vector_search_ef),
             ));
         }
         if store.conflict_top_k > store.max_top_k {
@@ -804,6 +814,25 @@ mod tests {
         assert_eq!(config.store.reinforce_rate, 0.2);
         assert_eq!(config.redis.key_prefix, "demo");
         assert_eq!(config.redis.url, "redis://10.0.0.1:7000");
+    }
+
+    #[test]
+    fn the_vector_search_effort_is_bounded_and_named_when_wrong() {
+        for bad in ["0", "10001"] {
+            let error = Config::load_from(
+                None,
+                &env(&[("PERSONA_PREFS__STORE__VECTOR_SEARCH_EF", bad)]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(error.contains("store.vector_search_ef"), "{bad}: {error}");
+        }
+        let config = Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__STORE__VECTOR_SEARCH_EF", "200")]),
+        )
+        .unwrap();
+        assert_eq!(config.store.vector_search_ef, 200);
     }
 
     #[test]

@@ -120,8 +120,11 @@ impl PreferenceStore {
                     self.keys(),
                     &persona_id,
                     vector,
-                    top_k,
-                    strongest,
+                    query::PassSizes {
+                        top_k,
+                        strongest,
+                        search_ef: self.settings.store.vector_search_ef,
+                    },
                     query.active_user_ids,
                     with_vectors,
                 )
@@ -207,7 +210,9 @@ impl PreferenceStore {
                             .arg(vector_to_bytes(vector))
                             .arg("WITHSCORES")
                             .arg("COUNT")
-                            .arg(1);
+                            .arg(1)
+                            .arg("EF")
+                            .arg(self.settings.store.vector_search_ef);
                     }
                     let mut connection = self.connection.clone();
                     let replies = connection

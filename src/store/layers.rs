@@ -235,7 +235,9 @@ impl PreferenceStore {
             .arg("WITHSCORES")
             .arg("WITHATTRIBS")
             .arg("COUNT")
-            .arg(self.settings.store.conflict_top_k);
+            .arg(self.settings.store.conflict_top_k)
+            .arg("EF")
+            .arg(self.settings.store.vector_search_ef);
         pipe.cmd("GET").arg(keys.bases(persona_id));
         let mut connection = self.connection.clone();
         let mut replies = connection

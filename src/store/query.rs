@@ -61,14 +61,24 @@ pub fn persona_filter(persona_id: &str, include_retracted: bool) -> String {
 /// pass reads each one's vector; a persona holds few opinions about any one user).
 pub const USER_PASS_CANDIDATES: usize = 256;
 
+/// How much each of the injection script's passes reads.
+#[derive(Debug, Clone, Copy)]
+pub struct PassSizes {
+    /// Semantic neighbours (k).
+    pub top_k: usize,
+    /// The strongest preferences.
+    pub strongest: usize,
+    /// How many candidates the semantic search explores (`store.vector_search_ef`).
+    pub search_ef: usize,
+}
+
 /// The injection script's invocation: all three passes over one persona's structures.
 /// Public so benches measure exactly what the store sends.
 pub fn injection_invocation(
     keys: &Keys,
     persona_id: &str,
     vector_bytes: &[u8],
-    top_k: usize,
-    strongest: usize,
+    sizes: PassSizes,
     active_user_ids: &[String],
     with_vectors: bool,
 ) -> redis::ScriptInvocation<'static> {
@@ -79,10 +89,11 @@ pub fn injection_invocation(
         .key(keys.about(persona_id))
         .key(keys.bases(persona_id))
         .arg(vector_bytes)
-        .arg(top_k)
-        .arg(strongest)
+        .arg(sizes.top_k)
+        .arg(sizes.strongest)
         .arg(USER_PASS_CANDIDATES)
-        .arg(if with_vectors { "1" } else { "0" });
+        .arg(if with_vectors { "1" } else { "0" })
+        .arg(sizes.search_ef);
     for user in active_user_ids {
         invocation.arg(user.as_str());
     }

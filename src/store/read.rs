@@ -320,6 +320,8 @@ impl PreferenceStore {
             .arg("WITHATTRIBS")
             .arg("COUNT")
             .arg(top_k)
+            .arg("EF")
+            .arg(self.settings.store.vector_search_ef)
             .query_async(&mut connection)
             .await?;
         query::parse_vector_hits(reply, query::VectorScore::VsimScore)

@@ -590,7 +590,8 @@ return 1
 /// user pass strongest first), `ARGV[2]` how many neighbours (k), `ARGV[3]` how many of the
 /// strongest, `ARGV[4]` at most how many preferences about the users to score, `ARGV[5]` "1"
 /// to also return the vector of every hit (a base layer's, for the override check),
-/// `ARGV[6..]` the users.
+/// `ARGV[6]` the search's exploration factor (`store.vector_search_ef`), `ARGV[7..]` the
+/// users.
 ///
 /// Returns `{semantic, about_users, strongest, bases, vectors}`:
 /// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`);
@@ -608,13 +609,13 @@ local k = tonumber(ARGV[2])
 -- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
 local semantic = {}
 if ARGV[1] ~= '' then
-  semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k)
+  semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
 end
 local about = {}
-if #ARGV >= 6 then
+if #ARGV >= 7 then
   local cap = tonumber(ARGV[4])
   local seen, ids = {}, {}
-  for i = 6, #ARGV do
+  for i = 7, #ARGV do
     local members = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. ARGV[i] .. '\0', '(' .. ARGV[i] .. '\1', 'LIMIT', 0, cap)
     for _, member in ipairs(members) do
       local id = string.sub(member, #ARGV[i] + 2)
