@@ -168,6 +168,7 @@ async fn main() {
     // inside the handler and transport around it.
     let took = std::sync::Mutex::new(Vec::with_capacity(iterations));
     let keys = app.store.keys().clone();
+    let search_ef = config.store.vector_search_ef;
     let inject_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = subject.clone();
@@ -184,7 +185,7 @@ async fn main() {
         let mut connection = connection.clone();
         let keys = keys.clone();
         let q = queries[i % queries.len()].clone();
-        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 16).await })
+        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 16, search_ef).await })
     });
     let echo_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
@@ -324,7 +325,9 @@ async fn main() {
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",
-        "floor: raw VSIM", search_floor.p50, search_floor.p99
+        format!("floor: raw VSIM (EF {search_ef})"),
+        search_floor.p50,
+        search_floor.p99
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",

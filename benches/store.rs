@@ -86,6 +86,7 @@ async fn main() {
     let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
+    let search_ef = config.store.vector_search_ef;
 
     // Each store call alternates with its floor, call by call (see `measure_pair`).
     let (conflicts, conflicts_floor) = measure_pair(
@@ -101,7 +102,7 @@ async fn main() {
             let mut connection = connection.clone();
             let keys = keys.clone();
             let q = queries[i % queries.len()].clone();
-            async move { raw_vsim(&mut connection, &keys, &q, 5).await }
+            async move { raw_vsim(&mut connection, &keys, &q, 5, search_ef).await }
         },
     )
     .await;
@@ -126,7 +127,7 @@ async fn main() {
             let mut connection = connection.clone();
             let keys = keys.clone();
             let q = queries[i % queries.len()].clone();
-            async move { raw_vsim(&mut connection, &keys, &q, 16).await }
+            async move { raw_vsim(&mut connection, &keys, &q, 16, search_ef).await }
         },
     )
     .await;

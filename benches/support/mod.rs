@@ -299,12 +299,14 @@ pub async fn original_find_conflicts(
         .unwrap();
 }
 
-/// The new floor: one raw VSIM of `count` over persona p0's vector set, reply unparsed.
+/// The new floor: one raw VSIM of `count` over persona p0's vector set, reply unparsed,
+/// exploring as much as the service does (`ef`: `store.vector_search_ef`).
 pub async fn raw_vsim(
     connection: &mut persona_prefs::store::RedisConnection,
     keys: &persona_prefs::store::Keys,
     query: &[f32],
     count: usize,
+    ef: usize,
 ) {
     let _: redis::Value = redis::cmd("VSIM")
         .arg(keys.vectors("p0"))
@@ -312,6 +314,8 @@ pub async fn raw_vsim(
         .arg(persona_prefs::store::query::vector_to_bytes(query))
         .arg(&["WITHSCORES", "WITHATTRIBS", "COUNT"][..])
         .arg(count)
+        .arg("EF")
+        .arg(ef)
         .query_async(connection)
         .await
         .unwrap();
