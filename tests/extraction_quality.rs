@@ -92,3 +92,16 @@ fn rules_extractor_on_the_third_held_out_set() {
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.75, "recall {recall:.3} < 0.75");
 }
+
+/// The fourth held-out set (113 utterances, 30 non-opinions), written in another session than
+/// the rules' last changes, in the registers of a persona chatting (answers to a user, asides,
+/// sarcasm, hedges), and committed before the rules ever read it. Its first and only
+/// measurement, with no rule changed since: precision 0.919, recall 0.640. That is the
+/// soberest figure the project has for text the rules were not written against; it says the
+/// third set's 0.795 flattered them. Floors just under it; misses counted, never printed.
+#[test]
+fn rules_extractor_on_the_fourth_held_out_set() {
+    let (precision, recall) = measure("extraction_heldout_4.jsonl", 110, Misses::Counted);
+    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
+    assert!(recall >= 0.62, "recall {recall:.3} < 0.62");
+}

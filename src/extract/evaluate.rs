@@ -12,7 +12,7 @@ use crate::store::Stance;
 
 /// The labelled sets shipped with the service: written alongside the rules (tuning), and the
 /// three written apart from them (held out).
-pub const SHIPPED_SETS: [(&str, &str); 4] = [
+pub const SHIPPED_SETS: [(&str, &str); 5] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -28,6 +28,10 @@ pub const SHIPPED_SETS: [(&str, &str); 4] = [
     (
         "held-out 3",
         include_str!("../../tests/data/extraction_heldout_3.jsonl"),
+    ),
+    (
+        "held-out 4",
+        include_str!("../../tests/data/extraction_heldout_4.jsonl"),
     ),
 ];
 
