@@ -2,9 +2,10 @@
 //! measurement: recall@5 (ingest's find_conflicts) and recall@16 (injection's semantic pass)
 //! against exact brute-force cosine search, beside each EF's p50/p99, all in one run.
 //!
-//! Data: up to `BENCH_VECTORS` (10 000; the shipped texts give 9 272) real all-MiniLM-L6-v2
-//! embeddings of short texts, as a persona's topics are: every text and topic of the labelled sets in `tests/data/`, the plain
-//! words of the vendored VADER lexicon, and the labelled topics in a few phrasings; one Q8
+//! Data: up to `BENCH_VECTORS` (10 000; the shipped texts gave 9 272 when the default was
+//! chosen) real all-MiniLM-L6-v2 embeddings of short texts, as a persona's topics are: every
+//! text and topic of the shipped labelled sets and topic pairs, the plain words of the
+//! vendored VADER lexicon, and the labelled topics in a few phrasings; one Q8
 //! vector set (the service's default), every `BENCH_QUERIES`-th (10th) text a query, itself
 //! excluded from its neighbours. The floor is Redis's own default (EF 100, or COUNT when
 //! larger), measured alternately with the others; the chosen EF is the smallest of at least
@@ -20,9 +21,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
+use persona_prefs::calibrate::{TOPIC_PAIRS, parse_pairs};
 use persona_prefs::config::Config;
 use persona_prefs::embed::Embedder;
 use persona_prefs::embed::local::LocalEmbedder;
+use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
 use persona_prefs::store::query::vector_to_bytes;
 use support::{Call, env_or, measure_interleaved};
 
@@ -37,37 +40,23 @@ const MIN_EF: usize = 32;
 
 /// Short texts like a persona's topics and the messages that query them.
 fn corpus(limit: usize) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut texts = BTreeSet::new();
     let mut topics = BTreeSet::new();
-    for file in [
-        "rules_extraction.jsonl",
-        "rules_extraction_heldout.jsonl",
-        "extraction_heldout_2.jsonl",
-        "extraction_heldout_3.jsonl",
-    ] {
-        let path = root.join("tests/data").join(file);
-        for line in std::fs::read_to_string(path).unwrap().lines() {
-            let value: serde_json::Value = serde_json::from_str(line).unwrap();
-            texts.insert(value["text"].as_str().unwrap().to_string());
-            for opinion in value["opinions"].as_array().into_iter().flatten() {
-                if let Some(topic) = opinion["topic"].as_str() {
-                    topics.insert(topic.to_string());
-                }
-            }
+    for (_, set) in SHIPPED_SETS {
+        for row in parse_labelled(set).unwrap() {
+            texts.insert(row.text);
+            topics.extend(row.opinions.into_iter().map(|opinion| opinion.topic));
         }
     }
-    for line in std::fs::read_to_string(root.join("data/topic_pairs.jsonl"))
-        .unwrap()
-        .lines()
-    {
-        let value: serde_json::Value = serde_json::from_str(line).unwrap();
-        topics.insert(value["a"].as_str().unwrap().to_string());
-        topics.insert(value["b"].as_str().unwrap().to_string());
+    for pair in parse_pairs(TOPIC_PAIRS).unwrap() {
+        topics.insert(pair.a);
+        topics.insert(pair.b);
     }
     texts.extend(topics.iter().cloned());
-    let lexicon =
-        std::fs::read_to_string(root.join("src/extract/rules/vader_lexicon.tsv")).unwrap();
+    let lexicon = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/extract/rules/vader_lexicon.tsv"),
+    )
+    .unwrap();
     texts.extend(
         lexicon
             .lines()

@@ -230,6 +230,15 @@ mod tests {
         texts.iter().map(|text| text.to_string()).collect()
     }
 
+    /// A caller embedding `texts` through `batcher`, awaited later.
+    fn ask(
+        batcher: &Arc<BatchingEmbedder>,
+        texts: &'static [&'static str],
+    ) -> tokio::task::JoinHandle<Result<Vec<Vec<f32>>, EmbedError>> {
+        let batcher = batcher.clone();
+        tokio::spawn(async move { batcher.embed(&strings(texts)).await })
+    }
+
     /// Lets every spawned task run to its next wait (the paused clock only moves when all are
     /// idle).
     async fn settle() {
@@ -274,13 +283,13 @@ mod tests {
     async fn requests_queued_while_the_model_is_busy_form_one_batch_with_each_text_once() {
         let model = Recording::new(false, false);
         let batcher = Arc::new(BatchingEmbedder::new(model.clone(), 32, Duration::ZERO));
-        let ask = |texts: &'static [&'static str]| {
-            let batcher = batcher.clone();
-            tokio::spawn(async move { batcher.embed(&strings(texts)).await })
-        };
-        let busy = ask(&["tea"]);
+        let busy = ask(&batcher, &["tea"]);
         settle().await;
-        let callers = [ask(&["jazz"]), ask(&["rain", "fog"]), ask(&["jazz"])];
+        let callers = [
+            ask(&batcher, &["jazz"]),
+            ask(&batcher, &["rain", "fog"]),
+            ask(&batcher, &["jazz"]),
+        ];
         settle().await;
         model.gate.add_permits(2);
         assert_eq!(busy.await.unwrap().unwrap(), vec![vector_of("tea")]);
@@ -313,15 +322,11 @@ mod tests {
     async fn a_job_that_would_overflow_the_batch_starts_the_next_one_whole() {
         let model = Recording::new(false, false);
         let batcher = Arc::new(BatchingEmbedder::new(model.clone(), 3, Duration::ZERO));
-        let ask = |texts: &'static [&'static str]| {
-            let batcher = batcher.clone();
-            tokio::spawn(async move { batcher.embed(&strings(texts)).await })
-        };
-        let busy = ask(&["tea"]);
+        let busy = ask(&batcher, &["tea"]);
         settle().await;
-        let first = ask(&["b", "c"]);
+        let first = ask(&batcher, &["b", "c"]);
         settle().await;
-        let second = ask(&["d", "e"]);
+        let second = ask(&batcher, &["d", "e"]);
         settle().await;
         model.gate.add_permits(3);
         busy.await.unwrap().unwrap();
@@ -341,13 +346,9 @@ mod tests {
     async fn an_embedding_error_reaches_every_caller_in_the_batch() {
         let model = Recording::new(false, true);
         let batcher = Arc::new(BatchingEmbedder::new(model.clone(), 32, Duration::ZERO));
-        let ask = |texts: &'static [&'static str]| {
-            let batcher = batcher.clone();
-            tokio::spawn(async move { batcher.embed(&strings(texts)).await })
-        };
-        let busy = ask(&["tea"]);
+        let busy = ask(&batcher, &["tea"]);
         settle().await;
-        let callers = [ask(&["jazz"]), ask(&["rain"])];
+        let callers = [ask(&batcher, &["jazz"]), ask(&batcher, &["rain"])];
         settle().await;
         model.gate.add_permits(2);
         for caller in [busy].into_iter().chain(callers) {
