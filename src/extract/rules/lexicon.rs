@@ -65,6 +65,7 @@ const POSITIVE: &[&str] = &[
     "staple", "vibe", "banger", "art", "artform", "craft", "privilege", "comfort", "solace",
     "refuge", "sanctuary", "adventure", "thrill", "marvel", "wonder", "miracle", "triumph",
     "delicacy", "feast", "balm", "tonic", "virtue", "underdog", "superpower", "highlight",
+    "king", "queen", "champion", "hero", "goat", "keeper",
 ];
 
 #[rustfmt::skip]
@@ -117,7 +118,24 @@ const NEGATIVE: &[&str] = &[
     "farce", "travesty", "tragedy", "crime", "sin", "insult", "abomination", "atrocity",
     "torture", "agony", "ordeal", "hell", "purgatory", "dealbreaker", "deal-breaker",
     "turn-off", "ick", "waste", "overkill", "disappointment", "letdown", "let-down", "nonsense",
-    "disgrace", "detrimental", "tyranny", "ugly",
+    "disgrace", "detrimental", "tyranny", "ugly", "minefield", "peeve", "enemy", "slog",
+    "snoozefest", "bummer", "downer", "trap", "mortifying", "cringe-inducing",
+];
+
+/// Two words whose stance is not their first word's: a "guilty pleasure" is a pleasure, a
+/// "hard pass" is a refusal, and a "pet peeve" is a dislike.
+const TWO_WORD: &[(&str, Stance)] = &[
+    ("guilty pleasure", Stance::For),
+    ("hard pass", Stance::Against),
+    ("hard no", Stance::Against),
+    ("big no", Stance::Against),
+    ("no-go", Stance::Against),
+    ("pet peeve", Stance::Against),
+    ("happy place", Stance::For),
+    ("comfort food", Stance::For),
+    ("safe space", Stance::For),
+    ("no brainer", Stance::For),
+    ("no-brainer", Stance::For),
 ];
 
 /// Words that stand between a copula and its judgement without a stance of their own:
@@ -134,6 +152,7 @@ const MODIFIERS: &[&str] = &[
     "sort-of", "both", "ever", "truly", "really", "somewhat", "mostly", "largely", "generally",
     "usually", "sometimes", "definitely", "probably", "certainly", "surely", "undeniably",
     "objectively", "seriously", "genuinely", "actually", "literally", "as", "nearly", "almost",
+    "small", "tiny", "wee",
 ];
 
 /// Things whose likeness is a verdict: "tastes like cardboard", "feels like home".
@@ -250,13 +269,21 @@ pub(super) fn word_polarity(word: &str) -> Option<Stance> {
 /// in "-ly" is a modifier too ("wonderfully romantic", "painfully dull"); when nothing
 /// evaluative follows it, its own stem decides ("beautifully").
 pub(super) fn polarity(text: &str) -> Option<Stance> {
-    let words = text
+    let words: Vec<&str> = text
         .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
         .filter(|w| !w.is_empty())
-        .take(6);
+        .take(6)
+        .collect();
     let mut adverb = None;
     let mut after_like = false;
-    for word in words {
+    for (i, &word) in words.iter().enumerate() {
+        if let Some(next) = words.get(i + 1)
+            && let Some((_, stance)) = TWO_WORD
+                .iter()
+                .find(|(pair, _)| pair.split_once(' ') == Some((word, next)))
+        {
+            return Some(*stance);
+        }
         // "tastes like cardboard", "sounds like heaven": the thing compared to judges.
         if after_like
             && let Some(stance) = SIMILES
@@ -373,6 +400,12 @@ mod tests {
             ("like cardboard", Some(Stance::Against)),
             ("like a warm hug", Some(Stance::For)),
             ("like a city", None),
+            ("my guilty pleasure", Some(Stance::For)),
+            ("my pet peeve", Some(Stance::Against)),
+            ("a hard pass for me", Some(Stance::Against)),
+            ("a small miracle", Some(Stance::For)),
+            ("the queen of spreads", Some(Stance::For)),
+            ("a minefield", Some(Stance::Against)),
             ("the capital of japan", None),
             ("cloudy today", None),
             ("at three", None),

@@ -60,18 +60,37 @@ impl RulesExtractor {
         let mut found: Vec<ExtractedOpinion> = Vec::new();
         let sentences = sentences(message);
         let mut replied_to = false;
+        // Others' view of a topic, said in an earlier sentence: the persona's reaction to it
+        // ("I don't get the appeal") and its pronouns ("Not me; I love it") refer to it.
+        let mut others_view: Option<OthersView> = None;
         for (i, sentence) in sentences.iter().enumerate() {
             if std::mem::take(&mut replied_to) {
                 continue;
             }
             let mut in_sentence: Vec<ExtractedOpinion> = Vec::new();
-            if let Some((opinion, reply_used)) =
-                named_topic_and_reply(sentence, sentences.get(i + 1))
+            let earlier_view = others_view.take();
+            if let Some(view) = &earlier_view
+                && let Some(opinion) = view.reaction(sentence)
             {
                 in_sentence.push(opinion);
+            }
+            if let Some((opinions, reply_used)) = answered_question(sentence, sentences.get(i + 1))
+            {
+                in_sentence.extend(opinions);
                 replied_to = reply_used;
+            } else if let Some(opinion) =
+                exclamation_of_distaste(sentence).or_else(|| thing_and_i(sentence))
+            {
+                in_sentence.push(opinion);
+            } else if let Some(view) = OthersView::read(sentence) {
+                if let Some(opinion) = view.reaction_in_same_sentence() {
+                    in_sentence.push(opinion);
+                } else {
+                    others_view = Some(view);
+                }
             } else {
-                let mut previous_subject: Option<String> = None;
+                let mut previous_subject: Option<String> =
+                    earlier_view.as_ref().map(|view| view.topic.clone());
                 for clause in clauses(sentence) {
                     let clause = resolve_pronoun(&clause, previous_subject.as_deref());
                     let opinions = read_clause_all(&clause, sentence);
@@ -87,6 +106,15 @@ impl RulesExtractor {
                     }
                 }
             }
+            if others_view.is_none()
+                && let Some(view) = earlier_view
+                && view.sentences_left > 0
+            {
+                others_view = Some(OthersView {
+                    sentences_left: view.sentences_left - 1,
+                    ..view
+                });
+            }
             for opinion in in_sentence {
                 if !found.iter().any(|o| o.name == opinion.name) {
                     found.push(opinion);
@@ -100,83 +128,106 @@ impl RulesExtractor {
     }
 }
 
+/// Words that show a short sentence is not a topic named on its own ("Do you sail?", "Oh,
+/// thanks."): verbs, pronouns, question words and the small words of conversation.
+const NOT_A_TOPIC_WORD: &[&str] = &[
+    "do",
+    "does",
+    "did",
+    "is",
+    "are",
+    "was",
+    "were",
+    "am",
+    "have",
+    "has",
+    "had",
+    "can",
+    "could",
+    "would",
+    "will",
+    "should",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "where",
+    "when",
+    "why",
+    "how",
+    "you",
+    "your",
+    "i",
+    "me",
+    "my",
+    "we",
+    "our",
+    "they",
+    "their",
+    "he",
+    "she",
+    "it",
+    "its",
+    "anyone",
+    "anybody",
+    "ever",
+    "right",
+    "really",
+    "seriously",
+    "huh",
+    "yes",
+    "no",
+    "ok",
+    "okay",
+    "so",
+    "or",
+    "not",
+    "want",
+    "like",
+    "try",
+    "tried",
+    "know",
+    "think",
+    "mean",
+    "about",
+    "thanks",
+    "thank",
+    "sorry",
+    "hello",
+    "hi",
+    "hey",
+    "well",
+    "that",
+    "this",
+    "there",
+    "here",
+    "now",
+    "then",
+    "see",
+];
+
 /// A topic named as a question and judged by the next sentence: "Sailing? Love it." Gives the
 /// opinion and whether the reply was used (then it is not read again on its own).
 fn named_topic_and_reply(
     sentence: &str,
     reply: Option<&String>,
 ) -> Option<(ExtractedOpinion, bool)> {
-    const NOT_A_TOPIC_WORD: &[&str] = &[
-        "do",
-        "does",
-        "did",
-        "is",
-        "are",
-        "was",
-        "were",
-        "am",
-        "have",
-        "has",
-        "had",
-        "can",
-        "could",
-        "would",
-        "will",
-        "should",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "where",
-        "when",
-        "why",
-        "how",
-        "you",
-        "your",
-        "i",
-        "me",
-        "my",
-        "we",
-        "our",
-        "they",
-        "their",
-        "he",
-        "she",
-        "it",
-        "its",
-        "anyone",
-        "anybody",
-        "ever",
-        "right",
-        "really",
-        "seriously",
-        "huh",
-        "yes",
-        "no",
-        "ok",
-        "okay",
-        "so",
-        "or",
-        "not",
-        "want",
-        "like",
-        "try",
-        "tried",
-        "know",
-        "think",
-        "mean",
-        "about",
-    ];
-    let question = normalise(sentence);
-    let question = question.strip_suffix('?')?;
-    let question = LEADING_FILLER.replace(question, "").to_string();
-    let words: Vec<&str> = question.split_whitespace().collect();
-    if words.is_empty() || words.len() > 5 || words.iter().any(|w| NOT_A_TOPIC_WORD.contains(w)) {
+    // "Ah, fresh bread. Bliss.": a topic named with relish is judged by its reply as well.
+    static RELISHED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:ah+|oh+|ooh+|mm+|yum|aah+),? ([a-z][a-z' -]*?)[.!]+$").unwrap()
+    });
+    let named = normalise(sentence);
+    let question = match named.strip_suffix('?') {
+        Some(question) => question.to_string(),
+        None => RELISHED.captures(&named)?[1].to_string(),
+    };
+    let question = LEADING_FILLER.replace(&question, "").to_string();
+    if !is_a_named_topic(&question, 5) {
         return None;
     }
     let reply = reply?;
@@ -191,19 +242,253 @@ fn named_topic_and_reply(
     Some((opinion, true))
 }
 
+/// Whether `words` can be a topic named on its own: a few words, none of them a verb, pronoun
+/// or word of conversation, and not itself a judgement ("Oh, lovely.").
+fn is_a_named_topic(words: &str, at_most: usize) -> bool {
+    let words: Vec<&str> = words.split_whitespace().collect();
+    if words.is_empty() || words.len() > at_most {
+        return false;
+    }
+    let judgement = words.len() == 1 && polarity(words[0]).is_some();
+    !judgement && !words.iter().any(|w| NOT_A_TOPIC_WORD.contains(w))
+}
+
+/// A question the persona answers itself in the next sentence: a topic named and judged
+/// ("Sailing? Love it."), a choice between two ("Coffee or tea? Tea, obviously."), or a
+/// favourite ("Favourite dessert? Mine's tiramisu."). Gives the opinions and whether the
+/// reply was used.
+fn answered_question(
+    sentence: &str,
+    reply: Option<&String>,
+) -> Option<(Vec<ExtractedOpinion>, bool)> {
+    if let Some(chosen) = choice_between(sentence, reply?) {
+        return Some((chosen, true));
+    }
+    if let Some(favourite) = favourite_answered(sentence, reply?) {
+        return Some((vec![favourite], true));
+    }
+    named_topic_and_reply(sentence, reply).map(|(opinion, used)| (vec![opinion], used))
+}
+
+/// "Coffee or tea? Tea, obviously.": the side the reply names is `for`, the other `against`.
+fn choice_between(sentence: &str, reply: &str) -> Option<Vec<ExtractedOpinion>> {
+    static EITHER_OR: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^([a-z][a-z' -]*?),? (?:or|versus|vs\.?|against) ([a-z][a-z' -]*?)\?$")
+            .unwrap()
+    });
+    static CHOSEN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:definitely|obviously|easily|always|oh|honestly|personally|hmm|for me|me),? )*([a-z][a-z' -]*?)(?:[,.!;:]|$| all the way| every time| any day| hands down| for me)").unwrap()
+    });
+    let question = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
+    let c = EITHER_OR.captures(&question)?;
+    let (one, other) = (c[1].trim(), c[2].trim());
+    if !is_a_named_topic(one, 4) || !is_a_named_topic(other, 4) {
+        return None;
+    }
+    let answer = normalise(reply);
+    let chosen = CHOSEN.captures(&answer)?[1].trim().to_string();
+    let without_article = |side: &str| {
+        side.trim_start_matches("the ")
+            .trim_start_matches("a ")
+            .to_string()
+    };
+    let (winner, loser) = if without_article(&chosen) == without_article(one) {
+        (one, other)
+    } else if without_article(&chosen) == without_article(other) {
+        (other, one)
+    } else {
+        return None;
+    };
+    let evidence = format!("{} {}", sentence.trim(), reply.trim());
+    let both: Vec<ExtractedOpinion> = [(winner, Stance::For), (loser, Stance::Against)]
+        .into_iter()
+        .filter_map(|(side, stance)| make(side, stance, &evidence, &evidence))
+        .collect();
+    (both.len() == 2).then_some(both)
+}
+
+/// "What's my favourite planet? Saturn, easily.", "Favourite dessert? Mine's tiramisu.": the
+/// persona names its own favourite (a question about the user's is answered only with "mine").
+fn favourite_answered(sentence: &str, reply: &str) -> Option<ExtractedOpinion> {
+    static ANSWER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(mine(?:'s| is| would be| has to be| will always be))|(?:oh,? |hmm,? )?(?:definitely|easily|probably|that'd be|that would be|it has to be|has to be|it's|it would be))? ?([a-z][a-z' -]*?),?(?: (?:easily|hands down|obviously|definitely|for sure|no contest|no question|of course|always|probably|by far|every time))?[.!]*$").unwrap()
+    });
+    let question = normalise(sentence);
+    if !question.ends_with('?')
+        || !(question.contains("favourite") || question.contains("favorite"))
+    {
+        return None;
+    }
+    let answer = normalise(reply);
+    let c = ANSWER.captures(&answer)?;
+    let own = c.get(1).is_some()
+        || question.contains("my favourite")
+        || question.contains("my favorite")
+        || !question.contains("your");
+    let topic = c[2].trim();
+    if !own || !is_a_named_topic(topic, 4) {
+        return None;
+    }
+    let evidence = format!("{} {}", sentence.trim(), reply.trim());
+    make(topic, Stance::For, &evidence, &evidence)
+}
+
+/// "Cilantro and I don't get along", "thunderstorms and I are old friends": read whole, before
+/// the clauses are split at "and I".
+fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
+    /// "Cilantro and I don't get along" (against); "thunderstorms and I are old friends" (for).
+    static THING_AND_I: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(.+?) and i (?:(don't|do not|never|just don't|have never|will never) (?:really )?(?:get along|see eye to eye|mix|click)|(?:are|have always been|'ve always been) (?:old |good |best |great |fast )?friends|go (?:way )?back|get along (?:great|famously|well))\b").unwrap()
+    });
+    let text = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
+    let c = THING_AND_I.captures(&text)?;
+    let subject = c[1].trim();
+    if subject.split_whitespace().count() > 4 {
+        return None;
+    }
+    let stance = if c.get(2).is_some() {
+        Stance::Against
+    } else {
+        Stance::For
+    };
+    make(subject, stance, sentence, sentence)
+}
+
+/// "Ugh, mosquitoes.": a sentence that is only a topic and a noise of distaste.
+fn exclamation_of_distaste(sentence: &str) -> Option<ExtractedOpinion> {
+    static DISTASTE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:ugh+|urgh+|yuck|ew+|blech|bleh|meh|yikes),? ([a-z][a-z' -]*?)[.!]*$")
+            .unwrap()
+    });
+    let text = normalise(sentence);
+    let c = DISTASTE.captures(&text)?;
+    let topic = c[1].trim();
+    is_a_named_topic(topic, 4)
+        .then(|| make(topic, Stance::Against, sentence, sentence))
+        .flatten()
+}
+
+/// What others are said to think of a topic ("everyone raves about sushi", "people say golf is
+/// boring"). Not the persona's view, but the persona's reaction to it is: "I don't get the
+/// appeal" disagrees, "and they're right" agrees.
+struct OthersView {
+    topic: String,
+    stance: Stance,
+    /// The sentence that reported it, for the opinion's evidence.
+    said: String,
+    /// Any reaction after the report in the same sentence ("…, and they're right").
+    rest: Option<String>,
+    /// How many more sentences a reaction may come in ("Not me; I love it").
+    sentences_left: usize,
+}
+
+impl OthersView {
+    fn read(sentence: &str) -> Option<OthersView> {
+        static OTHERS: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"^(?:everyone|everybody|people|lots of (?:people|folks)|a lot of (?:people|folks)|some (?:people|folks)|many (?:people|folks)|most people|folks|critics|the critics|my friends|all my friends|the internet) (?:(?:always|seem to|seems to|keep|keeps|really|just|tend to|love to|like to) )*(?:(love|loves|adore|adores|rave about|raves about|rave over|raves over|swear by|swears by|praise|praises|hype up|hypes up|hype|hypes|worship|worships|go crazy for|goes crazy for|are obsessed with|is obsessed with|are into|is into)|(hate|hates|complain about|complains about|dislike|dislikes|trash|trashes|mock|mocks|sneer at|sneers at|look down on|looks down on|knock|knocks|can't stand)|(say|says|think|thinks|claim|claims|insist|insists|find|finds|call|calls|reckon|reckons|consider|considers)(?: that)?) (.+)$").unwrap()
+        });
+        static REACTION_AFTER: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?:,|;)? (?:and|but) (they(?:'re| are) .+|i .+)$").unwrap()
+        });
+        let text = normalise(sentence);
+        let text = text.trim_end_matches(['.', '!', ';']).trim();
+        let text = LEADING_FILLER.replace(text, "").to_string();
+        let c = OTHERS.captures(&text)?;
+        let mut said = c[4].to_string();
+        let mut rest = None;
+        if let Some(after) = REACTION_AFTER.captures(&said) {
+            let whole = after.get(0).expect("group 0 always matches");
+            rest = Some(after[1].to_string());
+            said.truncate(whole.start());
+        }
+        let (topic, stance) = if c.get(3).is_some() {
+            let judged = JUDGE_PLAIN.captures(&said)?;
+            let stance = flip(judgement_polarity(&judged[3])?, judged.get(2).is_some());
+            (judged[1].to_string(), stance)
+        } else if c.get(1).is_some() {
+            (said, Stance::For)
+        } else {
+            (said, Stance::Against)
+        };
+        let topic = make(&topic, stance, sentence, sentence)?.name;
+        Some(OthersView {
+            topic,
+            stance,
+            said: sentence.trim().to_string(),
+            rest,
+            sentences_left: 1,
+        })
+    }
+
+    /// The persona's reaction within the reporting sentence: "people say golf is boring, and
+    /// they're right".
+    fn reaction_in_same_sentence(&self) -> Option<ExtractedOpinion> {
+        let rest = self.rest.as_deref()?;
+        let agrees = agreement(rest)?;
+        make(
+            &self.topic,
+            flip(self.stance, !agrees),
+            &self.said,
+            &self.said,
+        )
+    }
+
+    /// The persona's reaction in a later sentence: "I don't get the appeal", "Not me".
+    fn reaction(&self, sentence: &str) -> Option<ExtractedOpinion> {
+        let agrees = agreement(&normalise(sentence))?;
+        let evidence = format!("{} {}", self.said, sentence.trim());
+        make(
+            &self.topic,
+            flip(self.stance, !agrees),
+            &evidence,
+            &evidence,
+        )
+    }
+}
+
+/// Whether a reaction to others' view agrees with it (`Some(true)`), disagrees
+/// (`Some(false)`), or is no reaction at all.
+fn agreement(reaction: &str) -> Option<bool> {
+    static AGREES: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:and|but|honestly|frankly|well),? )*(?:(?:they're|they are) (?:(?:absolutely|totally|so|dead|quite|completely|100%) )?(?:right|not wrong|spot on|correct|onto something)|i (?:(?:totally|completely|fully|have to|must) )?agree|same here|me too|i'm one of them|i'm with them|count me (?:in|among them)|guilty as charged|i can see why|can't argue with that|i get it|i'm on their side)\b").unwrap()
+    });
+    static DISAGREES: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:and|but|honestly|frankly|well),? )*(?:(?:they're|they are) (?:(?:so|totally|completely|dead|quite) )?(?:wrong|mistaken)|not me|i'm not one of them|i (?:(?:strongly|completely|totally) )?disagree|i beg to differ|i (?:just |really |honestly )?(?:don't|do not|never|can't|cannot|could never) (?:get|got|see|saw|understand|understood) (?:it|the appeal|the hype|why|what the fuss is about)|i don't buy it|i don't agree|i've never understood (?:it|why|the appeal|the hype)|i never understood (?:it|why|the appeal|the hype))\b").unwrap()
+    });
+    let reaction = reaction.trim();
+    if reaction.ends_with('?') {
+        return None;
+    }
+    if DISAGREES.is_match(reaction) {
+        Some(false)
+    } else if AGREES.is_match(reaction) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
 /// "…, but I love them": the pronoun stands for the subject of the clause before it, which
 /// the rules could not otherwise see.
 fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
     static OBJECT_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:and|but|so|yet|though|honestly|still|mostly|personally|actually|in fact|anyway|secretly),? )*i(?:'ve| have| do| still| really| honestly| actually| just| totally| absolutely| secretly| kind of| sort of| always| mostly| genuinely)* (?:love|loved|adore|adored|like|liked|enjoy|enjoyed|hate|hated|dislike|disliked|avoid|detest|despise|can't stand|cannot stand|appreciate|recommend|miss|dread|admire|treasure|cherish|resent|loathe)) (it|them)\b").unwrap()
+        Regex::new(r"^((?:(?:and|but|so|yet|though|honestly|still|mostly|personally|actually|in fact|anyway|secretly),? )*i(?:'ve| have| do| still| really| honestly| actually| just| totally| absolutely| secretly| kind of| sort of| always| mostly| genuinely)* (?:love|loved|adore|adored|like|liked|enjoy|enjoyed|hate|hated|dislike|disliked|avoid|detest|despise|can't stand|cannot stand|appreciate|recommend|miss|dread|admire|treasure|cherish|resent|loathe)) (it|them|every (?:single )?(?:second|minute|moment|bit)(?: of it)?)\b").unwrap()
     });
     /// "…but I think they're delicious", "…and I find it calming".
     static JUDGED_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^((?:(?:and|but|so|yet|though|still|honestly|personally|actually),? )*i (?:(?:really|honestly|still|actually|personally|genuinely|do) )*(?:think|believe|feel|find|reckon|'d say|would say) (?:that )?)(it's|it is|they're|they are|it|them|they)\b").unwrap()
     });
+    /// "…, but it's not really my thing": the clause is about the same subject.
+    static SUBJECT_PRONOUN: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^(it's|it is|they're|they are)\s").unwrap());
     let Some(subject) = previous_subject else {
         return clause.to_string();
     };
+    if let Some(c) = SUBJECT_PRONOUN.captures(clause) {
+        let whole = c.get(0).expect("group 0 always matches");
+        let verb = if c[1].starts_with("it") { "is" } else { "are" };
+        return format!("{subject} {verb} {}", &clause[whole.end()..]);
+    }
     if let Some(c) = OBJECT_PRONOUN.captures(clause) {
         let whole = c.get(0).expect("group 0 always matches");
         return format!("{} {subject}{}", &c[1], &clause[whole.end()..]);
@@ -256,7 +541,7 @@ static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(hate|hated|dislike|disliked|despise|despised|detest|detested|loathe|loathed|resent|abhor|can't stand|cannot stand|can't bear|cannot bear|can't abide|distrust|avoid)\s+(.+)"
+        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(hate|hated|dislike|disliked|despise|despised|detest|detested|loathe|loathed|resent|abhor|can't stand|cannot stand|can't bear|cannot bear|can't abide|distrust|avoid|dread|dreaded)\s+(.+)"
     ))
     .unwrap()
 });
@@ -264,7 +549,7 @@ static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by)\s+(.+)").unwrap()
 });
 static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -293,11 +578,11 @@ static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
 });
 static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:nothing (?:beats|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
+    Regex::new(r"^(?:nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
 });
 static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi (?:really |honestly |genuinely |strongly |firmly |truly |do |still |actually |personally |have always |'ve always |always )*(don't |do not |never )?(?:think|believe|feel|reckon|suspect|would say|'d say|maintain|hold)\s+(?:that\s+)?(.+?)\s+(?:is|are|was|were|'s|'re|can be|remains|remain|seems|seem|sounds|tastes|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|anything but\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
+        r"\bi(?:'d)? (?:really |honestly |genuinely |strongly |firmly |truly |do |still |actually |personally |have always |'ve always |always )*(don't |do not |never )?(?:think|believe|feel|reckon|suspect|would say|'d say|say|argue|maintain|hold)\s+(?:that\s+)?(.+?)\s+(?:is|are|was|were|'s|'re|can be|remains|remain|seems|seem|sounds|tastes|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|anything but\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
     ))
     .unwrap()
 });
@@ -425,7 +710,7 @@ fn sentences(message: &str) -> Vec<String> {
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|\s+-+\s+|\s+—\s+").unwrap()
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,\s*(?:but|though|yet|although)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|\s+-+\s+|\s+—\s+").unwrap()
 });
 
 fn clauses(sentence: &str) -> Vec<String> {
@@ -438,6 +723,7 @@ fn clauses(sentence: &str) -> Vec<String> {
         start = captures
             .name("next")
             .or_else(|| captures.name("next2"))
+            .or_else(|| captures.name("next3"))
             .map(|m| m.start())
             .unwrap_or(whole.end());
     }
@@ -460,13 +746,13 @@ fn normalise(text: &str) -> String {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes)\b[,!?]?\s+)+").unwrap()
+    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays)\b[,!?]?\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
 static PREFER_OVER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i(?:'d| would)? {SUBJECT_ADVERBS}(?:prefer|take|pick|choose|like|love|enjoy|rate)|give me) (.+?) (?:to|over|rather than|instead of|more than|better than|above) (.+)"
+        r"^(?:i(?:'d|'ll| would| will)? {SUBJECT_ADVERBS}(?:prefer|take|pick|choose|like|love|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (.+?) (?:to|over|rather than|instead of|more than|better than|above|ahead of) (.+)"
     ))
     .unwrap()
 });
@@ -479,6 +765,31 @@ static X_OVER_Y: LazyLock<Regex> = LazyLock::new(|| {
 static BETTER_THAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|'re|sounds?|feels?|tastes?|looks?|seems?|reads?|smells?|was|were) (?:(?:so|much|far|way|a lot|a bit|even|always|definitely|still|just|miles|infinitely) )*((?:more|less) [a-z'-]+|[a-z'-]+er) (?:than|to) (.+)").unwrap()
 });
+/// "jazz has always moved me more than rock", "sunrise suits me better than sunset": what a
+/// thing does to the persona, compared.
+static MOVES_ME_MORE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:has|have) )?(?:(?:always|really|just|honestly|genuinely|definitely|still|somehow) )*(?:moves?|moved|suits?|suited|speaks? to|spoke to|appeals? to|appealed to|excites?|excited|interests?|interested|grabs?|grabbed|touches|touched|pleases?|pleased|calms?|calmed|relaxes|relaxed|thrills?|thrilled|delights?|delighted|works? for|worked for|does it for|did it for) me (?:(?:far|much|way|a lot|so much|even|always|a great deal|a good deal) )*(more|better|less) than (.+)").unwrap()
+});
+/// "owls have a mystery that parrots can't match", "vinyl has a warmth streaming can never
+/// touch".
+static UNMATCHED_QUALITY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:has|have|had) (?:an? |the |this |that |such an? |some )?(?:[a-z'-]+ ){0,2}?[a-z'-]+ (?:that |which )?(.+?) (?:can't|cannot|can never|could never|will never|won't|don't|doesn't|do not|does not|never) (?:ever |quite |really |even )?(?:match|touch|rival|beat|equal|compete with|replicate|capture|come close to)\b").unwrap()
+});
+/// "I'm more of a night owl than a morning person": the first `for`, the second `against`.
+static MORE_OF_A: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'m| am) (?:(?:definitely|really|much|always|far|way|so|honestly|probably) )*more (?:of )?an? (.+?) than an? (.+)").unwrap()
+});
+/// "give me a quiet library any day", "chamomile, any day of the week": a choice without a
+/// verb of liking, marked by how often it would be made.
+static ANY_DAY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:give me )?([a-z][a-z' -]*?),? (?:any day(?: of the week)?|every day of the week|any time|anytime|every time|every single time|all day every day|all the way|hands down|any season|every season|any night)$").unwrap()
+});
+/// "I'd rather watch paint dry than sit through golf": against the second; the first is for
+/// only when it is not a byword for tedium.
+static RATHER_THAN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'d| would) (?:much |far |honestly |genuinely |really |happily )?rather (.+?) than (.+)").unwrap()
+});
+
 /// "green tea for me": a choice stated without a verb.
 static X_FOR_ME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^([a-z][a-z' -]*?) for me\b").unwrap());
@@ -521,6 +832,16 @@ static ADMISSION: LazyLock<Regex> = LazyLock::new(|| {
 static ASIDE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r",\s*(?:to me|in my opinion|in my view|honestly|frankly|personally|if you ask me|for me|imo|i think|i'd say|i feel|truly|really)\s*,\s*").unwrap()
 });
+/// Openers that announce a view without being its topic: "hot take:", "unpopular opinion,
+/// but", "between you and me,", "speaking as a chef,".
+static STANCE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:hot take|unpopular opinion|controversial opinion|real talk|truth be told|confession|between (?:us|you and me|ourselves)|for my money|speaking as an? [a-z'-]+(?: [a-z'-]+)?)(?:,|:| -| but| though)*\s+").unwrap()
+});
+/// "As a gamer, I'd say…", "as a chef, I think…": a role the persona speaks from. A role of
+/// the past ("as a child, I loved…") is not stripped: that view is not held now.
+static ROLE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^as an? ([a-z'-]+(?: [a-z'-]+)?),\s+(i (?:think|find|believe|reckon|'d say|would say|'d argue|can tell you|love|adore|hate|prefer|can't stand)\b)").unwrap()
+});
 static AS_FAR_AS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:as far as i'm concerned|as far as i am concerned|from where i stand|in my book|in my eyes|if you ask me),?\s+").unwrap()
 });
@@ -535,10 +856,22 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let stripped = LEADING_FILLER.replace(trimmed, "").to_string();
     let stripped = ADMISSION.replace(&stripped, "").to_string();
     let stripped = LEADING_FILLER.replace(&stripped, "").to_string();
+    let stripped = STANCE_OPENER.replace(&stripped, "").to_string();
+    let stripped = match ROLE_OPENER.captures(&stripped) {
+        Some(c)
+            if !matches!(
+                &c[1],
+                "child" | "kid" | "teen" | "teenager" | "boy" | "girl" | "student" | "baby"
+            ) =>
+        {
+            stripped[c.get(2).expect("group 2 always matches").start()..].to_string()
+        }
+        _ => stripped,
+    };
     let stripped = AS_FAR_AS.replace(&stripped, "to me, ").to_string();
     let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
     let stripped = ASIDE.replace_all(&stripped, " ").to_string();
-    if is_hypothetical(&stripped) || is_reported(&stripped) {
+    if is_hypothetical(&stripped) || is_reported(&stripped) || is_a_past_view(&stripped) {
         return Vec::new();
     }
     if let Some((topic, stance)) = phrases::read_phrase(&stripped) {
@@ -570,13 +903,23 @@ fn is_hypothetical(clause: &str) -> bool {
     .any(|start| clause.starts_with(start))
 }
 
+/// "As a child, I loved trains", "growing up, I hated broccoli": a view the persona held once,
+/// like "I used to love X", is not one it holds now.
+fn is_a_past_view(clause: &str) -> bool {
+    static PAST: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:as an? (?:child|kid|little kid|teen|teenager|boy|girl|student|youngster|baby)|when i was (?:young|little|small|a kid|a child|younger|a teenager|a teen|in school|growing up)|growing up|back then|back in the day|years ago|in my youth|in my younger days|once upon a time)\b").unwrap()
+    });
+    PAST.is_match(clause)
+}
+
 /// Someone else's view reported, or the user's view restated: "my friend says…", "you
 /// mentioned…", "so you're saying…".
 fn is_reported(clause: &str) -> bool {
     static REPORTED: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^(?:(?:my|your|our|his|her|their) [a-z]+|[a-z]+|you|they|people|some people|everyone|he|she) (?:says?|said|told me|tells me|thinks?|thought|claims?|claimed|mentioned|believes?|reckons?|always say|keeps? saying)\b|^(?:so )?you(?:'re| are) (?:saying|telling me)|^you (?:obviously |clearly )?(?:love|adore|like|hate|think|prefer)\b|^from your (?:point of view|perspective)").unwrap()
     });
-    REPORTED.is_match(clause) && !clause.starts_with("i ")
+    // "Nothing says home like fresh bread" is an idiom, not a report.
+    REPORTED.is_match(clause) && !clause.starts_with("i ") && !clause.starts_with("nothing says")
 }
 
 /// The comparatives: (preferred `for`, other `against`); a pronoun side is left out.
@@ -621,6 +964,68 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
     if let Some(c) = PREFER_OVER.captures(clause) {
         let found = pair(c[1].trim(), c[2].trim(), false);
         if !found.is_empty() {
+            return Some(found);
+        }
+    }
+    if let Some(c) = RATHER_THAN.captures(clause) {
+        const TEDIUM: &[&str] = &[
+            "watch paint dry",
+            "watch grass grow",
+            "eat glass",
+            "do anything",
+            "do anything else",
+            "be anywhere else",
+            "do my taxes",
+            "go to the dentist",
+            "stare at a wall",
+            "die",
+        ];
+        // What is put up with: "sit through golf" is about golf.
+        static ENDURED: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"^(?:sit through|watch|listen to|go to|attend|do|be at|eat|drink|read|play|deal with|spend (?:an hour|a day|an evening|time) (?:at|on|with|in)) ").unwrap()
+        });
+        let preferred = c[1].trim();
+        let other = ENDURED.replace(c[2].trim(), "").to_string();
+        let found = if TEDIUM.contains(&preferred) {
+            make(&other, Stance::Against, sentence, clause)
+                .into_iter()
+                .collect()
+        } else {
+            pair(preferred, &other, false)
+        };
+        if !found.is_empty() {
+            return Some(found);
+        }
+    }
+    if let Some(c) = MOVES_ME_MORE.captures(clause) {
+        let subject = c[1].trim();
+        if short(subject, 5) && !subject.starts_with("i ") && !subject.starts_with("it ") {
+            let found = pair(subject, c[3].trim(), &c[2] == "less");
+            if !found.is_empty() {
+                return Some(found);
+            }
+        }
+    }
+    if let Some(c) = UNMATCHED_QUALITY.captures(clause) {
+        let subject = c[1].trim();
+        if short(subject, 5) && short(c[2].trim(), 4) && !subject.starts_with("i ") {
+            let found = pair(subject, c[2].trim(), false);
+            if found.len() == 2 {
+                return Some(found);
+            }
+        }
+    }
+    if let Some(c) = MORE_OF_A.captures(clause) {
+        let kind = |side: &str| {
+            let side = side.trim();
+            [" person", " people", " type", " kind of person", " fan"]
+                .iter()
+                .find_map(|suffix| side.strip_suffix(suffix))
+                .unwrap_or(side)
+                .to_string()
+        };
+        let found = pair(&kind(&c[1]), &kind(&c[2]), false);
+        if found.len() == 2 {
             return Some(found);
         }
     }
@@ -678,6 +1083,15 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                 return Some(found);
             }
         }
+    }
+    if let Some(c) = ANY_DAY.captures(clause)
+        && is_a_named_topic(c[1].trim(), 4)
+    {
+        return Some(
+            make(c[1].trim(), Stance::For, sentence, clause)
+                .into_iter()
+                .collect(),
+        );
     }
     if let Some(c) = X_FOR_ME.captures(clause)
         && short(c[1].trim(), 3)
@@ -959,6 +1373,9 @@ fn is_speech_act(rest: &str) -> bool {
         "burst",
     ];
     rest.strip_prefix("to ").is_some_and(|act| {
+        // "I hate to interrupt, but…": the act may end at a comma.
+        let act = act.replace(',', " ");
+        let act = act.trim_end();
         ACTS.iter()
             .any(|a| act == *a || act.starts_with(&format!("{a} ")))
     })
@@ -1039,7 +1456,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | on a | on slow | at the end| these days| nowadays| lately| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -1485,6 +1902,119 @@ mod tests {
                 "Nothing beats a rainy afternoon with a book.",
                 &[("rainy afternoon", For)],
             ),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_question_the_persona_answers_itself_is_read_with_its_answer() {
+        use Stance::{Against, For};
+        let cases: &[(&str, &[(&str, Stance)])] = &[
+            (
+                "Coffee or tea? Tea, obviously.",
+                &[("tea", For), ("coffee", Against)],
+            ),
+            (
+                "Cats versus dogs? Cats, every time.",
+                &[("cats", For), ("dogs", Against)],
+            ),
+            // The reply names neither side: no choice was made.
+            ("Coffee or tea? Tea is ready when you are.", &[]),
+            ("Favourite dessert? Mine's tiramisu.", &[("tiramisu", For)]),
+            (
+                "What's my favourite planet? Saturn, easily.",
+                &[("saturn", For)],
+            ),
+            // The user's favourite is asked for; the persona has not given its own.
+            ("What's your favourite film? Tell me more.", &[]),
+            ("Ah, fresh bread. Bliss.", &[("fresh bread", For)]),
+            // A judgement is not a topic.
+            ("Oh, lovely. Great idea.", &[]),
+            ("Ugh, mosquitoes.", &[("mosquitoes", Against)]),
+            ("Ugh, I forgot my keys.", &[]),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn others_views_count_only_through_the_personas_reaction() {
+        use Stance::{Against, For};
+        let cases: &[(&str, &[(&str, Stance)])] = &[
+            (
+                "Everyone raves about sushi. I don't get the appeal.",
+                &[("sushi", Against)],
+            ),
+            (
+                "People say golf is boring, and they're right.",
+                &[("golf", Against)],
+            ),
+            (
+                "Lots of folks hate rain. Not me; I love it.",
+                &[("rain", For)],
+            ),
+            (
+                "Some folks love horror films. I'm one of them.",
+                &[("horror films", For)],
+            ),
+            // No reaction: others' view alone is not the persona's.
+            (
+                "Many people say modern art is meaningless. What do you think?",
+                &[],
+            ),
+            ("Everyone loves the new cafe.", &[]),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn openers_roles_and_kinds_of_person() {
+        use Stance::{Against, For};
+        let cases: &[(&str, &[(&str, Stance)])] = &[
+            (
+                "Hot take: breakfast for dinner is genius.",
+                &[("breakfast for dinner", For)],
+            ),
+            (
+                "Unpopular opinion, but summer is overrated.",
+                &[("summer", Against)],
+            ),
+            (
+                "Speaking as a chef, I think truffle oil is a gimmick.",
+                &[("truffle oil", Against)],
+            ),
+            (
+                "As a gamer, I'd say speedruns are pure art.",
+                &[("speedruns", For)],
+            ),
+            // A role of the past: that view is not held now.
+            ("As a child, I loved trains.", &[]),
+            ("I'm not much of a cake person.", &[("cake", Against)]),
+            ("I'm a dog person through and through.", &[("dog", For)]),
+            (
+                "I'm more of a night owl than a morning person.",
+                &[("night owl", For), ("morning", Against)],
+            ),
+            // A trait of the persona is not a liking.
+            ("I'm a shy person.", &[]),
+            ("I'm a very patient person.", &[]),
+            ("Yoga is too slow for me.", &[("yoga", Against)]),
+            (
+                "Pop music is fine, but it's not really my thing.",
+                &[("pop music", Against)],
+            ),
+            ("I hate to interrupt, but your timer went off.", &[]),
         ];
         for (text, expected) in cases {
             let expected: Vec<(String, Stance)> =

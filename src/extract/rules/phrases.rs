@@ -76,13 +76,79 @@ static HAS_QUALITY: LazyLock<Regex> = LazyLock::new(|| {
 /// What a thing does to the persona, beyond the feelings the main rules know: "X puts me to
 /// sleep", "X never appealed to me" (against); "X cheers me up", "X keeps me sane" (for).
 static DOES_TO_ME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depresses? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|leaves? me cold|left me cold|makes? my skin crawl|ruins? my day|sets? my teeth on edge)|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impresses? me|amazes? me|excites? me|energi[sz]es? me|relaxes? me|comforts? me|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
+    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depresses? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|leaves? me cold|left me cold|makes? my skin crawl|ruins? my day|sets? my teeth on edge)|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impresses? me|amazes? me|excites? me|energi[sz]es? me|relaxes? me|comforts? me|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|(?:has |have )?changed my life|(?:has |have )?won me over|won me over|helps? me (?:focus|think|relax|sleep|unwind|concentrate|breathe|recharge|wind down|switch off)|cracks? me up|makes? me laugh|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
 });
 /// "autotune ruins good voices", "leaf blowers spoil quiet mornings".
 static RUINS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:(?:always|totally|completely|just|really|honestly|usually|simply) )*(?:ruins?|spoils?|wrecks?|kills?|destroys?|cheapens?) (?:the|my|any|every|a|an|our|good|great|quiet|perfectly|everything|so many|most|whatever)\b").unwrap()
 });
 
+/// "X is a hard no for me", "X is a yes from me", "X is a must for me": a verdict addressed
+/// to the persona itself. Bare yes and no count only with "from me" / "for me".
+static VERDICT_FROM_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|remains?) (?:(?:a|an|always|definitely|totally|still|just|honestly) )*(?:(?:hard|big|firm|definite|solid|resounding|strong|total|absolute|huge|clear|massive) )*(?:(yes|yay|must|must-have|keeper)|(no|nope|pass|no-go|nah|never)) (?:from|for) me\b").unwrap()
+});
+/// "X never disappoints", "X never gets old" (for); "X has never clicked for me", "X doesn't
+/// work for me" (against).
+static NEVER_FAILS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:just|really|honestly|simply|still|somehow) )*(?:(never (?:disappoints?|gets? old|gets? boring|lets? me down|fails? to (?:impress|amaze|delight|charm|cheer me up|make me (?:smile|laugh)|lift my mood)))|(?:(?:has|have|had) )?(?:never (?:really |quite |once )?(?:clicked|clicks|click|worked|works|work|landed|lands|land|resonated|resonates|resonate)|(?:doesn't|don't|didn't|does not|do not|did not) (?:really |quite |ever )?(?:work|click|land|resonate)) (?:for|with) me)\b").unwrap()
+});
+/// "I could eat dumplings every single day", "I could listen to Bach on repeat".
+static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i (?:could|can) (?:(?:happily|honestly|literally|easily|probably|seriously|genuinely) )*(?:eat|drink|watch|read|listen to|play|hear|rewatch|reread|look at|live on) (.+?) (?:every (?:single )?(?:day|night|week)|all day(?: long)?|forever|on repeat|for days|for hours|nonstop|non-stop|for the rest of my life)\b").unwrap()
+});
+/// "I'd never give up my morning walk", "I wouldn't trade slow Sundays for anything".
+static NEVER_GIVE_UP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'d|'ll| would| will)? (?:(?:never|not ever|wouldn't|would not|won't|will not) )(?:(?:ever|willingly|happily) )*(?:give up|trade|part with|swap) (.+?)(?: for (?:anything|the world|anything in the world|all the tea in china))?$").unwrap()
+});
+/// "I'm not much of a beach person", "I'm a dog person", "I'm more of a cat person than a dog
+/// person": the thing named before "person" is the topic.
+static KIND_OF_PERSON: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'m| am) (?:(?:really|definitely|totally|honestly|just|always|very much|so|kind of|sort of|such) )*(not |never |not really |really not )?(?:(?:much|that much|really|exactly|quite|ever) )?(?:of )?an? (?:(?:big|huge|real|total|true|proper|massive|die-hard|diehard) )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?) (?:person|people person|kind of person|sort of person|type|guy|girl|gal|fan)(?: through and through| at heart| at the core| for life)?$").unwrap()
+});
+/// "Yoga is too slow for me", "the city gets too loud for my taste".
+static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|feels?|seems?|sounds?|tastes?|gets?|was|were) (?:(?:just|simply|always|honestly|really|way|much|far|a bit|a little|a tad|slightly|kind of|sort of|often|usually) )*too [a-z'-]+ (?:for me|for my (?:taste|tastes|liking|blood|ears|palate|nerves))\b").unwrap()
+});
+
+/// Idioms that judge the subject before them: "vinyl is where it's at", "board games are a
+/// breath of fresh air", "coffee is life" (for); "fancy restaurants aren't worth the hype",
+/// "leaf blowers are nails on a chalkboard" (against). Only at the clause's end.
+static IDIOM_AFTER_COPULA: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality)|(nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
+});
+/// "Fancy restaurants aren't worth the hype", "X is not worth the money".
+static NOT_WORTH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is not|are not|isn't|aren't|wasn't|weren't|was not|were not|'s not|'re not|never was|never is) (?:(?:really|honestly|just|even|remotely|ever) )*worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories|a second look|the time|my time)\b").unwrap()
+});
+/// One-word slang verdicts at the end of a clause: "Mondays suck", "eighties synth-pop rocks".
+/// Words that are also ordinary verbs of things ("the wind blows", "the dog bites", "the
+/// house rules") are left out.
+static SLANG_VERDICT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:really|totally|honestly|just|kind of|sort of|so|absolutely|still|seriously) )*(?:(rocks|rock|slaps|slap|hits different|hit different|goes hard|go hard|is goated|are goated)|(sucks|suck|stinks|stink))$").unwrap()
+});
+/// The persona's liking in idioms with "I": "I swear by X", "I've fallen in love with X", "I
+/// can get behind X", "I always reach for X", "I'd die for X", "I get a kick out of X", "I'm
+/// counting down the days until X", "my heart belongs to X", "count me in for X".
+static I_IDIOM_FOR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^(?:i'd (?:honestly |literally |happily )?(?:die|kill) for|i {I_ADVERBS}(?:swear by|(?:can|could) (?:totally |definitely |absolutely |really )?get behind|reach for|would (?:honestly |literally )?(?:die|kill) for|get (?:such |a real |a huge |a big )?(?:a )?kick out of|look forward to|live for)|i(?:'ve| have)? {I_ADVERBS}(?:fallen|fell) (?:head over heels |completely |madly )?(?:in love )?(?:with|for)|i(?:'m| am) (?:always |already |literally )?counting (?:down )?the days (?:until|till|til|to)|my heart (?:belongs to|is with)|count me in (?:for|on)|i(?:'m| am) (?:so |totally |all |absolutely |100% |always |really |fully )here for) (.+)"
+    ))
+    .unwrap()
+});
+/// …and the dislikes: "I'm so done with X", "I'm over X", "I can't get behind X", "I've had
+/// enough of X", "you can keep your X", "spare me the X", "count me out of X".
+static I_IDIOM_AGAINST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^(?:i(?:'m| am) (?:so |totally |completely |well |really |just |officially |absolutely )*(?:done with|over|through with|sick and tired of)|i {I_ADVERBS}(?:can't|cannot|could never|can never) (?:really )?get behind|i(?:'ve| have) (?:really )?had (?:enough of|it with|my fill of)|you can keep (?:your|the|all (?:the|your))|spare me (?:the|your|all the)|count me out (?:of|for|on)) (.+)"
+    ))
+    .unwrap()
+});
+/// "Few things make me happier than X", "there's no better feeling than X", "nothing says
+/// home like X".
+static NOTHING_BETTER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:(?:nothing|few things|not much) (?:in (?:the world|life) )?makes? me (?:happier|calmer|more content|more relaxed|feel better|smile more|more at peace) than|there(?:'s| is) no (?:better|greater|finer|nicer) (?:feeling|thing|pleasure|joy|way to (?:start|end|spend) (?:the|a|my) (?:day|morning|evening|weekend|sunday)) than|nothing says [a-z' ]+? (?:like|quite like|better than)) (.+)").unwrap()
+});
 /// Topic (raw) and stance, when `clause` is one of the fixed phrases. `clause` is normalised
 /// and stripped of leading filler.
 pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
@@ -103,6 +169,80 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     };
     if let Some(c) = HAVE_NO_TIME_FOR.captures(clause) {
         return Some((c[1].to_string(), Stance::Against));
+    }
+    if let Some(c) = IDIOM_AFTER_COPULA.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = SLANG_VERDICT.captures(clause)
+        && let Some(subject) = short(&c[1], 4)
+    {
+        return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = NOT_WORTH.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, Stance::Against));
+    }
+    if let Some(c) = I_IDIOM_FOR.captures(clause) {
+        let rest = &c[1];
+        // "I look forward to hearing from you": the conversation, not a liking.
+        const CONVERSATION: &[&str] = &[
+            "hearing", "seeing", "meeting", "talking", "chatting", "speaking", "working",
+            "helping", "your", "our", "it", "you", "that", "this",
+        ];
+        if !CONVERSATION
+            .iter()
+            .any(|w| rest.split_whitespace().next() == Some(*w))
+        {
+            return Some((rest.to_string(), Stance::For));
+        }
+    }
+    if let Some(c) = I_IDIOM_AGAINST.captures(clause) {
+        let rest = &c[1];
+        // "I'm over the moon", "I'm over here": not a dislike.
+        const NOT_A_DISLIKE: &[&str] = &[
+            "the moon", "here", "there", "at", "to", "in", "it", "that", "this",
+        ];
+        if !NOT_A_DISLIKE
+            .iter()
+            .any(|w| rest == *w || rest.starts_with(&format!("{w} ")))
+        {
+            return Some((rest.to_string(), Stance::Against));
+        }
+    }
+    if let Some(c) = NOTHING_BETTER.captures(clause) {
+        return Some((c[1].to_string(), Stance::For));
+    }
+    if let Some(c) = VERDICT_FROM_ME.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = NEVER_FAILS.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(2).is_none())));
+    }
+    if let Some(c) = COULD_HAVE_FOREVER.captures(clause) {
+        return Some((c[1].to_string(), Stance::For));
+    }
+    if let Some(c) = NEVER_GIVE_UP.captures(clause)
+        && !c[1].starts_with("on ")
+        && !c[1].starts_with("hope")
+    {
+        return Some((c[1].to_string(), Stance::For));
+    }
+    if let Some(c) = KIND_OF_PERSON.captures(clause)
+        && is_a_thing_not_a_trait(&c[2])
+    {
+        return Some((c[2].to_string(), stance_if(c.get(1).is_some())));
+    }
+    if let Some(c) = TOO_MUCH_FOR_ME.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, Stance::Against));
     }
     if let Some(c) = HAVE_A_LIKING_FOR.captures(clause) {
         return Some((c[1].to_string(), Stance::For));
@@ -193,19 +333,88 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     None
 }
 
+/// "a beach person" names a liking; "a shy person" or "a patient person" describes the persona
+/// and names no topic. Adjectives are told apart by the lexicon and by their endings.
+fn is_a_thing_not_a_trait(words: &str) -> bool {
+    const TRAITS: &[&str] = &[
+        "shy",
+        "private",
+        "quiet",
+        "patient",
+        "curious",
+        "simple",
+        "early",
+        "late",
+        "lucky",
+        "good",
+        "nice",
+        "kind",
+        "real",
+        "normal",
+        "different",
+        "busy",
+        "old",
+        "young",
+        "people",
+        "practical",
+        "visual",
+        "social",
+        "creative",
+        "sensitive",
+        "logical",
+        "emotional",
+        "spiritual",
+        "religious",
+        "sporty",
+        "outdoorsy",
+        "indoorsy",
+        "lazy",
+        "tidy",
+        "messy",
+        "organised",
+        "organized",
+        "introverted",
+        "extroverted",
+        "open",
+        "honest",
+        "big-picture",
+        "detail-oriented",
+        "glass-half-full",
+        "glass-half-empty",
+        "hands-on",
+        "certain",
+        "better",
+        "different",
+        "regular",
+        "typical",
+        "total",
+        "bigger",
+        "smaller",
+    ];
+    let last = words.split_whitespace().last().unwrap_or(words);
+    let adjective_ending = [
+        "ous", "ive", "ful", "ish", "ic", "ical", "ent", "ant", "ble", "less",
+    ]
+    .iter()
+    .any(|end| last.ends_with(end));
+    !TRAITS.contains(&last) && !adjective_ending && polarity(last).is_none()
+}
+
 /// The verdict a short reply gives to a topic just named as a question: "Sailing? Love it.",
 /// "Horror movies? Not for me.", "Ramen at 2am? Perfection." `reply` is normalised, without
 /// its final punctuation.
 pub(super) fn verdict_on_named_topic(reply: &str) -> Option<Stance> {
     static REPLY: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:oh|honestly|personally|absolutely|totally|ugh|meh|eh|yes|yeah|no|nah|hmm),? )*(?:(?:i )?(?:(?:really|absolutely|totally|just|honestly|kind of|sort of) )*(?:(love|adore|like|enjoy|dig)|(hate|dislike|loathe|detest|despise|can't stand|avoid)) (?:it|them|those|that|these)\b|((?:i'm |i am )?(?:not|never) (?:really |exactly |quite )?(?:for me|my thing|a fan|my cup of tea|my jam|my style|into (?:it|them))|i'm against (?:it|them)|(?:hard|big) pass|no thanks|no thank you|no way|never again|absolutely not|not a chance|nope|pass)|(i'm (?:all |totally |so )?(?:for it|in|into (?:it|them)|a (?:big |huge )?fan)|yes please|count me in|sign me up|always|every time|all day|any day|100%|love it|love them|big fan|huge fan|absolutely))").unwrap()
+        Regex::new(r"^(?:(?:oh|honestly|personally|absolutely|totally|ugh|meh|eh|yes|yeah|no|nah|hmm),? )*(?:(?:i )?(?:(?:really|absolutely|totally|just|honestly|kind of|sort of) )*(?:(love|adore|like|enjoy|dig)|(hate|dislike|loathe|detest|despise|can't stand|avoid)) (?:it|them|those|that|these)\b|((?:i'm |i am )?(?:not|never) (?:really |exactly |quite )?(?:for me|my thing|a fan|my cup of tea|my jam|my style|into (?:it|them))|i'm against (?:it|them)|(?:hard|big) pass|no thanks|no thank you|no way|never again|absolutely not|not a chance|nope|pass)|(i'm (?:all |totally |so )?(?:for it|in|into (?:it|them)|a (?:big |huge )?fan)|yes please|count me in|sign me up|always|every time|all day|any day|100%|love it|love them|big fan|huge fan|absolutely|i live for (?:it|them)|(?:i )?can't get enough(?: of (?:it|them))?))|^(too [a-z'-]+ for (?:me|my (?:taste|liking|blood|ears|palate)))").unwrap()
     });
     if let Some(c) = REPLY.captures(reply) {
-        return Some(if c.get(2).is_some() || c.get(3).is_some() {
-            Stance::Against
-        } else {
-            Stance::For
-        });
+        return Some(
+            if c.get(2).is_some() || c.get(3).is_some() || c.get(5).is_some() {
+                Stance::Against
+            } else {
+                Stance::For
+            },
+        );
     }
     // "Pure magic.", "Overrated.", "Total waste of time.": a bare judgement of a few words.
     (reply.split_whitespace().count() <= 4)
