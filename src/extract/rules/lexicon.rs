@@ -65,7 +65,8 @@ const POSITIVE: &[&str] = &[
     "staple", "vibe", "banger", "art", "artform", "craft", "privilege", "comfort", "solace",
     "refuge", "sanctuary", "adventure", "thrill", "marvel", "wonder", "miracle", "triumph",
     "delicacy", "feast", "balm", "tonic", "virtue", "underdog", "superpower", "highlight",
-    "king", "queen", "champion", "hero", "goat", "keeper",
+    "king", "queen", "champion", "hero", "goat", "keeper", "misunderstood", "unappreciated",
+    "unsung", "go-to",
 ];
 
 #[rustfmt::skip]
@@ -228,7 +229,7 @@ const VADER_EXCLUDED: &[&str] = &[
     "help", "helps", "agree", "wish", "hope", "heart", "lol", "haha", "joke", "kidding",
     "alive", "dead", "won", "win", "lost", "care", "cares", "ready", "welcome", "fan", "fans",
     "interest", "interests", "top", "party", "parties", "matter", "matters", "play", "playing",
-    "pretty",
+    "pretty", "easy",
 ];
 
 static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {

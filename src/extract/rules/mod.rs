@@ -549,7 +549,7 @@ static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by)\s+(.+)").unwrap()
 });
 static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -559,17 +559,17 @@ static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// "X is (not) my thing" / "X isn't my thing".
 static MY_THING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|'s|are|'re)?\s*(?:really |just |definitely |totally |honestly |simply )?(isn't |aren't |not |never )?(?:really |just |definitely |totally |quite )?(?:my|not my) (?:kind of |sort of )?(?:thing|jam|cup of tea)\b").unwrap()
+    Regex::new(r"^(.+?) (?:is|'s|are|'re|was|were|has|have|had)?\s*(?:really |just |definitely |totally |honestly |simply )?(isn't |aren't |wasn't |not |never |hasn't |haven't )?(?:been )?(?:really |just |definitely |totally |quite )?(?:my|not my) (?:kind of |sort of )?(?:thing|jam|cup of tea|scene|bag)\b").unwrap()
 });
 /// What a thing does to the persona: "loud restaurants drive me crazy", "birdsong calms me".
 static EFFECT_ON_ME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:really |always |just |honestly |genuinely |kind of |sort of |totally |absolutely )?(?:(drives? me (?:crazy|nuts|mad|insane|bonkers|up the wall)|makes? me (?:so |really |very |a bit |a little |kind of )?(?:anxious|nervous|sad|uneasy|uncomfortable|miserable|angry|sick|queasy|cringe|tense)|scares? me|bores? me|annoys? me|irritates? me|gets? on my nerves|frustrates? me)|(makes? me (?:so |really |very )?(?:happy|smile|calm|glad|joyful)|delights? me|thrills? me|calms? me|soothes? me|fascinates? me|inspires? me|moves? me))\b").unwrap()
 });
 static NOT_FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by|big on|up for)\s+(.+)").unwrap()
 });
 static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just )?(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
 });
 static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bmy (?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|will always be|remains|'s)\s+(.+)").unwrap()
@@ -578,7 +578,7 @@ static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
 });
 static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
+    Regex::new(r"^(?:you can(?:'t| not| never) go wrong with|few (?:things|pleasures|joys|experiences) (?:rival|beat|top|match|compare to|compare with)|nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
 });
 static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -746,7 +746,7 @@ fn normalise(text: &str) -> String {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays)\b[,!?]?\s+)+").unwrap()
+    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but)\b[,!?]?\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -790,6 +790,14 @@ static RATHER_THAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i(?:'d| would) (?:much |far |honestly |genuinely |really |happily )?rather (.+?) than (.+)").unwrap()
 });
 
+/// "Kindness matters more than being right", "fairness matters to me more than winning".
+static MATTERS_MORE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i (?:really |honestly |genuinely |firmly )?(?:think|believe|feel) (?:that )?)?(.+?) (?:(?:really|truly|always|just) )?(?:matters?|counts?|is worth) (?:to me )?(?:(?:far|much|way|a lot|so much|infinitely) )?more than (.+)").unwrap()
+});
+/// "I'm team pancakes, not waffles", "team cats all the way".
+static TEAM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i'm |i am )?(?:(?:firmly|always|forever|definitely|totally|so) )?team ([a-z][a-z'-]*(?: [a-z][a-z'-]*)?)(?:,? (?:not|over|never|rather than|all the way over) (?:team )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?))?(?:,? (?:all the way|forever|always|every time|for life))?$").unwrap()
+});
 /// "green tea for me": a choice stated without a verb.
 static X_FOR_ME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^([a-z][a-z' -]*?) for me\b").unwrap());
@@ -820,22 +828,22 @@ static DENIED_WORTH: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// Perspective phrases that say "in my opinion" in other words; read as "i think".
 static CONVINCED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|it's my (?:firm )?(?:belief|conviction|view) that |it is my (?:firm )?(?:belief|conviction|view) that |my verdict: )").unwrap()
+    Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|i(?:'m| am) (?:a )?(?:firm |strong |big |great |true |huge )?believer that |it's my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |it is my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |my verdict: )").unwrap()
 });
 /// Admissions that introduce the view they concede: "I was wrong: coffee is wonderful",
 /// "I have to admit jazz grew on me". The view follows; the admission is not a topic.
 static ADMISSION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i was wrong|i've been wrong|i have been wrong|i(?:'ve| have)? changed my mind|i stand corrected|i take it back|i(?:'ll| must| have to| gotta| will)? admit|i confess|(?:it )?turns out|to be (?:honest|fair)|in hindsight|looking back)(?: about (?:it|that|this|all that))?(?:[,:;]\s*|\s+)(?:that\s+)?").unwrap()
+    Regex::new(r"^(?:i was wrong|i've been wrong|i have been wrong|i(?:'ve| have)? changed my mind|i stand corrected|i take it back|i(?:'ll| must| have to| gotta| will)? admit|i (?:must |have to |'ll )?confess(?:[,:;]| that)|(?:it )?turns out|to be (?:honest|fair)|in hindsight|looking back)(?: about (?:it|that|this|all that))?(?:[,:;]\s*|\s+)(?:that\s+)?").unwrap()
 });
 /// An opinion marker set off by commas inside the clause: "silent films are, to me, the purest
 /// cinema". It marks the view; the commas would cut the topic.
 static ASIDE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r",\s*(?:to me|in my opinion|in my view|honestly|frankly|personally|if you ask me|for me|imo|i think|i'd say|i feel|truly|really)\s*,\s*").unwrap()
+    Regex::new(r",\s*(?:to me|in my opinion|in my view|in my estimation|in my experience|to my mind|to my taste|honestly|frankly|personally|if you ask me|if i'm honest|if i'm being honest|for me|imo|i think|i'd say|i feel|truly|really)\s*,\s*").unwrap()
 });
 /// Openers that announce a view without being its topic: "hot take:", "unpopular opinion,
 /// but", "between you and me,", "speaking as a chef,".
 static STANCE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:hot take|unpopular opinion|controversial opinion|real talk|truth be told|confession|between (?:us|you and me|ourselves)|for my money|speaking as an? [a-z'-]+(?: [a-z'-]+)?)(?:,|:| -| but| though)*\s+").unwrap()
+    Regex::new(r"^(?:hot take|unpopular opinion|controversial opinion|real talk|truth be told|confession|between (?:us|you and me|ourselves)|for my money|speaking as an? [a-z'-]+(?: [a-z'-]+)?|(?:maybe|perhaps) it's just me|it (?:might|may|could) (?:just )?be me|call me (?:old-fashioned|old fashioned|crazy|weird|biased|a snob|boring|a romantic|sentimental)|i could be wrong|i might be wrong|i may be wrong|don't judge me|no offense|no offence)(?:,|:| -| but| though)*\s+").unwrap()
 });
 /// "As a gamer, I'd say…", "as a chef, I think…": a role the persona speaks from. A role of
 /// the past ("as a child, I loved…") is not stripped: that view is not held now.
@@ -853,7 +861,9 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     if trimmed.ends_with('?') || sentence.trim_end().ends_with('?') {
         return Vec::new();
     }
-    let stripped = LEADING_FILLER.replace(trimmed, "").to_string();
+    // Before the filler goes: "so into bouldering" keeps its "so".
+    let trimmed = with_subject(trimmed);
+    let stripped = LEADING_FILLER.replace(&trimmed, "").to_string();
     let stripped = ADMISSION.replace(&stripped, "").to_string();
     let stripped = LEADING_FILLER.replace(&stripped, "").to_string();
     let stripped = STANCE_OPENER.replace(&stripped, "").to_string();
@@ -871,6 +881,7 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let stripped = AS_FAR_AS.replace(&stripped, "to me, ").to_string();
     let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
     let stripped = ASIDE.replace_all(&stripped, " ").to_string();
+    let stripped = with_subject(&stripped);
     if is_hypothetical(&stripped) || is_reported(&stripped) || is_a_past_view(&stripped) {
         return Vec::new();
     }
@@ -883,6 +894,24 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
         return pair;
     }
     read_clause(&stripped, sentence).into_iter().collect()
+}
+
+/// Chat drops the "I": "absolutely adore hedgehogs", "big fan of handwritten notes", "not a
+/// fan of cold pizza", "so into bouldering". The subject is put back so the usual forms read
+/// them. Words that open other sentences too ("enjoy your meal", "into the woods", "done with
+/// the report") count only where nothing else could be meant.
+fn with_subject(clause: &str) -> String {
+    static SUBJECTLESS: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^((?:(?:really|absolutely|totally|honestly|so|just|kinda|still|lowkey|genuinely|seriously|truly|always|secretly|low-key) )*)(?:(love|adore|hate|despise|detest|loathe|can't stand|can't get enough of|can't be doing with|swear by)|((?:a )?(?:big|huge|massive) fan of|not (?:a |really a |much of a |the biggest )?(?:big |huge )?fan of|(?:so|really|totally|super) into|obsessed with|(?:not (?:really |too |that |very )?)?keen on|fond of|sick of|tired of|(?:so|totally|completely) done with|(?:so|totally|completely) over|living for))\b").unwrap()
+    });
+    static REPEATED_LOVE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^(?:love,? )+love\b").unwrap());
+    let clause = REPEATED_LOVE.replace(clause, "love");
+    match SUBJECTLESS.captures(&clause) {
+        Some(c) if c.get(2).is_some() => format!("i {clause}"),
+        Some(_) => format!("i'm {clause}"),
+        None => clause.to_string(),
+    }
 }
 
 /// "If…", "imagine…", "suppose…", "would you…": not the persona's view.
@@ -963,6 +992,24 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
     };
     if let Some(c) = PREFER_OVER.captures(clause) {
         let found = pair(c[1].trim(), c[2].trim(), false);
+        if !found.is_empty() {
+            return Some(found);
+        }
+    }
+    if let Some(c) = MATTERS_MORE.captures(clause) {
+        let found = pair(c[1].trim(), c[2].trim(), false);
+        if found.len() == 2 {
+            return Some(found);
+        }
+    }
+    if let Some(c) = TEAM.captures(clause) {
+        let chosen = c[1].trim();
+        let found = match c.get(2) {
+            Some(other) => pair(chosen, other.as_str().trim(), false),
+            None => make(chosen, Stance::For, sentence, clause)
+                .into_iter()
+                .collect(),
+        };
         if !found.is_empty() {
             return Some(found);
         }
@@ -1074,7 +1121,9 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                     | "thought"
                     | "think"
                     | "read"
-            )
+            ) || ["i'", "you'", "we'", "they'", "it'", "that'", "he'", "she'"]
+                .iter()
+                .any(|pronoun| w.starts_with(pronoun))
         };
         if short(subject, 4) && !subject.split_whitespace().any(verbish) {
             let other = other_side(subject, &c[2]);
@@ -1456,7 +1505,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -2015,6 +2064,92 @@ mod tests {
                 &[("pop music", Against)],
             ),
             ("I hate to interrupt, but your timer went off.", &[]),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn chat_without_a_subject_and_formal_liking_are_read() {
+        use Stance::{Against, For};
+        let cases: &[(&str, &[(&str, Stance)])] = &[
+            ("Absolutely adore hedgehogs.", &[("hedgehogs", For)]),
+            (
+                "Big fan of handwritten notes.",
+                &[("handwritten notes", For)],
+            ),
+            ("Not a fan of cold pizza, tbh.", &[("cold pizza", Against)]),
+            ("So into bouldering right now.", &[("bouldering", For)]),
+            (
+                "Love love love a good road trip.",
+                &[("good road trip", For)],
+            ),
+            // Imperatives and the conversation are not likings.
+            ("Enjoy the show!", &[]),
+            ("Love that idea!", &[]),
+            ("Done with the report, here it is.", &[]),
+            (
+                "I hold a particular affection for rainy evenings.",
+                &[("rainy evenings", For)],
+            ),
+            (
+                "I harbour no great love for crowded festivals.",
+                &[("crowded festivals", Against)],
+            ),
+            (
+                "Modern architecture, in my estimation, lacks warmth.",
+                &[("modern architecture", Against)],
+            ),
+            (
+                "I'm team pancakes, not waffles.",
+                &[("pancakes", For), ("waffles", Against)],
+            ),
+            ("I'm over the moon about it.", &[]),
+            ("Trust me, the form is easy to fill in.", &[]),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn ideals_and_values_are_opinions_too() {
+        use Stance::{Against, For};
+        let cases: &[(&str, &[(&str, Stance)])] = &[
+            ("Honesty is non-negotiable for me.", &[("honesty", For)]),
+            ("Loyalty means a lot to me.", &[("loyalty", For)]),
+            (
+                "Fairness matters to me more than winning.",
+                &[("fairness", For), ("winning", Against)],
+            ),
+            ("I stand for free speech.", &[("free speech", For)]),
+            (
+                "I refuse to support fast fashion.",
+                &[("fast fashion", Against)],
+            ),
+            (
+                "I think people should read more poetry.",
+                &[("poetry", For)],
+            ),
+            ("The world needs less cynicism.", &[("cynicism", Against)]),
+            (
+                "Lying to children is never okay.",
+                &[("lying to children", Against)],
+            ),
+            (
+                "I'm deeply skeptical of astrology.",
+                &[("astrology", Against)],
+            ),
+            // Others' ideals, questions and hypotheticals are not the persona's.
+            ("Some say ambition is a vice.", &[]),
+            ("Is honesty always the best policy?", &[]),
+            ("If I were a politician, I'd fund libraries.", &[]),
+            ("I believe in you!", &[]),
         ];
         for (text, expected) in cases {
             let expected: Vec<(String, Stance)> =

@@ -16,14 +16,14 @@ const I_ADVERBS: &str = r"(?:(?:really|truly|genuinely|honestly|always|also|stil
 /// "I have a soft spot for X", "I've got a real weakness for X", "I have a deep respect for X".
 static HAVE_A_LIKING_FOR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^i(?:'ve| have)? {I_ADVERBS}(?:got |had )?(?:a |an )?(?:(?:real|deep|huge|big|massive|great|genuine|soft|special|particular|certain|healthy|enormous|profound|strange|weird|secret|total|lifelong|serious|bit of a|lot of|such a) )*(?:soft spot|weakness|thing|love|fondness|affection|respect|admiration|appreciation|passion|liking|taste|obsession|sweet tooth|place in my heart|reverence|enthusiasm) for (.+)"
+        r"^i(?:'ve| have| hold| harbou?r| feel| confess| nurse| bear| must confess| confess to| share)? {I_ADVERBS}(?:got |had )?(?:a |an )?(?:(?:real|deep|huge|big|massive|great|genuine|soft|special|particular|certain|healthy|enormous|profound|strange|weird|secret|total|lifelong|serious|bit of a|lot of|such a) )*(?:soft spot|weakness|thing|love|fondness|affection|respect|admiration|appreciation|passion|liking|taste|obsession|sweet tooth|place in my heart|reverence|enthusiasm) for (.+)"
     ))
     .unwrap()
 });
 /// "I have no patience for X", "I've got no time for X", "I have little love for X".
 static HAVE_NO_TIME_FOR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^i(?:'ve| have)? {I_ADVERBS}(?:got )?(?:no|zero|little|not much|absolutely no|no real) (?:patience|time|love|use|interest|respect|tolerance|appetite|desire|fondness|affection|sympathy|regard|stomach|taste|need) (?:at all )?for (.+)"
+        r"^i(?:'ve| have| hold| harbou?r| feel| bear)? {I_ADVERBS}(?:got )?(?:no|zero|little|not much|absolutely no|no real) (?:(?:great|real|particular|special|big|deep) )?(?:patience|time|love|use|interest|respect|tolerance|appetite|desire|fondness|affection|sympathy|regard|stomach|taste|need) (?:at all )?for (.+)"
     ))
     .unwrap()
 });
@@ -76,7 +76,7 @@ static HAS_QUALITY: LazyLock<Regex> = LazyLock::new(|| {
 /// What a thing does to the persona, beyond the feelings the main rules know: "X puts me to
 /// sleep", "X never appealed to me" (against); "X cheers me up", "X keeps me sane" (for).
 static DOES_TO_ME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depresses? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|leaves? me cold|left me cold|makes? my skin crawl|ruins? my day|sets? my teeth on edge)|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impresses? me|amazes? me|excites? me|energi[sz]es? me|relaxes? me|comforts? me|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|(?:has |have )?changed my life|(?:has |have )?won me over|won me over|helps? me (?:focus|think|relax|sleep|unwind|concentrate|breathe|recharge|wind down|switch off)|cracks? me up|makes? me laugh|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
+    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depresses? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|troubles? me|saddens? me|disturbs? me|offends? me|appalls? me|angers? me|infuriates? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|leaves? me (?:cold|unmoved|indifferent|flat|underwhelmed)|left me (?:cold|unmoved|indifferent|flat|underwhelmed)|(?:does|do) my head in|makes? my skin crawl|ruins? my day|sets? my teeth on edge)|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impresses? me|amazes? me|excites? me|energi[sz]es? me|relaxes? me|comforts? me|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|(?:has |have )?changed my life|keeps? my (?:brain|mind|heart|soul) (?:happy|busy|young|sharp|alive|full)|(?:has |have )?won me over|won me over|helps? me (?:focus|think|relax|sleep|unwind|concentrate|breathe|recharge|wind down|switch off)|cracks? me up|makes? me laugh|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
 });
 /// "autotune ruins good voices", "leaf blowers spoil quiet mornings".
 static RUINS: LazyLock<Regex> = LazyLock::new(|| {
@@ -91,7 +91,7 @@ static VERDICT_FROM_ME: LazyLock<Regex> = LazyLock::new(|| {
 /// "X never disappoints", "X never gets old" (for); "X has never clicked for me", "X doesn't
 /// work for me" (against).
 static NEVER_FAILS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:just|really|honestly|simply|still|somehow) )*(?:(never (?:disappoints?|gets? old|gets? boring|lets? me down|fails? to (?:impress|amaze|delight|charm|cheer me up|make me (?:smile|laugh)|lift my mood)))|(?:(?:has|have|had) )?(?:never (?:really |quite |once )?(?:clicked|clicks|click|worked|works|work|landed|lands|land|resonated|resonates|resonate)|(?:doesn't|don't|didn't|does not|do not|did not) (?:really |quite |ever )?(?:work|click|land|resonate)) (?:for|with) me)\b").unwrap()
+    Regex::new(r"^(.+?) (?:(?:just|really|honestly|simply|still|somehow) )*(?:(never (?:disappoints?|gets? old|goes? out of (?:style|fashion)|gets? boring|lets? me down|fails? to (?:impress|amaze|delight|charm|cheer me up|make me (?:smile|laugh)|lift my mood)))|(?:(?:has|have|had) )?(?:never (?:really |quite |once )?(?:clicked|clicks|click|worked|works|work|landed|lands|land|resonated|resonates|resonate)|(?:doesn't|don't|didn't|does not|do not|did not) (?:really |quite |ever )?(?:work|click|land|resonate)) (?:for|with) me)\b").unwrap()
 });
 /// "I could eat dumplings every single day", "I could listen to Bach on repeat".
 static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
@@ -99,7 +99,7 @@ static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// "I'd never give up my morning walk", "I wouldn't trade slow Sundays for anything".
 static NEVER_GIVE_UP: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i(?:'d|'ll| would| will)? (?:(?:never|not ever|wouldn't|would not|won't|will not) )(?:(?:ever|willingly|happily) )*(?:give up|trade|part with|swap) (.+?)(?: for (?:anything|the world|anything in the world|all the tea in china))?$").unwrap()
+    Regex::new(r"^i(?:'d|'ll| would| will)? (?:(?:never|not ever|wouldn't|would not|won't|will not) )(?:(?:ever|willingly|happily) )*(?:give up|trade|part with|swap|compromise on|sacrifice|abandon) (.+?)(?: for (?:anything|the world|anything in the world|all the tea in china))?$").unwrap()
 });
 /// "I'm not much of a beach person", "I'm a dog person", "I'm more of a cat person than a dog
 /// person": the thing named before "person" is the topic.
@@ -115,11 +115,41 @@ static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
 /// breath of fresh air", "coffee is life" (for); "fancy restaurants aren't worth the hype",
 /// "leaf blowers are nails on a chalkboard" (against). Only at the clause's end.
 static IDIOM_AFTER_COPULA: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality)|(nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality)|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
 });
 /// "Fancy restaurants aren't worth the hype", "X is not worth the money".
 static NOT_WORTH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is not|are not|isn't|aren't|wasn't|weren't|was not|were not|'s not|'re not|never was|never is) (?:(?:really|honestly|just|even|remotely|ever) )*worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories|a second look|the time|my time)\b").unwrap()
+});
+/// "Modern architecture lacks warmth", "the sequel lacks any charm".
+static LACKS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:just|really|simply|completely|totally|sorely|badly|somehow|always) )*lacks? (?:any |all |real |the |a certain |a )?(?:warmth|soul|charm|character|personality|flavou?r|depth|substance|imagination|heart|style|polish|nuance|humou?r|spark|life|originality|taste|finesse|grace|elegance|punch|bite|edge)\b").unwrap()
+});
+/// Values: "honesty is non-negotiable for me", "loyalty means a lot to me", "fairness matters
+/// to me" (for); "X is a dealbreaker for me" (against).
+static VALUE_TO_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:is|are) (?:(?:absolutely|completely|totally|simply|always|truly|really) )*(?:(non-negotiable|sacred|everything|a priority|a top priority|paramount|vital|essential|key|a must|precious)|(a dealbreaker|a deal-breaker)) (?:for|to) me|(?:(?:really|truly|deeply|always|just) )*(?:means?|meant) (?:a lot|so much|the world|everything|a great deal|a great deal) to me|(?:(?:really|truly|deeply|always) )*matters? (?:a lot |so much |deeply |enormously |hugely )?to me)\b").unwrap()
+});
+/// Where the persona stands: "I stand for free speech", "I respect nurses", "I can't respect
+/// people who are rude to waiters", "I refuse to support fast fashion".
+static STAND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i {I_ADVERBS}(?:(?:deeply |truly |really |firmly |strongly )?(stand for|stand with|stand by|stand behind|respect|support|champion|endorse|believe in|defend)|((?:can't|cannot|won't|will not|refuse to|could never|don't|do not) (?:really |ever |even )?(?:respect|trust|support|condone|tolerate|forgive|defend|endorse|abide|get on board with|stomach|believe in)|stand against)) (.+)"
+    ))
+    .unwrap()
+});
+/// Prescriptions for more or less of a thing: "people should read more poetry", "the world
+/// needs more kindness", "we should all stop doomscrolling".
+static MORE_OF_IT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i (?:really |honestly |genuinely )?(?:think|believe|feel) (?:that )?)?(?:(?:people|everyone|everybody|we|kids|children|more people|we all|everyone else) (?:should|need to|ought to|must) (?:(?:really|definitely|all|probably) )*(?:(?:read|eat|listen to|watch|try|learn|drink|play|use|embrace|practise|practice|value|make time for|spend time on) (more|less|fewer) |(stop|quit|give up|avoid|ditch) )|(?:the world|we|everyone|society|this world|the internet|schools|cities) (?:needs?|could use|deserves?) (more|less|fewer) )(.+)").unwrap()
+});
+/// "Lying is never okay", "cheating is not acceptable".
+static NEVER_OKAY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are) (?:never|not|not ever|rarely|hardly ever|not remotely) (?:(?:really|ever|truly) )?(?:okay|ok|acceptable|alright|all right|justified|excusable|fine|cool|forgivable|the answer)\b").unwrap()
+});
+/// "Greed is the root of most problems".
+static ROOT_OF: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are) (?:the |at the )?root of (?:all |most |so many |many )?(?:evil|problems|trouble|misery|suffering|the problem|our problems|what's wrong)\b").unwrap()
 });
 /// One-word slang verdicts at the end of a clause: "Mondays suck", "eighties synth-pop rocks".
 /// Words that are also ordinary verbs of things ("the wind blows", "the dog bites", "the
@@ -132,7 +162,7 @@ static SLANG_VERDICT: LazyLock<Regex> = LazyLock::new(|| {
 /// counting down the days until X", "my heart belongs to X", "count me in for X".
 static I_IDIOM_FOR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i'd (?:honestly |literally |happily )?(?:die|kill) for|i {I_ADVERBS}(?:swear by|(?:can|could) (?:totally |definitely |absolutely |really )?get behind|reach for|would (?:honestly |literally )?(?:die|kill) for|get (?:such |a real |a huge |a big )?(?:a )?kick out of|look forward to|live for)|i(?:'ve| have)? {I_ADVERBS}(?:fallen|fell) (?:head over heels |completely |madly )?(?:in love )?(?:with|for)|i(?:'m| am) (?:always |already |literally )?counting (?:down )?the days (?:until|till|til|to)|my heart (?:belongs to|is with)|count me in (?:for|on)|i(?:'m| am) (?:so |totally |all |absolutely |100% |always |really |fully )here for) (.+)"
+        r"^(?:i'd (?:honestly |literally |happily )?(?:die|kill) for|i {I_ADVERBS}(?:swear by|(?:can|could) (?:totally |definitely |absolutely |really )?get behind|reach for|would (?:honestly |literally )?(?:die|kill) for|get (?:such |a real |a huge |a big )?(?:a )?kick out of|look forward to|live for)|i(?:'ve| have)? {I_ADVERBS}(?:fallen|fell) (?:head over heels |completely |madly )?(?:in love )?(?:with|for)|i(?:'m| am) (?:always |already |literally )?counting (?:down )?the days (?:until|till|til|to)|my heart (?:belongs to|is with)|count me in (?:for|on)|i(?:'m| am) (?:always |totally |so |definitely |forever |usually )?up for|i(?:'m| am) (?:so |totally |all |absolutely |100% |always |really |fully )here for) (.+)"
     ))
     .unwrap()
 });
@@ -140,7 +170,7 @@ static I_IDIOM_FOR: LazyLock<Regex> = LazyLock::new(|| {
 /// enough of X", "you can keep your X", "spare me the X", "count me out of X".
 static I_IDIOM_AGAINST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i(?:'m| am) (?:so |totally |completely |well |really |just |officially |absolutely )*(?:done with|over|through with|sick and tired of)|i {I_ADVERBS}(?:can't|cannot|could never|can never) (?:really )?get behind|i(?:'ve| have) (?:really )?had (?:enough of|it with|my fill of)|you can keep (?:your|the|all (?:the|your))|spare me (?:the|your|all the)|count me out (?:of|for|on)) (.+)"
+        r"^(?:i(?:'m| am) (?:so |totally |completely |well |really |just |officially |absolutely )*(?:done with|over|through with|sick and tired of)|i {I_ADVERBS}(?:can't|cannot|could never|can never) (?:really )?get behind|i(?:'ve| have) (?:really )?had (?:enough of|it with|my fill of)|i {I_ADVERBS}(?:can't|cannot) be doing with|you can keep (?:your|the|all (?:the|your))|spare me (?:the|your|all the)|count me out (?:of|for|on)) (.+)"
     ))
     .unwrap()
 });
@@ -179,6 +209,35 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         && let Some(subject) = short(&c[1], 4)
     {
         return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = VALUE_TO_ME.captures(clause)
+        // "fairness matters to me more than winning" is a comparative, read elsewhere.
+        && !clause.contains(" more than ")
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = STAND.captures(clause) {
+        return Some((c[3].to_string(), stance_if(c.get(2).is_some())));
+    }
+    if let Some(c) = MORE_OF_IT.captures(clause) {
+        let less = matches!(
+            c.get(1).or(c.get(3)).map(|m| m.as_str()),
+            Some("less" | "fewer")
+        );
+        return Some((c[4].to_string(), stance_if(less || c.get(2).is_some())));
+    }
+    if let Some(c) = NEVER_OKAY
+        .captures(clause)
+        .or_else(|| ROOT_OF.captures(clause))
+        && let Some(subject) = short(&c[1], 6)
+    {
+        return Some((subject, Stance::Against));
+    }
+    if let Some(c) = LACKS.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, Stance::Against));
     }
     if let Some(c) = NOT_WORTH.captures(clause)
         && let Some(subject) = short(&c[1], 5)
@@ -234,7 +293,14 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     {
         return Some((c[1].to_string(), Stance::For));
     }
-    if let Some(c) = KIND_OF_PERSON.captures(clause)
+    // "I've never been a morning person" is "I'm never a morning person" here.
+    let as_now = clause
+        .replacen("i've never been ", "i'm never ", 1)
+        .replacen("i have never been ", "i'm never ", 1)
+        .replacen("i was never ", "i'm never ", 1)
+        .replacen("i've always been ", "i'm always ", 1)
+        .replacen("i have always been ", "i'm always ", 1);
+    if let Some(c) = KIND_OF_PERSON.captures(&as_now)
         && is_a_thing_not_a_trait(&c[2])
     {
         return Some((c[2].to_string(), stance_if(c.get(1).is_some())));
