@@ -42,12 +42,12 @@ fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
     (score.precision, score.recall)
 }
 
-/// The set written alongside the rules (267 utterances; measured precision 1.000, recall
-/// 0.983). Floors under those figures: a change that makes the extractor noticeably worse fails
-/// here.
+/// The set written alongside the rules (555 utterances, in the registers of chat, formal
+/// speech, slang, hedges and ideals; measured precision 1.000, recall 0.976). Floors under
+/// those figures: a change that makes the extractor noticeably worse fails here.
 #[test]
 fn rules_extractor_precision_and_recall() {
-    let (precision, recall) = measure("rules_extraction.jsonl", 250, Misses::Shown);
+    let (precision, recall) = measure("rules_extraction.jsonl", 550, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
@@ -71,13 +71,13 @@ fn rules_extractor_on_held_out_utterances() {
 /// tuning set: 0.868 / 0.547. Sixteen of its misses were printed once by an older version of
 /// this test, so it is no longer wholly clean. With the word-level scorer (plurals as
 /// singulars) 0.887 / 0.564; after the general lexicon, the fixed phrases, the named-topic
-/// replies and pronoun resolution: 0.904 / 0.680. Floors under that; the target of
-/// 0.90 / 0.75 is met on the third set, not on this one.
+/// replies and pronoun resolution: 0.904 / 0.680; after answered questions, others' views,
+/// idioms, subjectless chat and ideals: 0.898 / 0.735. Floors under that.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_2.jsonl", 180, Misses::Counted);
     assert!(precision >= 0.88, "precision {precision:.3} < 0.88");
-    assert!(recall >= 0.64, "recall {recall:.3} < 0.64");
+    assert!(recall >= 0.72, "recall {recall:.3} < 0.72");
 }
 
 /// The third held-out set (156 utterances, 42 of them non-opinions that look like opinions),
@@ -95,13 +95,29 @@ fn rules_extractor_on_the_third_held_out_set() {
 
 /// The fourth held-out set (113 utterances, 30 non-opinions), written in another session than
 /// the rules' last changes, in the registers of a persona chatting (answers to a user, asides,
-/// sarcasm, hedges), and committed before the rules ever read it. Its first and only
-/// measurement, with no rule changed since: precision 0.919, recall 0.640. That is the
-/// soberest figure the project has for text the rules were not written against; it says the
-/// third set's 0.795 flattered them. Floors just under it; misses counted, never printed.
+/// sarcasm, hedges), and committed before the rules ever read it. Measured twice, each time
+/// after a session of rule changes made without sight of it: 0.919 / 0.640, then 0.939 /
+/// 0.697 (after the tuning rows of three new registers, written by a session that never read
+/// this set). The soberest figures the project has for text the rules were not written
+/// against. Floors just under the latest; misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fourth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_4.jsonl", 110, Misses::Counted);
-    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
-    assert!(recall >= 0.62, "recall {recall:.3} < 0.62");
+    assert!(precision >= 0.92, "precision {precision:.3} < 0.92");
+    assert!(recall >= 0.68, "recall {recall:.3} < 0.68");
+}
+
+/// The fifth held-out set (113 utterances, 28 non-opinions: multi-sentence replies, role
+/// asides, slang, comparatives; help, feedback on the user's work, reported and fictional
+/// views), committed before the rules read it and measured before any change: precision
+/// 0.902, recall 0.539. Then the same session wrote tuning rows and rules, so its second
+/// figure, 0.938 / 0.735, is flattered by the writer's memory of its forms, like the third
+/// set's. Three of its sentences also stand word for word in the fourth set, written by
+/// another session: sets written by the same model are not independent. Floors under the
+/// latest; misses counted, never printed.
+#[test]
+fn rules_extractor_on_the_fifth_held_out_set() {
+    let (precision, recall) = measure("extraction_heldout_5.jsonl", 110, Misses::Counted);
+    assert!(precision >= 0.92, "precision {precision:.3} < 0.92");
+    assert!(recall >= 0.72, "recall {recall:.3} < 0.72");
 }

@@ -25,9 +25,15 @@
 //! clause's subject ("mechanical keyboards are loud, but I love them"). Stances are read from
 //! [`lexicon`], general English words rather than the labelled sets' phrases.
 //!
-//! Measured by `tests/extraction_quality.rs` on a set written alongside the rules and on three
-//! written apart from them: on the third (156 utterances) precision 0.990, recall 0.795; on
-//! the second, older and partly seen, 0.904 / 0.680.
+//! Beyond single clauses it reads a question the persona answers itself ("Coffee or tea? Tea,
+//! obviously."; "Favourite dessert? Mine's tiramisu."), others' views through the persona's
+//! reaction ("Everyone raves about sushi. I don't get the appeal."), chat without a subject
+//! ("Absolutely adore hedgehogs"), idioms and slang ("X is where it's at", "X sucks", "I'm so
+//! done with X"), and ideals ("honesty is non-negotiable for me", "I stand for X").
+//!
+//! Measured by `tests/extraction_quality.rs` on a set written alongside the rules and on five
+//! written apart from them. On the fourth, the freshest text no rule was written against,
+//! precision 0.939, recall 0.697.
 //!
 //! The patterns and the clean-up of what they capture are one grammar, read together in this
 //! file; the word lists and the fixed phrases live beside it.
