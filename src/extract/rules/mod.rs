@@ -1912,6 +1912,15 @@ mod tests {
             .collect()
     }
 
+    /// Each text reads as exactly the opinions listed, in order.
+    fn assert_reads(cases: &[(&str, &[(&str, Stance)])]) {
+        for (text, expected) in cases {
+            let expected: Vec<(String, Stance)> =
+                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
     #[test]
     fn reads_the_common_first_person_forms() {
         use Stance::{Against, For};
@@ -1958,11 +1967,7 @@ mod tests {
                 &[("rainy afternoon", For)],
             ),
         ];
-        for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> =
-                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-            assert_eq!(read(text), expected, "{text}");
-        }
+        assert_reads(cases);
     }
 
     #[test]
@@ -1992,11 +1997,7 @@ mod tests {
             ("Ugh, mosquitoes.", &[("mosquitoes", Against)]),
             ("Ugh, I forgot my keys.", &[]),
         ];
-        for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> =
-                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-            assert_eq!(read(text), expected, "{text}");
-        }
+        assert_reads(cases);
     }
 
     #[test]
@@ -2026,11 +2027,7 @@ mod tests {
             ),
             ("Everyone loves the new cafe.", &[]),
         ];
-        for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> =
-                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-            assert_eq!(read(text), expected, "{text}");
-        }
+        assert_reads(cases);
     }
 
     #[test]
@@ -2071,11 +2068,7 @@ mod tests {
             ),
             ("I hate to interrupt, but your timer went off.", &[]),
         ];
-        for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> =
-                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-            assert_eq!(read(text), expected, "{text}");
-        }
+        assert_reads(cases);
     }
 
     #[test]
@@ -2116,11 +2109,7 @@ mod tests {
             ("I'm over the moon about it.", &[]),
             ("Trust me, the form is easy to fill in.", &[]),
         ];
-        for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> =
-                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-            assert_eq!(read(text), expected, "{text}");
-        }
+        assert_reads(cases);
     }
 
     #[test]
@@ -2157,11 +2146,7 @@ mod tests {
             ("If I were a politician, I'd fund libraries.", &[]),
             ("I believe in you!", &[]),
         ];
-        for (text, expected) in cases {
-            let expected: Vec<(String, Stance)> =
-                expected.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-            assert_eq!(read(text), expected, "{text}");
-        }
+        assert_reads(cases);
     }
 
     #[test]
