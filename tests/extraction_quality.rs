@@ -42,12 +42,13 @@ fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
     (score.precision, score.recall)
 }
 
-/// The set written alongside the rules (555 utterances, in the registers of chat, formal
-/// speech, slang, hedges and ideals; measured precision 1.000, recall 0.976). Floors under
+/// The set written alongside the rules (590 utterances, in the registers of chat, formal
+/// speech, slang, unpunctuated chat, sarcasm, hedges and ideals; measured precision 1.000,
+/// recall 0.973). Floors under
 /// those figures: a change that makes the extractor noticeably worse fails here.
 #[test]
 fn rules_extractor_precision_and_recall() {
-    let (precision, recall) = measure("rules_extraction.jsonl", 550, Misses::Shown);
+    let (precision, recall) = measure("rules_extraction.jsonl", 580, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
     assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
 }
@@ -72,18 +73,19 @@ fn rules_extractor_on_held_out_utterances() {
 /// this test, so it is no longer wholly clean. With the word-level scorer (plurals as
 /// singulars) 0.887 / 0.564; after the general lexicon, the fixed phrases, the named-topic
 /// replies and pronoun resolution: 0.904 / 0.680; after answered questions, others' views,
-/// idioms, subjectless chat and ideals: 0.898 / 0.735. Floors under that.
+/// idioms, subjectless chat and ideals: 0.898 / 0.735; after unpunctuated chat, "the best
+/// thing about X is Y" and sarcasm: 0.901 / 0.762. Floors under that.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_2.jsonl", 180, Misses::Counted);
     assert!(precision >= 0.88, "precision {precision:.3} < 0.88");
-    assert!(recall >= 0.72, "recall {recall:.3} < 0.72");
+    assert!(recall >= 0.74, "recall {recall:.3} < 0.74");
 }
 
 /// The third held-out set (156 utterances, 42 of them non-opinions that look like opinions),
 /// written after the second had been partly seen and committed before any rule changed for
 /// it. Before: precision 0.944, recall 0.535. After the same changes as above: 0.990 / 0.795,
-/// the issue's target (0.90 / 0.75), which the floors hold. Its misses are counted, never
+/// then 0.990 / 0.811: the issue's target (0.90 / 0.75), which the floors hold. Its misses are counted, never
 /// printed. It was written by the same hand as the tuning rows, in the same session: it shows
 /// the rules generalise across the registers it names, not yet to another writer's text.
 #[test]
@@ -99,7 +101,10 @@ fn rules_extractor_on_the_third_held_out_set() {
 /// after a session of rule changes made without sight of it: 0.919 / 0.640, then 0.939 /
 /// 0.697 (after the tuning rows of three new registers, written by a session that never read
 /// this set). The soberest figures the project has for text the rules were not written
-/// against. Floors just under the latest; misses counted, never printed.
+/// against. One more round of rules (unpunctuated chat, sarcasm, "the best thing about X")
+/// came after that measurement; it was checked against these floors without its figures
+/// being read, so the next session's measurement is the third. Floors just under the latest;
+/// misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fourth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_4.jsonl", 110, Misses::Counted);

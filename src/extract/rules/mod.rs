@@ -75,6 +75,9 @@ impl RulesExtractor {
             }
             let mut in_sentence: Vec<ExtractedOpinion> = Vec::new();
             let earlier_view = others_view.take();
+            if let Some(opinion) = sarcasm(sentence) {
+                in_sentence.push(opinion);
+            }
             if let Some(view) = &earlier_view
                 && let Some(opinion) = view.reaction(sentence)
             {
@@ -103,7 +106,8 @@ impl RulesExtractor {
                     previous_subject = opinions
                         .last()
                         .map(|o| o.name.clone())
-                        .or_else(|| clause_subject(&clause));
+                        .or_else(|| clause_subject(&clause))
+                        .or_else(|| object_of_a_past_liking(&clause));
                     for opinion in opinions {
                         match in_sentence.iter_mut().find(|o| o.name == opinion.name) {
                             Some(earlier) => *earlier = opinion,
@@ -120,6 +124,18 @@ impl RulesExtractor {
                     sentences_left: view.sentences_left - 1,
                     ..view
                 });
+            }
+            // "Sure, pineapple on pizza is a totally reasonable choice. Not.": the view is denied.
+            if sentences.get(i + 1).is_some_and(|next| {
+                matches!(
+                    normalise(next).as_str(),
+                    "not." | "not!" | "not" | "...not." | "not!!"
+                )
+            }) {
+                replied_to = true;
+                for opinion in &mut in_sentence {
+                    opinion.stance = flip(opinion.stance, true);
+                }
             }
             for opinion in in_sentence {
                 if !found.iter().any(|o| o.name == opinion.name) {
@@ -339,14 +355,21 @@ fn favourite_answered(sentence: &str, reply: &str) -> Option<ExtractedOpinion> {
     make(topic, Stance::For, &evidence, &evidence)
 }
 
-/// "Cilantro and I don't get along", "thunderstorms and I are old friends": read whole, before
-/// the clauses are split at "and I".
+/// "Cilantro and I don't get along", "thunderstorms and I are old friends", "give me a good
+/// book and I'm happy": read whole, before the clauses are split at "and I".
 fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
+    /// "Give me a good mystery novel and I'm happy".
+    static GIVE_ME_AND: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^give me (.+?),? and i'm (?:(?:perfectly|completely|totally|so|very) )?(?:happy|content|set|good|sold|in heaven|a happy camper|yours)\b").unwrap()
+    });
+    let text = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
+    if let Some(c) = GIVE_ME_AND.captures(&text) {
+        return make(&c[1], Stance::For, sentence, sentence);
+    }
     /// "Cilantro and I don't get along" (against); "thunderstorms and I are old friends" (for).
     static THING_AND_I: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^(.+?) and i (?:(don't|do not|never|just don't|have never|will never) (?:really )?(?:get along|see eye to eye|mix|click)|(?:are|have always been|'ve always been) (?:old |good |best |great |fast )?friends|go (?:way )?back|get along (?:great|famously|well))\b").unwrap()
     });
-    let text = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
     let c = THING_AND_I.captures(&text)?;
     let subject = c[1].trim();
     if subject.split_whitespace().count() > 4 {
@@ -358,6 +381,22 @@ fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
         Stance::For
     };
     make(subject, stance, sentence, sentence)
+}
+
+/// Sarcasm in its commonest shapes, read as the dislike it means: "Oh great, another Monday.",
+/// "Yeah, because waiting in line is SO much fun.", "Another reboot, just what the world
+/// needed."
+fn sarcasm(sentence: &str) -> Option<ExtractedOpinion> {
+    static SARCASTIC: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:oh|wow|ah),? )?(?:(?:great|wonderful|fantastic|perfect|brilliant|lovely|super|awesome|yay),? (?:another|more) ([a-z][a-z' -]*?)|(?:yeah|oh yeah|sure|right),? because (.+?) (?:is|are) (?:so|such|totally|really|just) (?:much )?(?:fun|great|enjoyable|relaxing|exciting|a joy|a treat|fantastic|wonderful)|(?:another|more) ([a-z][a-z' -]*?),? (?:just |exactly )?what (?:the world|we|i|everyone|anyone) (?:really )?(?:needed|wanted|asked for))\b").unwrap()
+    });
+    let text = normalise(sentence);
+    let c = SARCASTIC.captures(&text)?;
+    let topic = c.get(1).or(c.get(2)).or(c.get(3))?.as_str().trim();
+    if topic.split_whitespace().count() > 6 {
+        return None;
+    }
+    make(topic, Stance::Against, sentence, sentence)
 }
 
 /// "Ugh, mosquitoes.": a sentence that is only a topic and a noise of distaste.
@@ -509,6 +548,17 @@ fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
         return format!("{}{replaced}{}", &c[1], &clause[whole.end()..]);
     }
     clause.to_string()
+}
+
+/// "I used to hate olives, but now I adore them": a past view names the topic a later
+/// pronoun stands for, though it is not read as a view itself.
+fn object_of_a_past_liking(clause: &str) -> Option<String> {
+    static PAST_LIKING: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^i (?:used to|once|always used to|never used to) (?:really )?(?:love|like|adore|enjoy|hate|dislike|despise|detest|loathe|mind|care for|stand) (.+)").unwrap()
+    });
+    let c = PAST_LIKING.captures(clause.trim())?;
+    let object = make(&c[1], Stance::For, clause, clause)?;
+    Some(object.name)
 }
 
 /// The noun phrase a clause opens with, when it is about a thing ("mechanical keyboards are
@@ -716,7 +766,7 @@ fn sentences(message: &str) -> Vec<String> {
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,\s*(?:but|though|yet|although)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|\s+-+\s+|\s+—\s+").unwrap()
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,\s*(?:but|though|yet|although)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly )?(?:is|are|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|\s+-+\s+|\s+—\s+").unwrap()
 });
 
 fn clauses(sentence: &str) -> Vec<String> {
@@ -730,6 +780,7 @@ fn clauses(sentence: &str) -> Vec<String> {
             .name("next")
             .or_else(|| captures.name("next2"))
             .or_else(|| captures.name("next3"))
+            .or_else(|| captures.name("next4"))
             .map(|m| m.start())
             .unwrap_or(whole.end());
     }
@@ -747,8 +798,40 @@ fn normalise(text: &str) -> String {
         .replace(['\u{201c}', '\u{201d}'], "\"");
     text.to_lowercase()
         .split_whitespace()
+        .map(chat_spelling)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Chat spells without apostrophes and runs words together ("i dont like it", "kinda", "x >>>
+/// y"): the usual spelling, so the patterns read it.
+fn chat_spelling(word: &str) -> &str {
+    match word {
+        "dont" => "don't",
+        "doesnt" => "doesn't",
+        "didnt" => "didn't",
+        "cant" => "can't",
+        "wont" => "won't",
+        "isnt" => "isn't",
+        "arent" => "aren't",
+        "wasnt" => "wasn't",
+        "werent" => "weren't",
+        "couldnt" => "couldn't",
+        "wouldnt" => "wouldn't",
+        "shouldnt" => "shouldn't",
+        "havent" => "haven't",
+        "hasnt" => "hasn't",
+        "im" => "i'm",
+        "ive" => "i've",
+        "theyre" => "they're",
+        "youre" => "you're",
+        "thats" => "that's",
+        "whats" => "what's",
+        "kinda" => "kind of",
+        "sorta" => "sort of",
+        ">" | ">>" | ">>>" | ">>>>" => "over",
+        other => other,
+    }
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
@@ -888,6 +971,26 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
     let stripped = ASIDE.replace_all(&stripped, " ").to_string();
     let stripped = with_subject(&stripped);
+    if let Some(c) = ONE_THING.captures(&stripped) {
+        let stance = if matches!(
+            &c[1],
+            "hate"
+                | "can't stand"
+                | "dislike"
+                | "despise"
+                | "detest"
+                | "loathe"
+                | "can't abide"
+                | "dread"
+        ) {
+            Stance::Against
+        } else {
+            Stance::For
+        };
+        return make(&c[2], stance, sentence, &stripped)
+            .into_iter()
+            .collect();
+    }
     if is_hypothetical(&stripped) || is_reported(&stripped) || is_a_past_view(&stripped) {
         return Vec::new();
     }
@@ -919,6 +1022,11 @@ fn with_subject(clause: &str) -> String {
         None => clause.to_string(),
     }
 }
+
+/// "If there's one thing I can't stand, it's loud chewing": an "if" that is not hypothetical.
+static ONE_THING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^if there(?:'s| is) (?:one|any) thing i (?:really |truly |absolutely |just )?(love|adore|like|enjoy|hate|can't stand|dislike|despise|detest|loathe|can't abide|dread|treasure|miss)(?: (?:more than anything|most|in (?:this|the) world|about [a-z' ]+?))?,? (?:it's|it is|that's|that would be) (.+)").unwrap()
+});
 
 /// "If…", "imagine…", "suppose…", "would you…": not the persona's view.
 fn is_hypothetical(clause: &str) -> bool {
@@ -1326,6 +1434,9 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         let stance = judgement_polarity(&c[3])?;
         let marked = MARKED.is_match(&clause);
         let subject = c[1].trim();
+        // Counted whole, not up to where `make` would cut the topic: longer subjects ("a
+        // rainy sunday with a book") were found right only three times in five on the
+        // held-out sets, under the precision the extractor keeps.
         if !marked && subject.split_whitespace().count() > 4 {
             return None;
         }
@@ -1530,6 +1641,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             "the"
                 | "a"
                 | "an"
+                | "another"
                 | "to"
                 | "some"
                 | "my"
@@ -1544,6 +1656,16 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         words.remove(0);
     }
     if words.is_empty() || words.len() > 6 {
+        return None;
+    }
+    // "the new season of that show": a thing only the conversation can name.
+    if words.windows(2).any(|pair| {
+        pair[0] == "of"
+            && matches!(
+                pair[1],
+                "that" | "this" | "these" | "those" | "your" | "his" | "her" | "their"
+            )
+    }) {
         return None;
     }
     if words.len() == 1 && NON_TOPICS.contains(&words[0]) {
@@ -2147,6 +2269,61 @@ mod tests {
             ("I believe in you!", &[]),
         ];
         assert_reads(cases);
+    }
+
+    #[test]
+    fn unpunctuated_chat_sarcasm_and_changed_minds() {
+        use Stance::{Against, For};
+        assert_reads(&[
+            (
+                "idk i just dont like horror movies",
+                &[("horror movies", Against)],
+            ),
+            (
+                "ngl i kinda hate group projects",
+                &[("group projects", Against)],
+            ),
+            (
+                "rainy days >>> sunny days",
+                &[("rainy days", For), ("sunny days", Against)],
+            ),
+            (
+                "The best thing about winter is hot soup.",
+                &[("hot soup", For)],
+            ),
+            (
+                "My least favourite chore is ironing.",
+                &[("ironing", Against)],
+            ),
+            (
+                "If there's one thing I can't stand, it's loud chewing.",
+                &[("loud chewing", Against)],
+            ),
+            // Still a hypothetical.
+            ("If I had a garden, I'd grow tomatoes.", &[]),
+            ("Oh great, another Monday.", &[("monday", Against)]),
+            (
+                "Yeah, because waiting in line for an hour is SO much fun.",
+                &[("waiting in line for an hour", Against)],
+            ),
+            (
+                "Sure, reality TV is great. Not.",
+                &[("reality tv", Against)],
+            ),
+            (
+                "I used to hate olives, but now I adore them.",
+                &[("olives", For)],
+            ),
+            (
+                "Mountains are great for hiking, but beaches are where I truly relax.",
+                &[("mountains", For), ("beaches", For)],
+            ),
+            (
+                "Give me a good mystery novel and I'm happy.",
+                &[("good mystery novel", For)],
+            ),
+            ("Love the new season of that show!", &[]),
+        ]);
     }
 
     /// Provenance holds for every reader, the ones that span two sentences included: over all

@@ -115,7 +115,7 @@ static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
 /// breath of fresh air", "coffee is life" (for); "fancy restaurants aren't worth the hype",
 /// "leaf blowers are nails on a chalkboard" (against). Only at the clause's end.
 static IDIOM_AFTER_COPULA: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality)|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality|where i (?:truly |really |feel |always )?(?:relax|unwind|belong|come alive|recharge|feel (?:most )?(?:alive|at home|at peace|myself)))|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
 });
 /// "Fancy restaurants aren't worth the hype", "X is not worth the money".
 static NOT_WORTH: LazyLock<Regex> = LazyLock::new(|| {
@@ -150,6 +150,11 @@ static NEVER_OKAY: LazyLock<Regex> = LazyLock::new(|| {
 /// "Greed is the root of most problems".
 static ROOT_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are) (?:the |at the )?root of (?:all |most |so many |many )?(?:evil|problems|trouble|misery|suffering|the problem|our problems|what's wrong)\b").unwrap()
+});
+/// "The best thing about winter is hot soup", "the worst part of flying is the security line",
+/// "what I love most about Paris is the cafes", "my least favourite chore is ironing".
+static BEST_THING_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:(?:the|my) (?:(best|greatest|nicest|loveliest|finest|favou?rite)|(worst|hardest|most annoying|saddest|least favou?rite))(?: (?:thing|part|bit|aspect|moment))? (?:about|of|in) [a-z' -]+? (?:is|are|has to be|'s|will always be)|what i (?:(love|like|adore|enjoy|miss|appreciate)|(hate|dislike|can't stand|dread|resent)) (?:most |the most |best )?about [a-z' -]+? (?:is|are)|my least favou?rite(?: [a-z-]+){0,2} (?:is|are|has to be|would be)) (.+)").unwrap()
 });
 /// One-word slang verdicts at the end of a clause: "Mondays suck", "eighties synth-pop rocks".
 /// Words that are also ordinary verbs of things ("the wind blows", "the dog bites", "the
@@ -209,6 +214,10 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         && let Some(subject) = short(&c[1], 4)
     {
         return Some((subject, stance_if(c.get(3).is_some())));
+    }
+    if let Some(c) = BEST_THING_ABOUT.captures(clause) {
+        let against = c.get(2).is_some() || c.get(4).is_some() || clause.starts_with("my least");
+        return Some((c[5].to_string(), stance_if(against)));
     }
     if let Some(c) = VALUE_TO_ME.captures(clause)
         // "fairness matters to me more than winning" is a comparative, read elsewhere.
