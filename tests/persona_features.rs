@@ -581,6 +581,41 @@ async fn strength_decays_while_unvoiced_and_injection_prefers_what_is_still_said
     running.stop().await;
 }
 
+/// Residents are the strongest by decayed strength, exactly, even behind more faded views
+/// than the injection script reads at first: with one resident and one preference asked for,
+/// it used to read the three strongest by stored strength, all faded here, and chose one.
+#[tokio::test(flavor = "multi_thread")]
+async fn residents_are_the_strongest_after_decay_even_behind_many_faded_views() {
+    let mut config = test_config("decay-walk");
+    // 0.00001 days = 0.864 s: five half-lives pass while the test sleeps.
+    config.store.strength_half_life_days = 0.00001;
+    config.serve.resident_count = 1;
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker_and_service(config.clone()).await;
+    let client = Client::new(running.app.nats.clone(), &running.app.config);
+    for name in ["okra", "opera", "jazz", "chess", "tea", "rain"] {
+        let opinion = format!("I love {name}.");
+        client.add(&ada_add(name, &opinion, 0.9)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let voiced = client
+        .add(&ada_add("thunderstorms", "I love thunderstorms.", 0.4))
+        .await
+        .unwrap();
+
+    let mut residents = inject_request("ada", "ok");
+    residents.resident = true;
+    residents.max_count = 1;
+    let reply = client.inject(&residents).await.unwrap();
+    let chosen: Vec<&str> = reply.preferences.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(
+        chosen,
+        vec![voiced.id.as_str()],
+        "0.4 still voiced outweighs 0.9 faded five half-lives (0.03)"
+    );
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_registry_lists_every_persona_with_memory_without_a_scan() {
     let config = test_config("registry");

@@ -101,7 +101,8 @@ impl PreferenceStore {
             ));
         }
         let top_k = (query.max_count * 2).min(config.max_top_k);
-        // A few extra strongest: decay reorders them, and some may be overridden.
+        // The strongest by decayed strength, exactly (the script walks past those whose
+        // stored strength cannot beat them), with a few extra: some may be overridden.
         let strongest = if resident_count > 0 {
             resident_count * 2 + query.max_count
         } else {
@@ -124,6 +125,11 @@ impl PreferenceStore {
                         top_k,
                         strongest,
                         search_ef: self.settings.store.vector_search_ef,
+                        half_life_days: config.strength_half_life_days,
+                        now_days: crate::timestamp::Timestamp::now()
+                            .instant()
+                            .unix_timestamp_nanos() as f64
+                            / 86_400e9,
                     },
                     query.active_user_ids,
                     with_vectors,

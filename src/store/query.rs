@@ -70,6 +70,11 @@ pub struct PassSizes {
     pub strongest: usize,
     /// How many candidates the semantic search explores (`store.vector_search_ef`).
     pub search_ef: usize,
+    /// `store.strength_half_life_days`: the strongest are chosen by decayed strength (0: by
+    /// strength).
+    pub half_life_days: f64,
+    /// The time decay is counted to, in days since the Unix epoch.
+    pub now_days: f64,
 }
 
 /// The injection script's invocation: all three passes over one persona's structures.
@@ -93,7 +98,9 @@ pub fn injection_invocation(
         .arg(sizes.strongest)
         .arg(USER_PASS_CANDIDATES)
         .arg(if with_vectors { "1" } else { "0" })
-        .arg(sizes.search_ef);
+        .arg(sizes.search_ef)
+        .arg(sizes.half_life_days.to_string())
+        .arg(sizes.now_days.to_string());
     for user in active_user_ids {
         invocation.arg(user.as_str());
     }

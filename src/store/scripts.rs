@@ -585,26 +585,37 @@ return 1
 });
 
 /// Injection's three passes in one round trip, over one persona's own structures only.
+/// How far the injection script walks down a persona's `strongest` for its residents when
+/// decay may have reordered them (see [`INJECT`]): the cost of a persona whose strong views have
+/// all faded is bounded by this many reads.
+pub const RESIDENT_WALK_LIMIT: usize = 1000;
+
 /// `KEYS[1]` vector set, `KEYS[2]` strongest, `KEYS[3]` about-users, `KEYS[4]` the persona's
 /// bases. `ARGV[1]` the query vector (FP32 bytes; empty for none: no semantic pass, and the
 /// user pass strongest first), `ARGV[2]` how many neighbours (k), `ARGV[3]` how many of the
 /// strongest, `ARGV[4]` at most how many preferences about the users to score, `ARGV[5]` "1"
 /// to also return the vector of every hit (a base layer's, for the override check),
-/// `ARGV[6]` the search's exploration factor (`store.vector_search_ef`), `ARGV[7..]` the
-/// users.
+/// `ARGV[6]` the search's exploration factor (`store.vector_search_ef`), `ARGV[7]` the
+/// strength half-life in days (0: no decay), `ARGV[8]` now, in days since the Unix epoch,
+/// `ARGV[9..]` the users.
 ///
 /// Returns `{semantic, about_users, strongest, bases, vectors}`:
 /// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`);
 /// - `about_users`: the k preferences about any of the users nearest to the query, flat
 ///   `id, cosine similarity, attributes`, scored here from their stored vectors (a filtered
 ///   VSIM walks the whole graph for a selective filter; these are few);
-/// - `strongest`: flat `id, attributes`, strongest first;
+/// - `strongest`: flat `id, attributes`, the `ARGV[3]` strongest by decayed strength (ties by
+///   id). Decay never raises a strength, so the walk down `strongest` (stored strength) stops
+///   once the next stored strength is below the last of those kept: what lies further cannot
+///   enter, and the choice is exact. The walk reads at most [`RESIDENT_WALK_LIMIT`] entries (a
+///   persona whose strong views have all faded is read that far, and the best of those are
+///   kept);
 /// - `bases`: the persona's bases, comma-separated ("" for none), so a persona without bases
 ///   costs no second round trip;
 /// - `vectors`: flat `id, VEMB reply` for every hit above when `ARGV[5]` is "1".
 pub static INJECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        r#"
+        &r#"
 local k = tonumber(ARGV[2])
 -- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
 local semantic = {}
@@ -612,10 +623,10 @@ if ARGV[1] ~= '' then
   semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
 end
 local about = {}
-if #ARGV >= 7 then
+if #ARGV >= 9 then
   local cap = tonumber(ARGV[4])
   local seen, ids = {}, {}
-  for i = 7, #ARGV do
+  for i = 9, #ARGV do
     local members = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. ARGV[i] .. '\0', '(' .. ARGV[i] .. '\1', 'LIMIT', 0, cap)
     for _, member in ipairs(members) do
       local id = string.sub(member, #ARGV[i] + 2)
@@ -667,10 +678,71 @@ if #ARGV >= 7 then
 end
 local strongest = {}
 local n = tonumber(ARGV[3])
-if n > 0 then
+local half_life, now = tonumber(ARGV[7]), tonumber(ARGV[8])
+-- Days since the Unix epoch of an RFC 3339 time, nil when it is not one (then, as in
+-- `decayed_strength`, the strength does not decay).
+local function days_of(text)
+  if type(text) ~= 'string' then return nil end
+  local y, mo, d, h, mi, s = string.match(text, '^(%d%d%d%d)-(%d%d)-(%d%d)[Tt ](%d%d):(%d%d):(%d%d)')
+  if not y then return nil end
+  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
+  local seconds = tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
+  local fraction = string.match(text, '^%.(%d+)', 20)
+  if fraction then seconds = seconds + tonumber('0.' .. fraction) end
+  local sign, oh, om = string.match(text, '([%+%-])(%d%d):(%d%d)$')
+  if sign then
+    local offset = tonumber(oh) * 3600 + tonumber(om) * 60
+    if sign == '+' then seconds = seconds - offset else seconds = seconds + offset end
+  elseif not string.match(text, '[Zz]$') then
+    return nil
+  end
+  -- Days from the civil date (H. Hinnant's algorithm).
+  if mo <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local doy = math.floor((153 * ((mo + 9) % 12) + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468 + seconds / 86400
+end
+if n > 0 and half_life <= 0 then
   for _, id in ipairs(redis.call('ZREVRANGE', KEYS[2], 0, n - 1)) do
     strongest[#strongest + 1] = id
     strongest[#strongest + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
+  end
+elseif n > 0 then
+  local kept = {}
+  local page, read, limit = math.max(2 * n, 16), 0, RESIDENT_WALK_LIMIT
+  local function better(a, b)
+    if a[2] ~= b[2] then return a[2] > b[2] end
+    return a[1] < b[1]
+  end
+  local done = false
+  while not done and read < limit do
+    local members = redis.call('ZREVRANGE', KEYS[2], read, read + page - 1, 'WITHSCORES')
+    if #members == 0 then break end
+    for i = 1, #members, 2 do
+      local id, stored = members[i], tonumber(members[i + 1])
+      if #kept >= n and stored < kept[n][2] then done = true; break end
+      local attributes = redis.call('VGETATTR', KEYS[1], id) or ''
+      local decayed = stored
+      local ok, a = pcall(cjson.decode, attributes)
+      if ok and type(a) == 'table' then
+        local voiced = a.lr
+        if type(voiced) ~= 'string' or voiced == '' then voiced = a.sa end
+        local t = days_of(voiced)
+        if t then decayed = stored * 0.5 ^ (math.max(now - t, 0) / half_life) end
+      end
+      kept[#kept + 1] = {id, decayed, attributes}
+      table.sort(kept, better)
+      if #kept > n then kept[#kept] = nil end
+      read = read + 1
+      if read >= limit then break end
+    end
+    if #members < 2 * page then break end
+  end
+  for _, entry in ipairs(kept) do
+    strongest[#strongest + 1] = entry[1]
+    strongest[#strongest + 1] = entry[3]
   end
 end
 local vectors = {}
@@ -690,6 +762,7 @@ if ARGV[5] == '1' then
   for i = 1, #strongest, 2 do add(strongest[i]) end
 end
 return {semantic, about, strongest, redis.call('GET', KEYS[4]) or '', vectors}
-"#,
+"#
+            .replace("RESIDENT_WALK_LIMIT", &RESIDENT_WALK_LIMIT.to_string()),
     )
 });
