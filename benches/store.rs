@@ -14,6 +14,12 @@
 //!   KNN, then one query per user, each awaited);
 //! - the new floor: one raw VSIM over the persona's vector set, reply unparsed.
 //!
+//! Then injection with three residents (the strongest by decayed strength, which the script
+//! walks down the strongest set for), alternated with the same injection without them: once
+//! with the data as loaded (voiced just now: the walk reads little more than it keeps) and once
+//! with a half-life so short that every view has faded (the walk's worst case: it reads
+//! `RESIDENT_WALK_LIMIT` entries). No target: the figures say what exact residents cost.
+//!
 //! Targets: injection p50 ≤ 0.2 × the original plan and p99 ≤ 0.3 × it; store calls ≤ 1.3 ×
 //! the new floor. `BENCH_MEMORY=1` also prints used memory per preference of this layout
 //! beside the raw bytes of a vector plus its fields (run it on an otherwise empty Redis).
@@ -211,6 +217,68 @@ async fn main() {
     println!(
         "targets: store call <= {TARGET_FLOOR_RATIO} x floor p50; injection <= {TARGET_ORIGINAL_P50} x original p50 and <= {TARGET_ORIGINAL_P99} x original p99"
     );
+
+    // Residents, each case alternated with the same injection without them.
+    let mut faded_settings = config.store.clone();
+    faded_settings.strength_half_life_days = 1e-9;
+    let faded_store = PreferenceStore::connect(&config.redis, &faded_settings)
+        .await
+        .unwrap();
+    println!();
+    println!(
+        "{:<44} {:>8} {:>8} | {:>15} {:>15} {:>7}",
+        "injection + 3 residents (ms)", "p50", "p99", "without p50", "without p99", "ratio"
+    );
+    for (label, with_residents) in [
+        ("voiced lately (walk stops early)", &store),
+        ("all faded (walk reads its limit)", &faded_store),
+    ] {
+        let (measured, without) = measure_pair(
+            iterations,
+            |i| {
+                let store = with_residents.clone();
+                let q = queries[i % queries.len()].clone();
+                let users = users.clone();
+                async move {
+                    let query = InjectionQuery {
+                        persona_id: "p0",
+                        query_embedding: &q,
+                        max_count: 8,
+                        max_chars: 2000,
+                        active_user_ids: &users,
+                    };
+                    store
+                        .get_preferences_for_injection_with_resident(&query, 3)
+                        .await
+                        .unwrap();
+                }
+            },
+            |i| {
+                let store = store.clone();
+                let q = queries[i % queries.len()].clone();
+                let users = users.clone();
+                async move {
+                    let query = InjectionQuery {
+                        persona_id: "p0",
+                        query_embedding: &q,
+                        max_count: 8,
+                        max_chars: 2000,
+                        active_user_ids: &users,
+                    };
+                    store.get_preferences_for_injection(&query).await.unwrap();
+                }
+            },
+        )
+        .await;
+        println!(
+            "{label:<44} {:>8.3} {:>8.3} | {:>15.3} {:>15.3} {:>7.2}",
+            measured.p50,
+            measured.p99,
+            without.p50,
+            without.p99,
+            measured.p50 / without.p50
+        );
+    }
     if std::env::var("BENCH_MEMORY").is_ok() {
         // Raw bytes of one preference: its FP32 vector and the fields the bench writes.
         let raw = 384 * 4 + 180;
