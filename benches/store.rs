@@ -119,13 +119,7 @@ async fn main() {
             let q = queries[i % queries.len()].clone();
             let users = users.clone();
             async move {
-                let query = InjectionQuery {
-                    persona_id: "p0",
-                    query_embedding: &q,
-                    max_count: 8,
-                    max_chars: 2000,
-                    active_user_ids: &users,
-                };
+                let query = injection_query(&q, &users);
                 store.get_preferences_for_injection(&query).await.unwrap();
             }
         },
@@ -240,13 +234,7 @@ async fn main() {
                 let q = queries[i % queries.len()].clone();
                 let users = users.clone();
                 async move {
-                    let query = InjectionQuery {
-                        persona_id: "p0",
-                        query_embedding: &q,
-                        max_count: 8,
-                        max_chars: 2000,
-                        active_user_ids: &users,
-                    };
+                    let query = injection_query(&q, &users);
                     store
                         .get_preferences_for_injection_with_resident(&query, 3)
                         .await
@@ -258,13 +246,7 @@ async fn main() {
                 let q = queries[i % queries.len()].clone();
                 let users = users.clone();
                 async move {
-                    let query = InjectionQuery {
-                        persona_id: "p0",
-                        query_embedding: &q,
-                        max_count: 8,
-                        max_chars: 2000,
-                        active_user_ids: &users,
-                    };
+                    let query = injection_query(&q, &users);
                     store.get_preferences_for_injection(&query).await.unwrap();
                 }
             },
@@ -304,6 +286,18 @@ async fn main() {
             .arg("DD")
             .query_async(&mut connection)
             .await;
+    }
+}
+
+/// The injection every measured call asks for: persona `p0`, eight preferences at most, two
+/// users present.
+fn injection_query<'a>(q: &'a [f32], users: &'a [String]) -> InjectionQuery<'a> {
+    InjectionQuery {
+        persona_id: "p0",
+        query_embedding: q,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: users,
     }
 }
 
