@@ -44,8 +44,8 @@ fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
 
 /// The set written alongside the rules (590 utterances, in the registers of chat, formal
 /// speech, slang, unpunctuated chat, sarcasm, hedges and ideals; measured precision 1.000,
-/// recall 0.964). Floors under
-/// those figures: a change that makes the extractor noticeably worse fails here.
+/// recall 0.964). Floors under those figures: a change that makes the extractor noticeably
+/// worse fails here.
 #[test]
 fn rules_extractor_precision_and_recall() {
     let (precision, recall) = measure("rules_extraction.jsonl", 580, Misses::Shown);
