@@ -115,13 +115,12 @@ async fn main() {
     let (injection, injection_floor) = measure_pair(
         iterations,
         |i| {
-            let store = store.clone();
-            let q = queries[i % queries.len()].clone();
-            let users = users.clone();
-            async move {
-                let query = injection_query(&q, &users);
-                store.get_preferences_for_injection(&query).await.unwrap();
-            }
+            inject(
+                store.clone(),
+                queries[i % queries.len()].clone(),
+                users.clone(),
+                0,
+            )
         },
         |i| {
             let mut connection = connection.clone();
@@ -230,25 +229,16 @@ async fn main() {
         let (measured, without) = measure_pair(
             iterations,
             |i| {
-                let store = with_residents.clone();
                 let q = queries[i % queries.len()].clone();
-                let users = users.clone();
-                async move {
-                    let query = injection_query(&q, &users);
-                    store
-                        .get_preferences_for_injection_with_resident(&query, 3)
-                        .await
-                        .unwrap();
-                }
+                inject(with_residents.clone(), q, users.clone(), 3)
             },
             |i| {
-                let store = store.clone();
-                let q = queries[i % queries.len()].clone();
-                let users = users.clone();
-                async move {
-                    let query = injection_query(&q, &users);
-                    store.get_preferences_for_injection(&query).await.unwrap();
-                }
+                inject(
+                    store.clone(),
+                    queries[i % queries.len()].clone(),
+                    users.clone(),
+                    0,
+                )
             },
         )
         .await;
@@ -289,16 +279,20 @@ async fn main() {
     }
 }
 
-/// The injection every measured call asks for: persona `p0`, eight preferences at most, two
-/// users present.
-fn injection_query<'a>(q: &'a [f32], users: &'a [String]) -> InjectionQuery<'a> {
-    InjectionQuery {
+/// One measured injection: persona `p0`, eight preferences at most, the users present, and
+/// `residents` of its strongest (0: none, as `get_preferences_for_injection`).
+async fn inject(store: PreferenceStore, q: Vec<f32>, users: Vec<String>, residents: usize) {
+    let query = InjectionQuery {
         persona_id: "p0",
-        query_embedding: q,
+        query_embedding: &q,
         max_count: 8,
         max_chars: 2000,
-        active_user_ids: users,
-    }
+        active_user_ids: &users,
+    };
+    store
+        .get_preferences_for_injection_with_resident(&query, residents)
+        .await
+        .unwrap();
 }
 
 /// `used_memory` summed over the masters.
