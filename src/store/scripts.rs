@@ -589,8 +589,9 @@ return 1
 /// decay may have reordered them (see [`INJECT`]). Each read costs about 5 µs in the script
 /// (`benches/store.rs`: 1 000 reads took 5.2 ms p50), so this bounds the cost of a persona
 /// whose strong views have all faded (1.6 ms p50 at this limit, against 0.4 ms without
-/// residents, in the same run); past it the residents are the best of
-/// the strongest this many by stored strength, as before but twenty times deeper.
+/// residents, in the same run); past it the residents are the best of the strongest this
+/// many by stored strength (the old selection read only `2·resident_count + max_count`, 14
+/// by default).
 pub const RESIDENT_WALK_LIMIT: usize = 256;
 
 /// `KEYS[1]` vector set, `KEYS[2]` strongest, `KEYS[3]` about-users, `KEYS[4]` the persona's
@@ -683,10 +684,10 @@ local strongest = {}
 local n = tonumber(ARGV[3])
 local half_life, now = tonumber(ARGV[7]), tonumber(ARGV[8])
 -- Days since the Unix epoch of an RFC 3339 time, nil when it is not one (then, as in
--- `decayed_strength`, the strength does not decay).
+-- `decayed_strength`, whose parser accepts the same forms, the strength does not decay).
 local function days_of(text)
   if type(text) ~= 'string' then return nil end
-  local y, mo, d, h, mi, s = string.match(text, '^(%d%d%d%d)-(%d%d)-(%d%d)[Tt ](%d%d):(%d%d):(%d%d)')
+  local y, mo, d, h, mi, s = string.match(text, '^(%d%d%d%d)-(%d%d)-(%d%d)[Tt](%d%d):(%d%d):(%d%d)')
   if not y then return nil end
   y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
   local seconds = tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
