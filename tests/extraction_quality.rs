@@ -101,15 +101,15 @@ fn rules_extractor_on_the_third_held_out_set() {
 /// after a session of rule changes made without sight of it: 0.919 / 0.640, then 0.939 /
 /// 0.697 (after the tuning rows of three new registers, written by a session that never read
 /// this set). The soberest figures the project has for text the rules were not written
-/// against. One more round of rules (unpunctuated chat, sarcasm, "the best thing about X")
-/// came after that measurement; it was checked against these floors without its figures
-/// being read, so the next session's measurement is the third. Floors just under the latest;
+/// against. A third measurement, after one more round (unpunctuated chat, sarcasm, "the best
+/// thing about X") made without sight of it: 0.940 / 0.708. A fourth, after the rules learnt
+/// from a chatbot corpus written by other people: 0.955 / 0.708. Floors just under the latest;
 /// misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fourth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_4.jsonl", 110, Misses::Counted);
-    assert!(precision >= 0.92, "precision {precision:.3} < 0.92");
-    assert!(recall >= 0.68, "recall {recall:.3} < 0.68");
+    assert!(precision >= 0.93, "precision {precision:.3} < 0.93");
+    assert!(recall >= 0.69, "recall {recall:.3} < 0.69");
 }
 
 /// The fifth held-out set (113 utterances, 28 non-opinions: multi-sentence replies, role
@@ -125,4 +125,30 @@ fn rules_extractor_on_the_fifth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_5.jsonl", 110, Misses::Counted);
     assert!(precision >= 0.92, "precision {precision:.3} < 0.92");
     assert!(recall >= 0.72, "recall {recall:.3} < 0.72");
+}
+
+/// Replies of a chatbot written by other people (chatterbot-corpus, BSD; see
+/// `tests/data/THIRD_PARTY.md`): the half tuned against. 385 replies, 44 opinions among
+/// definitions, jokes, small talk and self-description. Before any rule changed for it:
+/// precision 0.625, recall 0.595; after: 0.929 / 0.886. Misses shown.
+#[test]
+fn rules_extractor_on_text_from_another_hand_tuned_against() {
+    let (precision, recall) = measure("rules_extraction_other_hand.jsonl", 380, Misses::Shown);
+    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
+    assert!(recall >= 0.85, "recall {recall:.3} < 0.85");
+}
+
+/// The other half of that corpus (393 replies, 34 opinions), labelled and committed before the
+/// rules read either half: the only set the project has whose text no session of ours wrote.
+/// Measured before any change: precision 0.667, recall 0.471. After rules learnt from the
+/// tuned half (relative clauses, tag questions, "I'm a X fan", "interested in", possessive and
+/// pronoun topics refused, "pretty" and "best known" no longer verdicts): 0.842 / 0.471.
+/// Precision carried over; recall did not: another writer's opinions come in forms the
+/// tuning half did not show. 34 opinions make a wide interval (about ±0.17 on recall).
+/// Floors under the latest; misses counted, never printed.
+#[test]
+fn rules_extractor_on_text_from_another_hand_held_out() {
+    let (precision, recall) = measure("extraction_heldout_6.jsonl", 390, Misses::Counted);
+    assert!(precision >= 0.80, "precision {precision:.3} < 0.80");
+    assert!(recall >= 0.44, "recall {recall:.3} < 0.44");
 }

@@ -229,7 +229,7 @@ const VADER_EXCLUDED: &[&str] = &[
     "help", "helps", "agree", "wish", "hope", "heart", "lol", "haha", "joke", "kidding",
     "alive", "dead", "won", "win", "lost", "care", "cares", "ready", "welcome", "fan", "fans",
     "interest", "interests", "top", "party", "parties", "matter", "matters", "play", "playing",
-    "pretty", "easy",
+    "pretty", "easy", "difficult",
 ];
 
 static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
@@ -294,6 +294,10 @@ pub(super) fn polarity(text: &str) -> Option<Stance> {
             return Some(stance);
         }
         after_like = word == "like";
+        // "best known for", "well known": fame, not a verdict.
+        if words.get(i + 1) == Some(&"known") {
+            return None;
+        }
         if let Some(stance) = word_polarity(word) {
             return Some(stance);
         }
@@ -306,8 +310,12 @@ pub(super) fn polarity(text: &str) -> Option<Stance> {
             });
             continue;
         }
+        // "pretty" judges only alone ("the harbour is pretty"); before another word it is a
+        // degree ("a pretty strange emotion").
         if word == "pretty" {
-            adverb = adverb.or(Some(Stance::For));
+            if i + 1 == words.len() {
+                adverb = adverb.or(Some(Stance::For));
+            }
             continue;
         }
         if !MODIFIERS.contains(&word) {

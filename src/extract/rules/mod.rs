@@ -591,7 +591,7 @@ const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |h
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig|trust)\s+(.+)"
+        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig|trust|long for|yearn for|crave)\s+(.+)"
     ))
     .unwrap()
 });
@@ -605,13 +605,18 @@ static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just) )*(?:big |huge |massive |real |great |devoted |lifelong )?(?:fan of|into|fond of|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by)\s+(.+)").unwrap()
 });
 static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"\bi (?:just |really |honestly |simply )?(?:can't|cannot|can never) get enough of\s+(.+)",
     )
     .unwrap()
+});
+/// "Sadness is not an emotion that I like to feel", "jazz is a thing I love": the liking sits
+/// in a relative clause and judges the subject.
+static THING_I_LIKE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were) (not |never )?(?:a|an|one|the|something|someone|somebody|exactly)\b(?: [a-z'-]+){0,4}? (?:that |which |who )?i (?:(?:really|truly|genuinely|always|do|just|particularly|especially) )*(don't |do not |never )?(like|love|enjoy|adore|admire|cherish|treasure|value|appreciate|hate|dislike|despise|loathe|dread|avoid|can't stand)\b").unwrap()
 });
 /// "X is (not) my thing" / "X isn't my thing".
 static MY_THING: LazyLock<Regex> = LazyLock::new(|| {
@@ -622,7 +627,7 @@ static EFFECT_ON_ME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:really |always |just |honestly |genuinely |kind of |sort of |totally |absolutely )?(?:(drives? me (?:crazy|nuts|mad|insane|bonkers|up the wall)|makes? me (?:so |really |very |a bit |a little |kind of )?(?:anxious|nervous|sad|uneasy|uncomfortable|miserable|angry|sick|queasy|cringe|tense)|scares? me|bores? me|annoys? me|irritates? me|gets? on my nerves|frustrates? me)|(makes? me (?:so |really |very )?(?:happy|smile|calm|glad|joyful)|delights? me|thrills? me|calms? me|soothes? me|fascinates? me|inspires? me|moves? me))\b").unwrap()
 });
 static NOT_FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by|big on|up for)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so |incredibly |terribly |overly |especially |super |all that |massively |hugely |madly |remotely |at all )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by|big on|up for|interested in)\s+(.+)").unwrap()
 });
 static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
@@ -759,9 +764,21 @@ fn sentences(message: &str) -> Vec<String> {
     }
     out.push(current);
     out.into_iter()
-        .map(|s| s.trim().to_string())
+        .map(|s| without_tag_question(s.trim()).to_string())
         .filter(|s| !s.is_empty())
         .collect()
+}
+
+/// "I'm a Real Madrid fan, and you?": the question handed back to the user does not make the
+/// statement before it a question.
+fn without_tag_question(sentence: &str) -> &str {
+    static TAG: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i),\s*(?:and|how about|what about|or)\s+(?:you|yours|u)\s*\?+$").unwrap()
+    });
+    match TAG.find(sentence) {
+        Some(tag) if tag.start() > 0 => &sentence[..tag.start()],
+        _ => sentence,
+    }
 }
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
@@ -1011,13 +1028,14 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
 /// the report") count only where nothing else could be meant.
 fn with_subject(clause: &str) -> String {
     static SUBJECTLESS: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:really|absolutely|totally|honestly|so|just|kinda|still|lowkey|genuinely|seriously|truly|always|secretly|low-key) )*)(?:(love|adore|hate|despise|detest|loathe|can't stand|can't get enough of|can't be doing with|swear by)|((?:a )?(?:big|huge|massive) fan of|not (?:a |really a |much of a |the biggest )?(?:big |huge )?fan of|(?:so|really|totally|super) into|obsessed with|(?:not (?:really |too |that |very )?)?keen on|fond of|sick of|tired of|(?:so|totally|completely) done with|(?:so|totally|completely) over|living for))\b").unwrap()
+        Regex::new(r"^((?:(?:really|absolutely|totally|honestly|so|just|kinda|still|lowkey|genuinely|seriously|truly|always|secretly|low-key) )*)(?:(love|adore|hate|despise|detest|loathe|can't stand|can't get enough of|can't be doing with|swear by)|((?:a )?(?:big|huge|massive) fan of|not (?:a |really a |much of a |the biggest )?(?:big |huge )?fan of|(?:so|really|totally|super) into|obsessed with|(?:not (?:really |too |that |very )?)?keen on|fond of|sick of|tired of|(?:so|totally|completely) done with|(?:so|totally|completely) over|living for)|(no (?:real )?need for))\b").unwrap()
     });
     static REPEATED_LOVE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^(?:love,? )+love\b").unwrap());
     let clause = REPEATED_LOVE.replace(clause, "love");
     match SUBJECTLESS.captures(&clause) {
         Some(c) if c.get(2).is_some() => format!("i {clause}"),
+        Some(c) if c.get(4).is_some() => format!("i have {clause}"),
         Some(_) => format!("i'm {clause}"),
         None => clause.to_string(),
     }
@@ -1300,6 +1318,30 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     {
         return None;
     }
+    if let Some(c) = THING_I_LIKE.captures(&clause)
+        && c[1].split_whitespace().count() <= 4
+    {
+        let positive = !matches!(
+            &c[4],
+            "hate" | "dislike" | "despise" | "loathe" | "dread" | "avoid" | "can't stand"
+        );
+        let stance = flip(
+            if positive {
+                Stance::For
+            } else {
+                Stance::Against
+            },
+            c.get(2).is_some() ^ c.get(3).is_some(),
+        );
+        return make(&c[1], stance, sentence, &clause);
+    }
+    // "Linux, always Linux!": the choice said twice.
+    if let Some((first, second)) = clause.split_once(", always ")
+        && first == second
+        && first.split_whitespace().count() <= 3
+    {
+        return make(first, Stance::For, sentence, &clause);
+    }
     // Order matters: negated forms before the plain ones they contain.
     if let Some(c) = NOT_FAN.captures(&clause) {
         return make(&c[1], Stance::Against, sentence, &clause);
@@ -1311,6 +1353,9 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         return make(&c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = NEGATIVE_VERB.captures(&clause) {
+        if in_relative_clause(&clause, c.get(0).map_or(0, |m| m.start())) {
+            return None;
+        }
         let rest = c[2].trim();
         // "I hate to say it", "I hate to interrupt": speech acts, not opinions.
         if is_speech_act(rest) {
@@ -1328,6 +1373,13 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         return make(&c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = FAN.captures(&clause) {
+        // "I'm interested in hearing more": the conversation, not an interest.
+        if ["hearing", "knowing", "seeing", "talking", "learning more"]
+            .iter()
+            .any(|w| c[1].starts_with(w))
+        {
+            return None;
+        }
         return make(&c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = LOVE_HOW.captures(&clause) {
@@ -1339,6 +1391,9 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         return make(&subject_before_verb(&c[2])?, stance, sentence, &clause);
     }
     if let Some(c) = POSITIVE_VERB.captures(&clause) {
+        if in_relative_clause(&clause, c.get(0).map_or(0, |m| m.start())) {
+            return None;
+        }
         let verb = &c[1];
         // "I like to think…", "I appreciate you…": not an opinion about a thing.
         let rest = c[2].trim();
@@ -1440,9 +1495,20 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         if !marked && subject.split_whitespace().count() > 4 {
             return None;
         }
+        // "Some people feel happy", "some films are great": a part judged, not the whole.
+        if subject.starts_with("some ") {
+            return None;
+        }
         return make(subject, flip(stance, c.get(2).is_some()), sentence, &clause);
     }
     None
+}
+
+/// Whether the "I" at `at` opens a relative clause ("the book that I love is…"): its object
+/// is the noun before it, not the words after the verb.
+fn in_relative_clause(clause: &str, at: usize) -> bool {
+    let before = clause[..at].trim_end();
+    before.ends_with(" that") || before.ends_with(" which") || before.ends_with(" who")
 }
 
 /// The stance of a judgement that may join two: in "intense but rewarding" the part after
@@ -1663,12 +1729,45 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         pair[0] == "of"
             && matches!(
                 pair[1],
-                "that" | "this" | "these" | "those" | "your" | "his" | "her" | "their"
+                "that"
+                    | "this"
+                    | "these"
+                    | "those"
+                    | "your"
+                    | "his"
+                    | "her"
+                    | "their"
+                    | "them"
+                    | "it"
+                    | "us"
             )
     }) {
         return None;
     }
     if words.len() == 1 && NON_TOPICS.contains(&words[0]) {
+        return None;
+    }
+    // "i think cryptocurrency": an opinion verb the pattern took for part of its subject.
+    if words.len() > 2
+        && words[0] == "i"
+        && matches!(
+            words[1],
+            "think" | "believe" | "feel" | "reckon" | "find" | "guess" | "suppose" | "say"
+        )
+    {
+        words.drain(..2);
+        while matches!(words.first(), Some(&("that" | "the" | "a" | "an"))) {
+            words.remove(0);
+        }
+    }
+    // Pronouns and possessives name nothing on their own: "his newer works", "i wish i".
+    if words.is_empty() {
+        return None;
+    }
+    if matches!(
+        words[0],
+        "i" | "i'm" | "me" | "we" | "us" | "his" | "her" | "their" | "its" | "these" | "those"
+    ) {
         return None;
     }
     if NON_TOPICS.contains(&words[0])
@@ -2269,6 +2368,45 @@ mod tests {
             ("I believe in you!", &[]),
         ];
         assert_reads(cases);
+    }
+
+    #[test]
+    fn another_writers_chatbot_forms() {
+        use Stance::{Against, For};
+        assert_reads(&[
+            // The liking sits in a relative clause about the subject.
+            ("Jazz is a genre I love.", &[("jazz", For)]),
+            ("Envy is not a feeling that I enjoy.", &[("envy", Against)]),
+            ("The book that I love is on the shelf.", &[]),
+            // A question handed back does not make the statement a question.
+            ("I'm a Barcelona fan, and you?", &[("barcelona", For)]),
+            ("I'm a die-hard fan of the Celtics.", &[("celtics", For)]),
+            (
+                "I'm very interested in medieval history.",
+                &[("medieval history", For)],
+            ),
+            ("I'm interested in hearing more.", &[]),
+            ("I'm not incredibly fond of opera.", &[("opera", Against)]),
+            ("I long for quiet evenings.", &[("quiet evenings", For)]),
+            ("Linux, always Linux!", &[("linux", For)]),
+            ("Money isn't everything.", &[("money", Against)]),
+            ("No need for fancy gadgets.", &[("fancy gadgets", Against)]),
+            ("Dogs are the life of the party!", &[("dogs", For)]),
+            (
+                "Frankly, I think cryptocurrency is overhyped.",
+                &[("cryptocurrency", Against)],
+            ),
+            ("The harbour is pretty.", &[("harbour", For)]),
+            // Degree, fame, difficulty and parts are not verdicts on the whole.
+            ("I think embarrassment is a pretty strange emotion.", &[]),
+            ("Chaucer is best known for The Canterbury Tales.", &[]),
+            ("Golf is difficult.", &[]),
+            ("Some people feel happy, others feel sad.", &[]),
+            // Pronouns and possessives name nothing the memory could keep.
+            ("I like his older novels more than his newer ones.", &[]),
+            ("I wish I was the Mad Hatter.", &[]),
+            ("I don't think many of them are practical.", &[]),
+        ]);
     }
 
     #[test]

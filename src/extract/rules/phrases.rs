@@ -115,11 +115,15 @@ static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
 /// breath of fresh air", "coffee is life" (for); "fancy restaurants aren't worth the hype",
 /// "leaf blowers are nails on a chalkboard" (against). Only at the clause's end.
 static IDIOM_AFTER_COPULA: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality|where i (?:truly |really |feel |always )?(?:relax|unwind|belong|come alive|recharge|feel (?:most )?(?:alive|at home|at peace|myself)))|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|life of the party|life and soul of the party|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality|where i (?:truly |really |feel |always )?(?:relax|unwind|belong|come alive|recharge|feel (?:most )?(?:alive|at home|at peace|myself)))|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
 });
 /// "Fancy restaurants aren't worth the hype", "X is not worth the money".
 static NOT_WORTH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is not|are not|isn't|aren't|wasn't|weren't|was not|were not|'s not|'re not|never was|never is) (?:(?:really|honestly|just|even|remotely|ever) )*worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories|a second look|the time|my time)\b").unwrap()
+});
+/// "Money isn't everything", "fame is not all it's cracked up to be": worth denied, whole.
+static NOT_EVERYTHING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:is not|are not|isn't|aren't|'s not|'re not) (?:(?:really|honestly|just|exactly) )*(?:everything|all that|all it's cracked up to be|all they're cracked up to be|the be-all and end-all)[.!]?$").unwrap()
 });
 /// "Modern architecture lacks warmth", "the sequel lacks any charm".
 static LACKS: LazyLock<Regex> = LazyLock::new(|| {
@@ -248,7 +252,9 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     {
         return Some((subject, Stance::Against));
     }
-    if let Some(c) = NOT_WORTH.captures(clause)
+    if let Some(c) = NOT_WORTH
+        .captures(clause)
+        .or_else(|| NOT_EVERYTHING.captures(clause))
         && let Some(subject) = short(&c[1], 5)
     {
         return Some((subject, Stance::Against));
