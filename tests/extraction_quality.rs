@@ -74,7 +74,8 @@ fn rules_extractor_on_held_out_utterances() {
 /// singulars) 0.887 / 0.564; after the general lexicon, the fixed phrases, the named-topic
 /// replies and pronoun resolution: 0.904 / 0.680; after answered questions, others' views,
 /// idioms, subjectless chat and ideals: 0.898 / 0.735; after unpunctuated chat, "the best
-/// thing about X is Y" and sarcasm: 0.901 / 0.762. Floors under that.
+/// thing about X is Y" and sarcasm: 0.901 / 0.762; after rules learnt from two corpora written
+/// by other people: 0.919 / 0.762. Floors under that.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_2.jsonl", 180, Misses::Counted);
@@ -85,7 +86,8 @@ fn rules_extractor_on_the_second_held_out_set() {
 /// The third held-out set (156 utterances, 42 of them non-opinions that look like opinions),
 /// written after the second had been partly seen and committed before any rule changed for
 /// it. Before: precision 0.944, recall 0.535. After the same changes as above: 0.990 / 0.795,
-/// then 0.990 / 0.811: the issue's target (0.90 / 0.75), which the floors hold. Its misses are counted, never
+/// then 0.990 / 0.811, then (after rules learnt from other people's text) 0.990 / 0.803: the
+/// issue's target (0.90 / 0.75), which the floors hold. Its misses are counted, never
 /// printed. It was written by the same hand as the tuning rows, in the same session: it shows
 /// the rules generalise across the registers it names, not yet to another writer's text.
 #[test]
@@ -102,8 +104,9 @@ fn rules_extractor_on_the_third_held_out_set() {
 /// 0.697 (after the tuning rows of three new registers, written by a session that never read
 /// this set). The soberest figures the project has for text the rules were not written
 /// against. A third measurement, after one more round (unpunctuated chat, sarcasm, "the best
-/// thing about X") made without sight of it: 0.940 / 0.708. A fourth, after the rules learnt
-/// from a chatbot corpus written by other people: 0.955 / 0.708. Floors just under the latest;
+/// thing about X") made without sight of it: 0.940 / 0.708. A fourth and fifth, after the rules
+/// learnt from a chatbot corpus and from people's chat, both written by others: 0.955 / 0.708
+/// each time. Floors just under the latest;
 /// misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fourth_held_out_set() {
@@ -118,8 +121,9 @@ fn rules_extractor_on_the_fourth_held_out_set() {
 /// 0.902, recall 0.539. Then the same session wrote tuning rows and rules, so its second
 /// figure, 0.938 / 0.735, is flattered by the writer's memory of its forms, like the third
 /// set's. Three of its sentences also stand word for word in the fourth set, written by
-/// another session: sets written by the same model are not independent. Floors under the
-/// latest; misses counted, never printed.
+/// another session: sets written by the same model are not independent. After rules learnt
+/// from other people's text: 0.949 / 0.735. Floors under the latest; misses counted, never
+/// printed.
 #[test]
 fn rules_extractor_on_the_fifth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_5.jsonl", 110, Misses::Counted);
@@ -142,7 +146,8 @@ fn rules_extractor_on_text_from_another_hand_tuned_against() {
 /// rules read either half: the only set the project has whose text no session of ours wrote.
 /// Measured before any change: precision 0.667, recall 0.471. After rules learnt from the
 /// tuned half (relative clauses, tag questions, "I'm a X fan", "interested in", possessive and
-/// pronoun topics refused, "pretty" and "best known" no longer verdicts): 0.842 / 0.471.
+/// pronoun topics refused, "pretty" and "best known" no longer verdicts): 0.842 / 0.471; after
+/// the rules learnt from people's chat too (below): unchanged.
 /// Precision carried over; recall did not: another writer's opinions come in forms the
 /// tuning half did not show. 34 opinions make a wide interval (about ±0.17 on recall).
 /// Floors under the latest; misses counted, never printed.
@@ -150,5 +155,29 @@ fn rules_extractor_on_text_from_another_hand_tuned_against() {
 fn rules_extractor_on_text_from_another_hand_held_out() {
     let (precision, recall) = measure("extraction_heldout_6.jsonl", 390, Misses::Counted);
     assert!(precision >= 0.80, "precision {precision:.3} < 0.80");
+    assert!(recall >= 0.44, "recall {recall:.3} < 0.44");
+}
+
+/// Chat messages written by people talking to strangers (chitchat-dataset, MIT; see
+/// `tests/data/THIRD_PARTY.md`): the half tuned against. 600 messages, 58 opinions. Before any
+/// rule changed for it: precision 0.737, recall 0.500; after: 0.940 / 0.828. Misses shown.
+#[test]
+fn rules_extractor_on_peoples_chat_tuned_against() {
+    let (precision, recall) = measure("rules_extraction_chitchat.jsonl", 600, Misses::Shown);
+    assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
+    assert!(recall >= 0.78, "recall {recall:.3} < 0.78");
+}
+
+/// The other half (600 messages, 53 opinions), labelled and committed before the rules read
+/// either half. Measured before any change for this corpus (after the chatbot round): precision
+/// 0.649, recall 0.453. After the rules learnt from the tuned half (negated copulas, lists of
+/// likings, "it's fun to X", "X is key", "X aren't my favourite", wishes, the one being talked
+/// about, moments and childhoods refused, chat filler): 0.694 / 0.472. The tuned half rose from
+/// 0.737 / 0.500 to 0.940 / 0.828 on the same changes: people's chat has a tail of forms too
+/// long for rules to learn from a sample. Floors under the latest; misses counted, never shown.
+#[test]
+fn rules_extractor_on_peoples_chat_held_out() {
+    let (precision, recall) = measure("extraction_heldout_7.jsonl", 600, Misses::Counted);
+    assert!(precision >= 0.66, "precision {precision:.3} < 0.66");
     assert!(recall >= 0.44, "recall {recall:.3} < 0.44");
 }

@@ -11,9 +11,10 @@ use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
 use crate::store::Stance;
 
 /// The labelled sets shipped with the service: written alongside the rules (tuning), the five
-/// written apart from them (held out), and a chatbot corpus from another hand split in two
-/// (one half tuned against, one held out; see `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 8] = [
+/// written apart from them (held out), and two corpora written by other people (a chatbot's
+/// replies, people chatting), each split in two: one half tuned against, one held out (see
+/// `tests/data/THIRD_PARTY.md`).
+pub const SHIPPED_SETS: [(&str, &str); 10] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -45,6 +46,14 @@ pub const SHIPPED_SETS: [(&str, &str); 8] = [
     (
         "held-out 6 (other hand)",
         include_str!("../../tests/data/extraction_heldout_6.jsonl"),
+    ),
+    (
+        "people's chat (tuning)",
+        include_str!("../../tests/data/rules_extraction_chitchat.jsonl"),
+    ),
+    (
+        "held-out 7 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_7.jsonl"),
     ),
 ];
 

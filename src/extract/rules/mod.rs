@@ -586,7 +586,7 @@ impl Extractor for RulesExtractor {
     }
 }
 
-const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such)";
+const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such|exactly)";
 const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have |'ve )?(?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to )*";
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
@@ -602,10 +602,10 @@ static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
+    Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i|haven't|have not|have never|'ve never)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just|super|deeply|incredibly|extremely|endlessly) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by|impressed (?:with|by))\s+(.+)").unwrap()
 });
 static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -630,7 +630,7 @@ static NOT_FAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so |incredibly |terribly |overly |especially |super |all that |massively |hugely |madly |remotely |at all )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by|big on|up for|interested in)\s+(.+)").unwrap()
 });
 static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing |getting )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
 });
 static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bmy (?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|will always be|remains|'s)\s+(.+)").unwrap()
@@ -783,7 +783,7 @@ fn without_tag_question(sentence: &str) -> &str {
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,\s*(?:but|though|yet|although)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly )?(?:is|are|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|\s+-+\s+|\s+—\s+").unwrap()
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so|because|cause|'cause|cuz)\s+(?:also\s+|honestly\s+|personally\s+|now\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,?\s*(?:but|though|yet|although|and)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly )?(?:is|are|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|\s+-+\s+|\s+—\s+").unwrap()
 });
 
 fn clauses(sentence: &str) -> Vec<String> {
@@ -852,7 +852,7 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but)\b[,!?]?\s+)+").unwrap()
+    Regex::new(r"^(?:(?:oh|ah|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here)\b[,!?.]?\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -934,7 +934,7 @@ static DENIED_WORTH: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// Perspective phrases that say "in my opinion" in other words; read as "i think".
 static CONVINCED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|i(?:'m| am) (?:a )?(?:firm |strong |big |great |true |huge )?believer that |it's my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |it is my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |my verdict: )").unwrap()
+    Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|i(?:'m| am) (?:a )?(?:firm |strong |big |great |true |huge )?believer that |it's my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |it is my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |my verdict: |(?:i think )?we (?:can|could|should) (?:all )?agree (?:that )?)").unwrap()
 });
 /// Admissions that introduce the view they concede: "I was wrong: coffee is wonderful",
 /// "I have to admit jazz grew on me". The view follows; the admission is not a topic.
@@ -1008,8 +1008,54 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             .into_iter()
             .collect();
     }
-    if is_hypothetical(&stripped) || is_reported(&stripped) || is_a_past_view(&stripped) {
+    // "More free time would be nice": a wish is a liking, though it says "would".
+    if let Some(c) = WOULD_BE_NICE.captures(&stripped) {
+        return make(&c[1], Stance::For, sentence, &stripped)
+            .into_iter()
+            .collect();
+    }
+    // "If we're talking favourite gods, I'd go with Athena": the "if" names the question.
+    if let Some(c) = FAVOURITE_IF.captures(&stripped) {
+        return make(&c[1], Stance::For, sentence, &stripped)
+            .into_iter()
+            .collect();
+    }
+    if is_hypothetical(&stripped)
+        || is_reported(&stripped)
+        || is_a_past_view(&stripped)
+        || is_a_past_view(&LEADING_FILLER.replace(&normalise(sentence), ""))
+    {
         return Vec::new();
+    }
+    // "I like reading, cooking, eating and learning": one liking per item.
+    if let Some(c) = LIKING_OF_A_LIST.captures(&stripped) {
+        let items: Vec<&str> = c[2]
+            .split(", ")
+            .flat_map(|item| item.split(" and "))
+            .map(|item| item.trim().trim_start_matches("and ").trim())
+            .filter(|item| {
+                !item.is_empty()
+                    && !matches!(
+                        *item,
+                        "all of that" | "all that" | "stuff like that" | "so on" | "etc" | "more"
+                    )
+            })
+            .collect();
+        let enumerated = c[2]
+            .rsplit(", ")
+            .next()
+            .is_some_and(|last| last.contains("and "));
+        if enumerated
+            && items.len() >= 2
+            && items
+                .iter()
+                .all(|item| item.split_whitespace().count() <= 3)
+        {
+            return items
+                .iter()
+                .filter_map(|item| read_clause(&format!("{} {item}", &c[1]), sentence))
+                .collect();
+        }
     }
     if let Some((topic, stance)) = phrases::read_phrase(&stripped) {
         return make(&topic, stance, sentence, &stripped)
@@ -1041,6 +1087,16 @@ fn with_subject(clause: &str) -> String {
     }
 }
 
+static WOULD_BE_NICE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:more|some more|a bit more|a little more|a lot more) ([a-z][a-z' -]*?) would be (?:so |really |very |super |pretty )?(?:nice|great|lovely|amazing|awesome|wonderful|good|fantastic)$").unwrap()
+});
+static FAVOURITE_IF: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^if (?:we're|we are) talking(?: about)? (?:my )?(?:favou?rite )?[a-z' ]+?,? i'd (?:go with|pick|choose|say|have to say|take) (.+)$").unwrap()
+});
+static LIKING_OF_A_LIST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(i (?:(?:really|also|just|do|truly|absolutely) )*(?:like|love|enjoy|adore|hate|dislike|can't stand|detest)) ([^,]+(?:, [^,]+)+)$").unwrap()
+});
+
 /// "If there's one thing I can't stand, it's loud chewing": an "if" that is not hypothetical.
 static ONE_THING: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^if there(?:'s| is) (?:one|any) thing i (?:really |truly |absolutely |just )?(love|adore|like|enjoy|hate|can't stand|dislike|despise|detest|loathe|can't abide|dread|treasure|miss)(?: (?:more than anything|most|in (?:this|the) world|about [a-z' ]+?))?,? (?:it's|it is|that's|that would be) (.+)").unwrap()
@@ -1065,10 +1121,11 @@ fn is_hypothetical(clause: &str) -> bool {
 }
 
 /// "As a child, I loved trains", "growing up, I hated broccoli": a view the persona held once,
-/// like "I used to love X", is not one it holds now.
+/// like "I used to love X", is not one it holds now. "The weather was terrible yesterday" is
+/// about a moment, not a standing view.
 fn is_a_past_view(clause: &str) -> bool {
     static PAST: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:as an? (?:child|kid|little kid|teen|teenager|boy|girl|student|youngster|baby)|when i was (?:young|little|small|a kid|a child|younger|a teenager|a teen|in school|growing up)|growing up|back then|back in the day|years ago|in my youth|in my younger days|once upon a time)\b").unwrap()
+        Regex::new(r"^(?:as an? (?:child|kid|little kid|teen|teenager|boy|girl|student|youngster|baby)|when i was (?:young|little|small|a kid|a child|younger|a teenager|a teen|in school|growing up)|growing up|back then|back in the day|years ago|in my youth|in my younger days|once upon a time|(?:way )?back when|in (?:like )?(?:the )?\d+(?:st|nd|rd|th) grade)\b|\b(?:yesterday|last night|this morning|last week|earlier today)\b").unwrap()
     });
     PAST.is_match(clause)
 }
@@ -1453,6 +1510,13 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
             return make(subject, stance, sentence, &clause);
         }
     }
+    // "Jazz isn't great" is read as "jazz is not great". Not comparatives: "tea isn't
+    // better than coffee" judges neither.
+    let clause = if clause.contains(" than ") {
+        clause
+    } else {
+        expand_negated_copulas(&clause)
+    };
     if let Some(c) = JUDGE_AFTER_VERB.captures(&clause) {
         let denied = c.get(1).is_some() ^ c.get(3).is_some();
         let stance = polarity(&c[4])?;
@@ -1502,6 +1566,22 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         return make(subject, flip(stance, c.get(2).is_some()), sentence, &clause);
     }
     None
+}
+
+/// "isn't" → "is not", and the like, so the judgement patterns see the copula and its "not".
+fn expand_negated_copulas(clause: &str) -> String {
+    clause
+        .split(' ')
+        .map(|word| match word {
+            "isn't" => "is not",
+            "aren't" => "are not",
+            "wasn't" => "was not",
+            "weren't" => "were not",
+            "doesn't" => "does not",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether the "I" at `at` opens a relative clause ("the book that I love is…"): its object
@@ -1688,10 +1768,50 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i |!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they |!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
+    // "I can't stand the movie", "I love the idea": the one being talked about, which only the
+    // conversation can name.
+    const INSTANCES: &[&str] = &[
+        "movie",
+        "film",
+        "show",
+        "book",
+        "song",
+        "game",
+        "episode",
+        "album",
+        "series",
+        "class",
+        "lecture",
+        "course",
+        "trip",
+        "ending",
+        "plot",
+        "story",
+        "video",
+        "picture",
+        "photo",
+        "concert",
+        "meal",
+        "party",
+        "event",
+        "place",
+        "restaurant",
+        "idea",
+        "one",
+        "ones",
+        "guy",
+        "person",
+        "part",
+    ];
+    if let Some(("the", noun)) = raw_topic.trim().split_once(' ')
+        && INSTANCES.contains(&noun.trim_end_matches(|c: char| !c.is_alphanumeric()))
+    {
+        return None;
+    }
     let mut topic = raw_topic.trim().to_string();
     if let Some(found) = TOPIC_CUT.find(&topic) {
         topic.truncate(found.start());
@@ -1760,8 +1880,27 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             words.remove(0);
         }
     }
+    // Chat tails: "linux either", "play for fun though".
+    while let Some(last) = words.last()
+        && matches!(
+            *last,
+            "though" | "tho" | "either" | "haha" | "hahaha" | "lol" | "xd" | "honestly"
+        )
+    {
+        words.pop();
+    }
     // Pronouns and possessives name nothing on their own: "his newer works", "i wish i".
     if words.is_empty() {
+        return None;
+    }
+    // A subject that starts or ends on an auxiliary was cut in the wrong place: "doesn't"
+    // (from "doesn't sound fun"), "gosh that does" (from "that does sound painful").
+    const AUXILIARIES: &[&str] = &[
+        "does", "do", "did", "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "not",
+        "is", "are", "was", "were", "will", "would", "can", "could", "should", "has", "have",
+        "had",
+    ];
+    if AUXILIARIES.contains(&words[0]) || AUXILIARIES.contains(words.last().unwrap_or(&"")) {
         return None;
     }
     if matches!(
@@ -2406,6 +2545,73 @@ mod tests {
             ("I like his older novels more than his newer ones.", &[]),
             ("I wish I was the Mad Hatter.", &[]),
             ("I don't think many of them are practical.", &[]),
+        ]);
+    }
+
+    #[test]
+    fn peoples_chat_forms() {
+        use Stance::{Against, For};
+        assert_reads(&[
+            ("Jazz isn't great.", &[("jazz", Against)]),
+            ("Tea isn't better than coffee, it's just different.", &[]),
+            (
+                "I like hiking, baking, chess and all of that.",
+                &[("hiking", For), ("baking", For), ("chess", For)],
+            ),
+            ("I love poetry, especially haiku.", &[("poetry", For)]),
+            (
+                "Honestly I'm getting sick of porridge",
+                &[("porridge", Against)],
+            ),
+            ("I haven't really liked opera either", &[("opera", Against)]),
+            (
+                "I think we can all agree that littering is bad.",
+                &[("littering", Against)],
+            ),
+            ("Patience is key to everything.", &[("patience", For)]),
+            ("Money can't buy happiness.", &[("money", Against)]),
+            (
+                "I'm glad we have public libraries.",
+                &[("public libraries", For)],
+            ),
+            (
+                "This reminds me how beautiful the desert is.",
+                &[("desert", For)],
+            ),
+            ("You know what sucks about winter", &[("winter", Against)]),
+            ("It's so fun to bake bread.", &[("bake bread", For)]),
+            ("It doesn't feel good to be lazy.", &[("be lazy", Against)]),
+            ("It's nice to meet you.", &[]),
+            ("Cucumbers aren't my favorite.", &[("cucumbers", Against)]),
+            (
+                "Yeah me too, more sunshine would be nice",
+                &[("sunshine", For)],
+            ),
+            (
+                "If we're talking favorite planets, I'd go with Saturn",
+                &[("saturn", For)],
+            ),
+            (
+                "That would be sad because I'm a big cheese girl",
+                &[("cheese", For)],
+            ),
+            (
+                "Oh gosh, I hate doing laundry they take forever",
+                &[("doing laundry", Against)],
+            ),
+            (
+                "I'm super fascinated by geology and it is something I would study forever",
+                &[("geology", For)],
+            ),
+            // The one being talked about, a moment, a childhood: no standing view.
+            ("I absolutely cannot stand the movie", &[]),
+            ("The weather was terrible yesterday.", &[]),
+            (
+                "Back when I was in 3rd grade, I loved crayons because they were bright.",
+                &[],
+            ),
+            ("Doesn't sound fun haha", &[]),
+            ("Hahaha that is just a funny mental image", &[]),
         ]);
     }
 

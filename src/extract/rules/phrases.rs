@@ -115,7 +115,7 @@ static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
 /// breath of fresh air", "coffee is life" (for); "fancy restaurants aren't worth the hype",
 /// "leaf blowers are nails on a chalkboard" (against). Only at the clause's end.
 static IDIOM_AFTER_COPULA: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|life of the party|life and soul of the party|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality|where i (?:truly |really |feel |always )?(?:relax|unwind|belong|come alive|recharge|feel (?:most )?(?:alive|at home|at peace|myself)))|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
+    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were|remains?) (?:(?:such|a|an|the|like|just|pure|absolute|total|real|honestly|truly|really|still|always|totally|completely|simply|so|my) )*(?:(breath of fresh air|key|key to (?:everything|success|happiness|life|it all|a good life)|life of the party|life and soul of the party|best thing since sliced bread|bee's knees|cat's pajamas|cat's pyjamas|where it's at|way to go|life|everything|dream|vibe|chef's kiss|second to none|real deal|no-brainer|kryptonite|go-to|secret weapon|love language|comfort zone|happy place|(?:whole )?personality|where i (?:truly |really |feel |always )?(?:relax|unwind|belong|come alive|recharge|feel (?:most )?(?:alive|at home|at peace|myself)))|(a bit much|a little much|too much|nails on a chalkboard|pain in the (?:neck|butt|backside)|thorn in my side|not worth (?:it|the hype|the money|the fuss|the price|the effort|the wait|the trouble|the bother|the calories)|overhyped|the worst thing ever|a crime))[.!]?$").unwrap()
 });
 /// "Fancy restaurants aren't worth the hype", "X is not worth the money".
 static NOT_WORTH: LazyLock<Regex> = LazyLock::new(|| {
@@ -123,7 +123,27 @@ static NOT_WORTH: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// "Money isn't everything", "fame is not all it's cracked up to be": worth denied, whole.
 static NOT_EVERYTHING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is not|are not|isn't|aren't|'s not|'re not) (?:(?:really|honestly|just|exactly) )*(?:everything|all that|all it's cracked up to be|all they're cracked up to be|the be-all and end-all)[.!]?$").unwrap()
+    Regex::new(r"^(.+?) (?:is not|are not|isn't|aren't|'s not|'re not) (?:(?:really|honestly|just|exactly) )*(?:everything|all that|all it's cracked up to be|all they're cracked up to be|the be-all and end-all)[.!]?$|^(.+?) (?:does not|doesn't|do not|don't|can't|cannot|won't|will not) (?:always )?(?:mean|buy|equal|bring|guarantee) (?:you )?happiness\b").unwrap()
+});
+/// "I'm glad we have public libraries", "I'm grateful there are night buses".
+static GLAD_WE_HAVE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'m| am) (?:(?:actually|really|so|very|kind of|sort of|just|honestly|truly|super|always) )*(?:glad|grateful|thankful) (?:that )?(?:we have|we've got|there(?:'s| is| are)|the world has) (.+)").unwrap()
+});
+/// "This reminds me how amazing humans are": the judgement comes after "how".
+static REMINDS_ME_HOW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(?:reminds? me|makes? me reali[sz]e|i forget) (?:of )?(?:just |again )?how ((?:[a-z'-]+ )?[a-z'-]+) ([a-z][a-z' -]*?) (?:is|are|can be)$").unwrap()
+});
+/// "You know what sucks about winter", "what I love about Lisbon" said without its answer.
+static WHAT_SUCKS_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:you know )?what (?:(sucks|stinks|i hate|i dislike|i can't stand|bugs me|annoys me)|(rocks|i love|i like|i adore|i enjoy)) (?:the )?(?:most )?about (.+)$").unwrap()
+});
+/// "It doesn't feel good to be lazy", "it's so fun to bake bread": a verdict on doing a thing.
+static EXTRAPOSED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^it(?:'s| is| feels| can be)? ?(not |never |doesn't feel |does not feel |isn't |is not |never feels )?(?:(?:so|really|very|always|just|pretty|super|kind of|sort of|honestly|truly) )*([a-z'-]+) to (.+)$").unwrap()
+});
+/// "Pizza rolls aren't my favourite thing for dinner".
+static NOT_FAVOURITE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:isn't|aren't|is not|are not|'s not|'re not|wasn't|weren't) (?:really |exactly |actually |necessarily )?(?:my|one of my) (?:absolute |all-time )?favou?rites?\b").unwrap()
 });
 /// "Modern architecture lacks warmth", "the sequel lacks any charm".
 static LACKS: LazyLock<Regex> = LazyLock::new(|| {
@@ -247,15 +267,53 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     {
         return Some((subject, Stance::Against));
     }
+    if let Some(c) = GLAD_WE_HAVE.captures(clause) {
+        return Some((c[1].to_string(), Stance::For));
+    }
+    if let Some(c) = NOT_FAVOURITE.captures(clause)
+        && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, Stance::Against));
+    }
+    if let Some(c) = WHAT_SUCKS_ABOUT.captures(clause) {
+        return Some((c[3].to_string(), stance_if(c.get(1).is_some())));
+    }
+    if let Some(c) = REMINDS_ME_HOW.captures(clause)
+        && let Some(stance) = polarity(&c[1])
+    {
+        return Some((c[2].to_string(), stance));
+    }
+    if let Some(c) = EXTRAPOSED.captures(clause) {
+        // "It's nice to meet you", "it's good to know": the conversation, not a verdict.
+        const CONVERSATION: &[&str] = &[
+            "meet", "hear", "know", "see", "talk", "chat", "be", "have", "say", "finally", "get",
+            "think", "imagine",
+        ];
+        let rest = &c[3];
+        let first = rest.split_whitespace().next().unwrap_or("");
+        // "to be back", "to be here": the conversation; "to be lazy": a way of living.
+        let second = rest.split_whitespace().nth(1).unwrap_or("");
+        let conversation =
+            CONVERSATION.contains(&first) && !(first == "be" && polarity(second).is_some());
+        if !conversation && let Some(stance) = polarity(&c[2]) {
+            return Some((
+                rest.to_string(),
+                stance_if((stance == Stance::Against) ^ c.get(1).is_some()),
+            ));
+        }
+    }
     if let Some(c) = LACKS.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
         return Some((subject, Stance::Against));
     }
-    if let Some(c) = NOT_WORTH
-        .captures(clause)
-        .or_else(|| NOT_EVERYTHING.captures(clause))
+    if let Some(c) = NOT_WORTH.captures(clause)
         && let Some(subject) = short(&c[1], 5)
+    {
+        return Some((subject, Stance::Against));
+    }
+    if let Some(c) = NOT_EVERYTHING.captures(clause)
+        && let Some(subject) = short(c.get(1).or(c.get(2)).map_or("", |m| m.as_str()), 5)
     {
         return Some((subject, Stance::Against));
     }
