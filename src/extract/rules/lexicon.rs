@@ -35,7 +35,7 @@ const POSITIVE: &[&str] = &[
     "interesting", "intriguing", "engaging", "absorbing", "gripping", "riveting", "compelling",
     "thrilling", "exciting", "exhilarating", "electrifying", "thought-provoking", "witty",
     "clever", "ingenious", "imaginative", "inventive", "creative", "original", "innovative",
-    "insightful", "irresistible", "unforgettable", "cool", "neat", "rad", "dope", "lit", "fire",
+    "insightful", "irresistible", "unforgettable", "cool", "neat", "rad", "dope", "lit", "fire", "bomb",
     "goated", "bussin", "epic", "elite", "top-tier", "s-tier", "peak", "underrated",
     "underappreciated", "undervalued", "underestimated", "overlooked", "slept-on", "unique",
     // Comfort and calm.
@@ -63,7 +63,7 @@ const POSITIVE: &[&str] = &[
     "gamechanger", "revelation", "masterpiece", "delight", "joy", "pleasure", "treat", "luxury",
     "bliss", "heaven", "paradise", "perfection", "magic", "win", "winner", "must", "must-have",
     "staple", "vibe", "banger", "art", "artform", "craft", "privilege", "comfort", "solace",
-    "refuge", "sanctuary", "adventure", "thrill", "marvel", "wonder", "miracle", "triumph",
+    "refuge", "sanctuary", "adventure", "thrill", "wonder", "miracle", "triumph",
     "delicacy", "feast", "balm", "tonic", "virtue", "underdog", "superpower", "highlight",
     "king", "queen", "champion", "hero", "goat", "keeper", "misunderstood", "unappreciated",
     "unsung", "go-to",
@@ -229,7 +229,7 @@ const VADER_EXCLUDED: &[&str] = &[
     "help", "helps", "agree", "wish", "hope", "heart", "lol", "haha", "joke", "kidding",
     "alive", "dead", "won", "win", "lost", "care", "cares", "ready", "welcome", "fan", "fans",
     "interest", "interests", "top", "party", "parties", "matter", "matters", "play", "playing",
-    "pretty", "easy", "difficult",
+    "pretty", "easy", "difficult", "marvel",
 ];
 
 static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
