@@ -178,8 +178,10 @@ fn rules_extractor_on_peoples_chat_tuned_against() {
 /// long for rules to learn from a sample. Then a precision round: the rules read 4 000 more
 /// messages of the corpus (neither half), and what they found was read for wrong topics
 /// (interjections, pronouns and stranded prepositions taken for subjects, "I like going to X"
-/// read as a preference of one thing to another): 0.727 / 0.453. Floors under the latest;
-/// misses counted, never shown.
+/// read as a preference of one thing to another): 0.727 / 0.453. A recall pass over the same
+/// 4 000 messages ("I personally am not a fan of X", "I'm a huge X nerd", "favourite X would
+/// have to be Y", "I try to avoid X") left it there. Floors under the latest; misses counted,
+/// never shown.
 #[test]
 fn rules_extractor_on_peoples_chat_held_out() {
     let (precision, recall) = measure("extraction_heldout_7.jsonl", 600, Misses::Counted);

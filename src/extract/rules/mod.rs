@@ -587,7 +587,7 @@ impl Extractor for RulesExtractor {
 }
 
 const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such|exactly)";
-const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have |'ve )?(?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to )*";
+const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have |'ve )?(?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to |try to |try and )*";
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -633,7 +633,7 @@ static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing |getting )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
 });
 static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bmy (?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|will always be|remains|'s)\s+(.+)").unwrap()
+    Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s)\s+(.+)").unwrap()
 });
 static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
@@ -999,6 +999,14 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
     let stripped = ASIDE.replace_all(&stripped, " ").to_string();
     let stripped = with_subject(&stripped);
+    // "I personally am not a fan of X" is "I am not a fan of X".
+    static ADVERB_BEFORE_AM: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"^i (?:personally|really|honestly|truly|definitely|just|also|certainly) (?:am|'m)\b",
+        )
+        .unwrap()
+    });
+    let stripped = ADVERB_BEFORE_AM.replace(&stripped, "i am").to_string();
     if let Some(c) = ONE_THING.captures(&stripped) {
         let stance = if matches!(
             &c[1],
@@ -1126,7 +1134,6 @@ fn is_hypothetical(clause: &str) -> bool {
         "say i ",
         "let's say ",
         "let me play ",
-        "even though ",
         "even if ",
     ]
     .iter()
@@ -1798,7 +1805,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) |!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -2791,6 +2798,17 @@ mod tests {
             ("I like the red ones", &[]),
             ("I agree it is good to bond with.", &[]),
             ("I like just about anything that is baked.", &[]),
+            // What was missed in passing, now read.
+            (
+                "I personally am not a fan of the Lord of the Rings.",
+                &[("lord of the rings", Against)],
+            ),
+            ("But I also am a huge Guardians fan", &[("guardians", For)]),
+            (
+                "favorite disney movie would have to be frozen haha",
+                &[("frozen", For)],
+            ),
+            ("I try to avoid politics.", &[("politics", Against)]),
         ]);
     }
 

@@ -104,7 +104,7 @@ static NEVER_GIVE_UP: LazyLock<Regex> = LazyLock::new(|| {
 /// "I'm not much of a beach person", "I'm a dog person", "I'm more of a cat person than a dog
 /// person": the thing named before "person" is the topic.
 static KIND_OF_PERSON: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i(?:'m| am) (?:(?:really|definitely|totally|honestly|just|always|very much|so|kind of|sort of|such) )*(not |never |not really |really not )?(?:(?:much|that much|really|exactly|quite|ever) )?(?:of )?an? (?:(?:big|huge|real|total|true|proper|massive|die-hard|diehard) )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?) (?:person|people person|kind of person|sort of person|type|guy|girl|gal|fan)(?: through and through| at heart| at the core| for life)?$").unwrap()
+    Regex::new(r"^i(?:'m| am) (?:(?:really|definitely|totally|honestly|just|always|very much|so|kind of|sort of|such) )*(not |never |not really |really not )?(?:(?:much|that much|really|exactly|quite|ever) )?(?:of )?an? (?:(?:big|huge|real|total|true|proper|massive|die-hard|diehard) )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?) (?:person|people person|kind of person|sort of person|type|guy|girl|gal|fan|nerd|geek|buff|junkie|enthusiast)(?: through and through| at heart| at the core| for life)?$").unwrap()
 });
 /// "Yoga is too slow for me", "the city gets too loud for my taste".
 static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
