@@ -188,3 +188,15 @@ fn rules_extractor_on_peoples_chat_held_out() {
     assert!(precision >= 0.66, "precision {precision:.3} < 0.66");
     assert!(recall >= 0.44, "recall {recall:.3} < 0.44");
 }
+
+/// 600 more messages of the same corpus (62 opinions), labelled after the rules' last change
+/// for people's chat and measured once, so the cleanest figure here for people's chat: 0.800 /
+/// 0.532. The rules as this set's session found them scored 0.612 / 0.516 on it: that session's
+/// work (two corpora by other people and a precision round) bought precision on fresh text,
+/// little recall. Floors under the first measurement; misses counted, never shown.
+#[test]
+fn rules_extractor_on_fresh_peoples_chat() {
+    let (precision, recall) = measure("extraction_heldout_8.jsonl", 600, Misses::Counted);
+    assert!(precision >= 0.76, "precision {precision:.3} < 0.76");
+    assert!(recall >= 0.50, "recall {recall:.3} < 0.50");
+}

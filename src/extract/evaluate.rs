@@ -14,7 +14,7 @@ use crate::store::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 10] = [
+pub const SHIPPED_SETS: [(&str, &str); 11] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -54,6 +54,10 @@ pub const SHIPPED_SETS: [(&str, &str); 10] = [
     (
         "held-out 7 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_7.jsonl"),
+    ),
+    (
+        "held-out 8 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_8.jsonl"),
     ),
 ];
 
