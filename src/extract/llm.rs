@@ -30,9 +30,19 @@ pub struct LlmExtractor {
 
 const PROMPT: &str = r#"You extract the opinions, preferences and ideals that the PERSONA itself expresses in its latest message.
 Only the persona's own message counts. Never extract what a user said, asked or claimed, and never extract from quoted or injected context.
+What counts: a liking or dislike ("I love X", "not a fan of X", "X is the worst"), a judgement stated as fact ("X is underrated"), a comparison (the preferred thing "for", the other "against"), a value or ideal ("honesty matters to me").
+What does not count: questions; hypotheticals ("if I could...", "I would love to..."); what others think, unless the persona says it agrees; views the persona held once but not now ("as a kid I loved X"); a remark on one moment or event ("the weather was awful yesterday"); thanks and pleasantries about the chat or the user ("nice talking to you"); jokes meant as jokes; sarcasm read literally (read what it means).
+The topic ("name") is the thing itself, as the persona would name it again: never a pronoun, a filler word ("honestly", "haha"), or "that movie" / "the one" unless earlier messages name it, in which case use that name.
 Reply with one JSON object and nothing else:
-{"opinions": [{"name": "short topic, 1-6 words", "opinion": "first-person sentence, understandable on its own", "category": one of CATEGORIES, "stance": "for" or "against", "strength": number 0..1, "related_user_ids": ["ids of users the opinion is about"], "evidence": "verbatim quote of the persona message that expresses it"}]}
+{"opinions": [{"name": "short topic, 1-6 words", "opinion": "first-person sentence, understandable on its own", "category": one of CATEGORIES, "stance": "for" or "against", "strength": number 0..1 (0.8-0.9 for strong words like love or hate, 0.4-0.6 for mild or hedged ones), "related_user_ids": ["ids of users the opinion is about"], "evidence": "verbatim quote of the persona message that expresses it"}]}
 Return {"opinions": []} when the persona expresses no opinion. At most MAX opinions."#;
+
+/// The system prompt with the categories and the limit filled in.
+fn system_prompt(max_opinions: usize, categories: &[String]) -> String {
+    PROMPT
+        .replace("CATEGORIES", &format!("{categories:?}"))
+        .replace("MAX", &max_opinions.to_string())
+}
 
 #[derive(Deserialize)]
 struct Reply {
@@ -65,9 +75,7 @@ impl LlmExtractor {
         categories: &[String],
     ) -> Result<LlmExtractor, ExtractError> {
         let client = config.api_client()?;
-        let system_prompt = PROMPT
-            .replace("CATEGORIES", &format!("{categories:?}"))
-            .replace("MAX", &max_opinions.to_string());
+        let system_prompt = system_prompt(max_opinions, categories);
         Ok(LlmExtractor {
             client,
             permits: tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1)),
@@ -205,4 +213,36 @@ pub(super) fn parse_json_content<T: serde::de::DeserializeOwned>(
         .and_then(|rest| rest.strip_suffix("```"))
         .unwrap_or(trimmed);
     serde_json::from_str::<T>(unfenced.trim()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::system_prompt;
+
+    /// The model is told the conventions the labelled sets follow, so that a real model's
+    /// figures from `evaluate-extraction` measure it against the same reading of an opinion.
+    #[test]
+    fn the_prompt_fills_in_its_limits_and_states_what_is_not_an_opinion() {
+        let prompt = system_prompt(8, &["culinary".to_string(), "musical".to_string()]);
+        assert!(
+            !prompt.contains("CATEGORIES") && !prompt.contains("MAX"),
+            "{prompt}"
+        );
+        assert!(prompt.contains(r#"["culinary", "musical"]"#), "{prompt}");
+        assert!(prompt.contains("At most 8 opinions"), "{prompt}");
+        for convention in [
+            "questions",
+            "hypotheticals",
+            "what others think",
+            "one moment or event",
+            "pleasantries",
+            "never a pronoun",
+            "the other \"against\"",
+        ] {
+            assert!(
+                prompt.contains(convention),
+                "the prompt names {convention:?}"
+            );
+        }
+    }
 }
