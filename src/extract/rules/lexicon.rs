@@ -230,6 +230,13 @@ const VADER_EXCLUDED: &[&str] = &[
     "alive", "dead", "won", "win", "lost", "care", "cares", "ready", "welcome", "fan", "fans",
     "interest", "interests", "top", "party", "parties", "matter", "matters", "play", "playing",
     "pretty", "easy", "difficult", "marvel",
+    // How the subject feels, not what the persona thinks of it: "my mom is fascinated".
+    "fascinated", "interested", "excited", "amazed", "thrilled", "delighted", "pleased",
+    "annoyed", "frustrated", "worried", "scared", "terrified", "tired", "bored",
+    "disappointed", "depressed", "stressed", "confused", "embarrassed", "ashamed", "surprised",
+    "shocked", "impressed", "inspired", "relaxed", "satisfied", "obsessed", "exhausted",
+    // Popularity and soreness are not verdicts: "BBQ is so popular in the south".
+    "popular", "sore",
 ];
 
 static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {

@@ -635,6 +635,10 @@ static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
 static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s)\s+(.+)").unwrap()
 });
+/// "The one I like most on Hulu is Brooklyn 99", "the song I love most is X": a favourite.
+static ONE_I_LIKE_MOST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:the )?(?:one|thing|show|movie|film|book|song|band|food|place|game|season|sport)s? (?:that )?i (?:like|love|enjoy|prefer) (?:the )?(?:most|best)(?: [a-z0-9' ]+?)? (?:is|are|has to be|would be) (.+)$").unwrap()
+});
 static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
 });
@@ -652,7 +656,7 @@ static FIND: LazyLock<Regex> = LazyLock::new(|| {
 });
 static JUDGE_PLAIN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b,?\s+)?(.+?)\s+(?:is|are|'s|'re|was|were|remains|remain|tastes|taste|sounds|sound|smells|smell|feels|feel|looks|look|seems|seem)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
+        r"^(?:(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b,?\s+)?(.+?)\s+(?:is|are|'s|'re|was|were|remains|remain|tastes|taste|sounds|sound|smells|smell|feels|feel|looks|look|seems|seem)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|rarely\s+|seldom\s+|barely\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
     ))
     .unwrap()
 });
@@ -748,6 +752,20 @@ const NON_TOPICS: &[&str] = &[
     "any",
     "everywhere",
     "try",
+    "nope",
+    "nah",
+    "yeah",
+    "yes",
+    "no",
+    "ok",
+    "okay",
+    "same",
+    "sure",
+    "cool",
+    "nice",
+    "wow",
+    "whatnot",
+    "especially",
 ];
 
 fn sentences(message: &str) -> Vec<String> {
@@ -824,7 +842,11 @@ fn normalise(text: &str) -> String {
     let text = text
         .replace(['\u{2019}', '\u{2018}'], "'")
         .replace(['\u{201c}', '\u{201d}'], "\"");
-    text.to_lowercase()
+    static TITLE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\b(dr|mr|mrs|ms|st|jr|sr)\. ").unwrap());
+    let text = text.to_lowercase();
+    TITLE
+        .replace_all(&text, "$1 ")
         .split_whitespace()
         .map(chat_spelling)
         .collect::<Vec<_>>()
@@ -863,7 +885,7 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
+    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -1040,6 +1062,7 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             .collect();
     }
     if is_hypothetical(&stripped)
+        || stripped.contains("whether ")
         || is_reported(&stripped)
         || is_a_past_view(&stripped)
         || is_a_past_view(&LEADING_FILLER.replace(&normalise(sentence), ""))
@@ -1174,10 +1197,26 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         }
         // "which is better than other ghosts": a relative pronoun wins nothing, so nothing
         // loses to it. ("I prefer it over coffee" still sets coffee against.)
-        let relative = matches!(
-            winner.split_whitespace().next(),
-            Some("which" | "that" | "what" | "who" | "this" | "these" | "those")
-        );
+        let relative = winner.split_whitespace().any(|word| {
+            matches!(
+                Some(word),
+                Some(
+                    "which"
+                        | "that"
+                        | "what"
+                        | "who"
+                        | "this"
+                        | "these"
+                        | "those"
+                        | "he"
+                        | "she"
+                        | "they"
+                        | "him"
+                        | "her"
+                        | "them"
+                )
+            )
+        });
         if !relative && let Some(o) = make(loser, Stance::Against, sentence, clause) {
             out.push(o);
         }
@@ -1341,6 +1380,31 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                     | "thought"
                     | "think"
                     | "read"
+                    // "looking over 224", "take over people's lives", "cut the hair over
+                    // my ears": a verb with "over", not a preference.
+                    | "looking"
+                    | "look"
+                    | "take"
+                    | "took"
+                    | "taking"
+                    | "cut"
+                    | "get"
+                    | "got"
+                    | "getting"
+                    | "come"
+                    | "came"
+                    | "hand"
+                    | "turn"
+                    | "fall"
+                    | "fell"
+                    | "run"
+                    | "ran"
+                    | "pass"
+                    | "can"
+                    | "could"
+                    | "will"
+                    | "would"
+                    | "should"
             ) || ["i'", "you'", "we'", "they'", "it'", "that'", "he'", "she'"]
                 .iter()
                 .any(|pronoun| w.starts_with(pronoun))
@@ -1454,6 +1518,9 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     if let Some(c) = TIRED_OF.captures(&clause) {
         return make(&c[1], Stance::Against, sentence, &clause);
     }
+    if let Some(c) = ONE_I_LIKE_MOST.captures(&clause) {
+        return make(&c[1], Stance::For, sentence, &clause);
+    }
     if let Some(c) = FAVOURITE_FIRST.captures(&clause) {
         return make(&c[1], Stance::For, sentence, &clause);
     }
@@ -1487,6 +1554,15 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         let rest = c[2].trim();
         if (verb == "like" || verb == "love")
             && (rest.starts_with("to think") || rest.starts_with("to believe"))
+            || verb == "like" && {
+                // "so I like asked him a question": "like" as a filler.
+                let mut words = rest.split_whitespace();
+                words.next().is_some_and(|w| w.ends_with("ed"))
+                    && matches!(
+                        words.next(),
+                        Some("him" | "her" | "them" | "me" | "it" | "us" | "you")
+                    )
+            }
             || verb == "dig"
                 && matches!(
                     rest.split_whitespace().next(),
@@ -1805,7 +1881,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b|!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -1848,6 +1924,9 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "conversation",
         "chat",
         "option",
+        "feature",
+        "end",
+        "color",
     ];
     // "chatting with you", "talking to you": the conversation itself.
     let raw = raw_topic.trim();
@@ -1897,6 +1976,11 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
                 | "usually"
                 | "both"
                 | "even"
+                | "unfortunately"
+                | "though"
+                | "although"
+                | "especially"
+                | "of"
         )
     {
         words.remove(0);
@@ -1928,6 +2012,13 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         return None;
     }
     // "i think cryptocurrency": an opinion verb the pattern took for part of its subject.
+    // "i'd choose the train": a choice the pattern took for part of its subject.
+    if words.len() > 2
+        && matches!(words[0], "i'd" | "i'll" | "i")
+        && matches!(words[1], "choose" | "pick" | "take" | "have")
+    {
+        words.drain(..2);
+    }
     if words.len() > 2
         && words[0] == "i"
         && matches!(
@@ -1959,6 +2050,12 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
                 | "anyways"
                 | "really"
                 | "better"
+                | "more"
+                | "sure"
+                | "dude"
+                | "bro"
+                | "guys"
+                | "sometimes"
         )
     {
         words.pop();
@@ -2007,6 +2104,9 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if matches!(
         words[0],
         "i" | "i'm"
+            | "i've"
+            | "i'd"
+            | "i'll"
             | "me"
             | "we"
             | "us"
@@ -2038,6 +2138,15 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             | "into"
             | "like"
     ) {
+        return None;
+    }
+    // "reading that book": the conversation names it, not the topic. ("Companies that
+    // exploit workers" keeps its relative "that".)
+    if words.len() > 1 && matches!(words[words.len() - 2], "that" | "this" | "these" | "those") {
+        return None;
+    }
+    // "the end either", "the feature they added": the one being talked about.
+    if words.len() == 1 && raw.starts_with("the ") && INSTANCES.contains(&words[0]) {
         return None;
     }
     // "nice man that", "yess i", "wait you": a subject that ends on a pronoun was cut wrong.
@@ -2809,6 +2918,36 @@ mod tests {
                 &[("frozen", For)],
             ),
             ("I try to avoid politics.", &[("politics", Against)]),
+            (
+                "The one I like most on Hulu is Brooklyn 99",
+                &[("brooklyn 99", For)],
+            ),
+            ("Though Dr. Strange was good", &[("dr strange", For)]),
+            (
+                "I don't like creative writing all that much.",
+                &[("creative writing", Against)],
+            ),
+            (
+                "Being stressed is rarely helpful.",
+                &[("stressed", Against)],
+            ),
+            (
+                "I refuse to support companies that exploit workers.",
+                &[("companies that exploit workers", Against)],
+            ),
+            // Feelings of others, popularity, phrasal verbs and fillers are not verdicts.
+            ("I think my mom is just fascinated by islands.", &[]),
+            ("BBQ is so popular in the south.", &[]),
+            ("Looking over 224 and whatnot.", &[]),
+            ("Technology can really take over people's lives.", &[]),
+            ("So I like asked him a question.", &[]),
+            ("I really enjoyed reading that book.", &[]),
+            ("Nope not really.", &[]),
+            (
+                "She doesn't know whether I prefer dark or milk chocolate.",
+                &[],
+            ),
+            ("Except he is better than Elastigirl.", &[]),
         ]);
     }
 
