@@ -161,13 +161,16 @@ fn rules_extractor_on_text_from_another_hand_held_out() {
 }
 
 /// Chat messages written by people talking to strangers (chitchat-dataset, MIT; see
-/// `tests/data/THIRD_PARTY.md`): the half tuned against. 600 messages, 58 opinions. Before any
-/// rule changed for it: precision 0.737, recall 0.500; after: 0.940 / 0.828. Misses shown.
+/// `tests/data/THIRD_PARTY.md`): the half tuned against, in two samples of 600. The first (58
+/// opinions) before any rule changed for it: precision 0.737, recall 0.500; after: 0.940 /
+/// 0.828. The second (54 opinions), labelled after two precision rounds: 0.806 / 0.500 (0.900
+/// / 0.685 with two labels it had forgotten); after the rules learnt from it: 0.929 / 0.741.
+/// Both: 0.934 / 0.777. Misses shown.
 #[test]
 fn rules_extractor_on_peoples_chat_tuned_against() {
-    let (precision, recall) = measure("rules_extraction_chitchat.jsonl", 600, Misses::Shown);
+    let (precision, recall) = measure("rules_extraction_chitchat.jsonl", 1200, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
-    assert!(recall >= 0.78, "recall {recall:.3} < 0.78");
+    assert!(recall >= 0.75, "recall {recall:.3} < 0.75");
 }
 
 /// The other half (600 messages, 53 opinions), labelled and committed before the rules read
@@ -183,8 +186,9 @@ fn rules_extractor_on_peoples_chat_tuned_against() {
 /// 4 000 messages ("I personally am not a fan of X", "I'm a huge X nerd", "favourite X would
 /// have to be Y", "I try to avoid X") left it there; a second precision round on another
 /// 4 000 messages (feelings of others and popularity are not verdicts, phrasal verbs with
-/// "over", "Dr." inside a clause, "all that much"): 0.750 / 0.453. Floors under the latest;
-/// misses counted, never shown.
+/// "over", "Dr." inside a clause, "all that much"): 0.750 / 0.453; after the second tuning
+/// sample (negated and excessive judgements, emoticons and brackets, "I love that about X"):
+/// 0.758 / 0.472. Floors under the latest; misses counted, never shown.
 #[test]
 fn rules_extractor_on_peoples_chat_held_out() {
     let (precision, recall) = measure("extraction_heldout_7.jsonl", 600, Misses::Counted);
@@ -196,8 +200,9 @@ fn rules_extractor_on_peoples_chat_held_out() {
 /// for people's chat and measured then: 0.800 / 0.532, the cleanest figure here for people's
 /// chat. The rules as this set's session found them scored 0.612 / 0.516 on it: that session's
 /// work (two corpora by other people and a precision round) bought precision on fresh text,
-/// little recall. After a second precision round on 4 000 other messages: 0.821 / 0.532.
-/// Floors under the first measurement; misses counted, never shown.
+/// little recall. After a second precision round on 4 000 other messages: 0.821 / 0.532;
+/// after a second tuning sample of 600: 0.829 / 0.565. Floors under the first measurement;
+/// misses counted, never shown.
 #[test]
 fn rules_extractor_on_fresh_peoples_chat() {
     let (precision, recall) = measure("extraction_heldout_8.jsonl", 600, Misses::Counted);

@@ -156,6 +156,11 @@ const MODIFIERS: &[&str] = &[
     "small", "tiny", "wee",
 ];
 
+/// Whether `word` only grades the judgement after it ("a bit", "so", "little").
+pub(super) fn is_modifier(word: &str) -> bool {
+    MODIFIERS.contains(&word)
+}
+
 /// Things whose likeness is a verdict: "tastes like cardboard", "feels like home".
 const SIMILES: &[(&str, Stance)] = &[
     ("cardboard", Stance::Against),

@@ -587,7 +587,7 @@ impl Extractor for RulesExtractor {
 }
 
 const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such|exactly)";
-const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have |'ve )?(?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to |try to |try and )*";
+const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |did |also |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have |'ve )?(?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to |try to |try and )*";
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -605,7 +605,7 @@ static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i|haven't|have not|have never|'ve never)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am|'ve been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just|super|deeply|incredibly|extremely|endlessly) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by|impressed (?:with|by))\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'m| am|'ve (?:really |always |honestly |definitely |recently |also )?been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just|super|deeply|incredibly|extremely|endlessly) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by|impressed (?:with|by)|loving)\s+(.+)").unwrap()
 });
 static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -640,23 +640,23 @@ static ONE_I_LIKE_MOST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:the )?(?:one|thing|show|movie|film|book|song|band|food|place|game|season|sport)s? (?:that )?i (?:like|love|enjoy|prefer) (?:the )?(?:most|best)(?: [a-z0-9' ]+?)? (?:is|are|has to be|would be) (.+)$").unwrap()
 });
 static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved)\b").unwrap()
+    Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved|dream)\b").unwrap()
 });
 static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:you can(?:'t| not| never) go wrong with|few (?:things|pleasures|joys|experiences) (?:rival|beat|top|match|compare to|compare with)|nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
 });
 static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi(?:'d)? (?:really |honestly |genuinely |strongly |firmly |truly |do |still |actually |personally |have always |'ve always |always )*(don't |do not |never )?(?:think|believe|feel|reckon|suspect|would say|'d say|say|argue|maintain|hold)\s+(?:that\s+)?(.+?)\s+(?:is|are|was|were|'s|'re|can be|remains|remain|seems|seem|sounds|tastes|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|anything but\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
+        r"\bi(?:'d)? (?:really |honestly |genuinely |strongly |firmly |truly |do |still |actually |personally |have always |'ve always |always |just |somehow )*(don't |do not |never )?(?:think|believe|feel|reckon|suspect|would say|'d say|say|argue|maintain|hold)\s+(?:that\s+)?(.+?)\s+(?:is|are|was|were|'s|'re|can be|remains|remain|seems|seem|sounds|tastes|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|anything but\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
     ))
     .unwrap()
 });
 static FIND: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi (?:really |honestly |genuinely |always |still |actually |personally |just )*(don't |do not |never )?find\s+(.+)").unwrap()
+    Regex::new(r"\bi (?:really |honestly |genuinely |always |still |actually |personally |just |somehow )*(don't |do not |never )?find\s+(.+)").unwrap()
 });
 static JUDGE_PLAIN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b,?\s+)?(.+?)\s+(?:is|are|'s|'re|was|were|remains|remain|tastes|taste|sounds|sound|smells|smell|feels|feel|looks|look|seems|seem)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|rarely\s+|seldom\s+|barely\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
+        r"^(?:(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b,?\s+)?(.+?)\s+(?:is|are|'s|'re|was|were|remains|remain|tastes|taste|sounds|sound|smells|smell|feels|feel|looks|look|seems|seem|got|gets|has gotten|became|becomes)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|rarely\s+|seldom\s+|barely\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
     ))
     .unwrap()
 });
@@ -787,7 +787,14 @@ fn sentences(message: &str) -> Vec<String> {
                     .to_lowercase();
                 matches!(word.as_str(), "dr" | "mr" | "mrs" | "ms" | "st" | "vs" | "jr" | "sr")
             });
-        if boundary {
+        // "I am a big Marvel fan :) Well…": an emoticon ends a sentence too.
+        let emoticon = chars.get(i + 1).is_none_or(|next| next.is_whitespace())
+            && [
+                ":)", ":(", ":D", ";)", ":P", ":p", ":/", "XD", "<3", ":-)", "=)",
+            ]
+            .iter()
+            .any(|face| current.ends_with(face));
+        if boundary || emoticon {
             out.push(std::mem::take(&mut current));
         }
     }
@@ -802,7 +809,10 @@ fn sentences(message: &str) -> Vec<String> {
 /// statement before it a question.
 fn without_tag_question(sentence: &str) -> &str {
     static TAG: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i),\s*(?:and|how about|what about|or)\s+(?:you|yours|u)\s*\?+$").unwrap()
+        Regex::new(
+            r"(?i)(?:,\s*|\s+)(?:(?:and|how about|what about|or)\s+(?:you|yours|u)|wbu|hbu)\s*\?+$",
+        )
+        .unwrap()
     });
     match TAG.find(sentence) {
         Some(tag) if tag.start() > 0 => &sentence[..tag.start()],
@@ -844,7 +854,19 @@ fn normalise(text: &str) -> String {
         .replace(['\u{201c}', '\u{201d}'], "\"");
     static TITLE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"\b(dr|mr|mrs|ms|st|jr|sr)\. ").unwrap());
+    // Emoticons and brackets carry no words: "I am a big Marvel fan :)", "(Love McDonalds)".
+    static EMOTICON: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?:^|\s)(?:[:;=]-?[)(dpo/|]+|<3)(?:\s|$)|[()\[\]]").unwrap());
+    // "I'm like really into X", "im in to computers": chat's filler and spelling.
+    static CHAT_LIKE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\b(i'm|im|i am) like (really|so|super|totally|very|kind of|kinda|such|a huge|a big)\b").unwrap()
+    });
+    static IN_TO: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\b(i'm|im|i am) (really |so |super )?in to\b").unwrap());
     let text = text.to_lowercase();
+    let text = EMOTICON.replace_all(&text, " ");
+    let text = CHAT_LIKE.replace_all(&text, "$1 $2");
+    let text = IN_TO.replace_all(&text, "$1 ${2}into");
     TITLE
         .replace_all(&text, "$1 ")
         .split_whitespace()
@@ -885,13 +907,13 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
+    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
 static PREFER_OVER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i(?:'d|'ll| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|take|pick|choose|like|love|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
+        r"^(?:i(?:'d|'ll| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|preferred|take|pick|choose|like|liked|love|loved|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
     ))
     .unwrap()
 });
@@ -948,6 +970,13 @@ static SHOULD_BE: LazyLock<Regex> = LazyLock::new(|| {
 static LOVE_HOW: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
         r"^i(?:'ve)? {SUBJECT_ADVERBS}(love|adore|like|enjoy|hate|dislike|can't stand) (?:how|the way) (.+)"
+    ))
+    .unwrap()
+});
+/// "I love that about math": the liking of a trait is a liking of its owner.
+static THAT_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^i(?:'ve)? {SUBJECT_ADVERBS}(love|adore|like|enjoy|hate|dislike|can't stand) (?:that|this|it|everything) about ([a-z][a-z0-9' -]*?)(?: (?:i|you|because|since|and|but|when)\b.*)?$"
     ))
     .unwrap()
 });
@@ -1158,6 +1187,7 @@ fn is_hypothetical(clause: &str) -> bool {
         "let's say ",
         "let me play ",
         "even if ",
+        "not that ",
     ]
     .iter()
     .any(|start| clause.starts_with(start))
@@ -1168,7 +1198,7 @@ fn is_hypothetical(clause: &str) -> bool {
 /// about a moment, not a standing view.
 fn is_a_past_view(clause: &str) -> bool {
     static PAST: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:as an? (?:child|kid|little kid|teen|teenager|boy|girl|student|youngster|baby)|when i was (?:young|little|small|a kid|a child|younger|a teenager|a teen|in school|growing up)|growing up|back then|back in the day|years ago|in my youth|in my younger days|once upon a time|(?:way )?back when|in (?:like )?(?:the )?\d+(?:st|nd|rd|th) grade)\b|\b(?:yesterday|last night|this morning|last week|earlier today)\b").unwrap()
+        Regex::new(r"^(?:as an? (?:child|kid|little kid|teen|teenager|boy|girl|student|youngster|baby)|when i was (?:young|little|small|a kid|a child|younger|a teenager|a teen|in school|growing up)|growing up|back then|back in the day|years ago|in my youth|in my younger days|once upon a time|(?:way )?back when|in (?:like )?(?:the )?\d+(?:st|nd|rd|th) grade)\b|\b(?:yesterday|last night|this morning|last week|earlier today|this week|this weekend|tonight)\b").unwrap()
     });
     PAST.is_match(clause)
 }
@@ -1248,7 +1278,10 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         // "I like going to Lucy's", "I enjoy talking to new people": only a preference
         // ranks one thing "to" another.
         && (&c["than"] != "to"
-            || matches!(c.name("verb").map(|v| v.as_str()), Some("prefer" | "rate" | "rank")))
+            || matches!(
+                c.name("verb").map(|v| v.as_str()),
+                Some("prefer" | "preferred" | "rate" | "rank")
+            ))
     {
         let found = pair(c["x"].trim(), c["y"].trim(), false);
         if !found.is_empty() {
@@ -1288,16 +1321,18 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         ];
         // What is put up with: "sit through golf" is about golf.
         static ENDURED: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(r"^(?:sit through|watch|listen to|go to|attend|do|be at|eat|drink|read|play|deal with|spend (?:an hour|a day|an evening|time) (?:at|on|with|in)) ").unwrap()
+            Regex::new(r"^(?:sit through|watch|listen to|go to|attend|do|be at|eat|drink|read|play|have|deal with|spend (?:an hour|a day|an evening|time) (?:at|on|with|in)) ").unwrap()
         });
         let preferred = c[1].trim();
+        // "I'd rather have honey sticks than pixie sticks": the things, not the having.
+        let preferred_thing = ENDURED.replace(preferred, "").to_string();
         let other = ENDURED.replace(c[2].trim(), "").to_string();
         let found = if TEDIUM.contains(&preferred) {
             make(&other, Stance::Against, sentence, clause)
                 .into_iter()
                 .collect()
         } else {
-            pair(preferred, &other, false)
+            pair(&preferred_thing, &other, false)
         };
         if !found.is_empty() {
             return Some(found);
@@ -1545,6 +1580,19 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         };
         return make(&subject_before_verb(&c[2])?, stance, sentence, &clause);
     }
+    if let Some(c) = THAT_ABOUT.captures(&clause) {
+        let against = matches!(&c[1], "hate" | "dislike" | "can't stand");
+        return make(
+            &c[2],
+            if against {
+                Stance::Against
+            } else {
+                Stance::For
+            },
+            sentence,
+            &clause,
+        );
+    }
     if let Some(c) = POSITIVE_VERB.captures(&clause) {
         if in_relative_clause(&clause, c.get(0).map_or(0, |m| m.start())) {
             return None;
@@ -1662,7 +1710,26 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     if let Some(c) = JUDGE_PLAIN.captures(&clause) {
         // Without an "I" or an opinion marker, only clearly evaluative words count: "jazz is
         // great" is an opinion, "the meeting is at noon" is not.
-        let stance = judgement_polarity(&c[3])?;
+        // "Runescape got way too complicated": excess is a complaint whatever the word.
+        let between = &clause[c.get(1).map_or(0, |m| m.end())..c.get(3).map_or(0, |m| m.start())];
+        let excessive = between.split_whitespace().any(|word| word == "too")
+            && !c[3]
+                .split_whitespace()
+                .next()
+                .is_some_and(lexicon::is_modifier);
+        // "X gets better", "OLED gets richer blacks": a change, not a verdict, unless it is
+        // an excess ("got way too complicated").
+        let changed = between
+            .split_whitespace()
+            .any(|word| matches!(word, "got" | "gets" | "gotten" | "became" | "becomes"));
+        if changed && !excessive {
+            return None;
+        }
+        let stance = match judgement_polarity(&c[3]) {
+            Some(stance) => stance,
+            None if excessive => Stance::Against,
+            None => return None,
+        };
         let marked = MARKED.is_match(&clause);
         // "well that's fine, hot dogs are gross": the subject is what follows the last comma.
         let subject = c[1].rsplit(", ").next().unwrap_or(&c[1]).trim();
@@ -1881,7 +1948,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -1927,7 +1994,17 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "feature",
         "end",
         "color",
+        "people",
     ];
+    // "almost anything to do with chicken": chicken.
+    let raw_topic = [
+        "almost anything to do with ",
+        "anything to do with ",
+        "anything with ",
+    ]
+    .iter()
+    .find_map(|lead| raw_topic.trim().strip_prefix(lead))
+    .unwrap_or(raw_topic);
     // "chatting with you", "talking to you": the conversation itself.
     let raw = raw_topic.trim();
     if raw.contains(" with you") || raw.contains(" to you") || raw.starts_with("just about ") {
@@ -2094,9 +2171,8 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     // A subject that starts or ends on an auxiliary was cut in the wrong place: "doesn't"
     // (from "doesn't sound fun"), "gosh that does" (from "that does sound painful").
     const AUXILIARIES: &[&str] = &[
-        "does", "do", "did", "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "not",
-        "is", "are", "was", "were", "will", "would", "can", "could", "should", "has", "have",
-        "had",
+        "does", "do", "did", "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "is",
+        "are", "was", "were", "will", "would", "can", "could", "should", "has", "have", "had",
     ];
     if AUXILIARIES.contains(&words[0]) || AUXILIARIES.contains(words.last().unwrap_or(&"")) {
         return None;
@@ -2137,7 +2213,20 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             | "for"
             | "into"
             | "like"
+            | "through"
+            | "about"
+            | "with"
+            | "without"
+            | "from"
+            | "at"
+            | "on"
+            | "over"
+            | "around"
     ) {
+        return None;
+    }
+    // "most of my garden", "some of the songs": a part, not the thing.
+    if raw.starts_with("most of ") || raw.starts_with("some of ") || raw.starts_with("many of ") {
         return None;
     }
     // "reading that book": the conversation names it, not the topic. ("Companies that
@@ -2948,6 +3037,49 @@ mod tests {
                 &[],
             ),
             ("Except he is better than Elastigirl.", &[]),
+            // People's chat, second sample.
+            (
+                "I am a big Marvel fan :) Well... mostly the MCU.",
+                &[("marvel", For)],
+            ),
+            (
+                "Runescape got way too complicated",
+                &[("runescape", Against)],
+            ),
+            (
+                "Either our system gets better or people stop being jerks.",
+                &[],
+            ),
+            ("My baby was too little for the trip.", &[]),
+            ("yeah i love that about math", &[("math", For)]),
+            (
+                "I'd rather have honey sticks than pixie sticks",
+                &[("honey sticks", For), ("pixie sticks", Against)],
+            ),
+            (
+                "i've really been into Arctic Monkeys lately haha wbu?",
+                &[("arctic monkeys", For)],
+            ),
+            (
+                "I just think machine learning is super cool.",
+                &[("machine learning", For)],
+            ),
+            (
+                "I'm like really interested in ice cream",
+                &[("ice cream", For)],
+            ),
+            ("Im in to computers haha", &[("computers", For)]),
+            ("I'm loving it! (Love McDonalds)", &[("mcdonalds", For)]),
+            (
+                "I also enjoy almost anything to do with chicken.",
+                &[("chicken", For)],
+            ),
+            (
+                "not having groceries stresses me out",
+                &[("not having groceries", Against)],
+            ),
+            ("Not that the prompts are bad!", &[]),
+            ("Most of my garden got mushy this week.", &[]),
         ]);
     }
 
