@@ -123,8 +123,8 @@ fn rules_extractor_on_the_fourth_held_out_set() {
 /// figure, 0.938 / 0.735, is flattered by the writer's memory of its forms, like the third
 /// set's. Three of its sentences also stand word for word in the fourth set, written by
 /// another session: sets written by the same model are not independent. After rules learnt
-/// from other people's text: 0.949 / 0.735, then 0.962 / 0.735. Floors under the latest;
-/// misses counted, never printed.
+/// from other people's text: 0.949 / 0.735, then 0.962 / 0.735, then 0.961 / 0.725. Floors
+/// under the latest; misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fifth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_5.jsonl", 110, Misses::Counted);
@@ -149,7 +149,8 @@ fn rules_extractor_on_text_from_another_hand_tuned_against() {
 /// tuned half (relative clauses, tag questions, "I'm a X fan", "interested in", possessive and
 /// pronoun topics refused, "pretty" and "best known" no longer verdicts): 0.842 / 0.471; after
 /// the rules learnt from people's chat too (below): unchanged; after a precision round on
-/// 4 000 unlabelled chat messages: 0.889 / 0.471.
+/// 4 000 unlabelled chat messages: 0.889 / 0.471; after the third sample of people's chat,
+/// 0.842 / 0.471 (one more wrong find).
 /// Precision carried over; recall did not: another writer's opinions come in forms the
 /// tuning half did not show. 34 opinions make a wide interval (about ±0.17 on recall).
 /// Floors under the latest; misses counted, never printed.
@@ -161,16 +162,18 @@ fn rules_extractor_on_text_from_another_hand_held_out() {
 }
 
 /// Chat messages written by people talking to strangers (chitchat-dataset, MIT; see
-/// `tests/data/THIRD_PARTY.md`): the half tuned against, in two samples of 600. The first (58
-/// opinions) before any rule changed for it: precision 0.737, recall 0.500; after: 0.940 /
+/// `tests/data/THIRD_PARTY.md`): the half tuned against, in three samples of 600. The first
+/// (58 opinions) before any rule changed for it: precision 0.737, recall 0.500; after: 0.940 /
 /// 0.828. The second (54 opinions), labelled after two precision rounds: 0.806 / 0.500 (0.900
 /// / 0.685 with two labels it had forgotten); after the rules learnt from it: 0.929 / 0.741.
-/// Both: 0.934 / 0.777. Misses shown.
+/// The third (59 opinions): 0.909 / 0.525 before, 0.929 / 0.695 after. All three: 0.932 /
+/// 0.749. Each fresh sample's recall before its round (0.50, 0.50, 0.53) is the honest figure
+/// for people's chat. Misses shown.
 #[test]
 fn rules_extractor_on_peoples_chat_tuned_against() {
-    let (precision, recall) = measure("rules_extraction_chitchat.jsonl", 1200, Misses::Shown);
+    let (precision, recall) = measure("rules_extraction_chitchat.jsonl", 1800, Misses::Shown);
     assert!(precision >= 0.90, "precision {precision:.3} < 0.90");
-    assert!(recall >= 0.75, "recall {recall:.3} < 0.75");
+    assert!(recall >= 0.72, "recall {recall:.3} < 0.72");
 }
 
 /// The other half (600 messages, 53 opinions), labelled and committed before the rules read
@@ -188,7 +191,7 @@ fn rules_extractor_on_peoples_chat_tuned_against() {
 /// 4 000 messages (feelings of others and popularity are not verdicts, phrasal verbs with
 /// "over", "Dr." inside a clause, "all that much"): 0.750 / 0.453; after the second tuning
 /// sample (negated and excessive judgements, emoticons and brackets, "I love that about X"):
-/// 0.758 / 0.472. Floors under the latest; misses counted, never shown.
+/// 0.758 / 0.472; unchanged by the third. Floors under the latest; misses counted, never shown.
 #[test]
 fn rules_extractor_on_peoples_chat_held_out() {
     let (precision, recall) = measure("extraction_heldout_7.jsonl", 600, Misses::Counted);
@@ -201,8 +204,8 @@ fn rules_extractor_on_peoples_chat_held_out() {
 /// chat. The rules as this set's session found them scored 0.612 / 0.516 on it: that session's
 /// work (two corpora by other people and a precision round) bought precision on fresh text,
 /// little recall. After a second precision round on 4 000 other messages: 0.821 / 0.532;
-/// after a second tuning sample of 600: 0.829 / 0.565. Floors under the first measurement;
-/// misses counted, never shown.
+/// after a second tuning sample of 600: 0.829 / 0.565; unchanged by a third. Floors under the
+/// first measurement; misses counted, never shown.
 #[test]
 fn rules_extractor_on_fresh_peoples_chat() {
     let (precision, recall) = measure("extraction_heldout_8.jsonl", 600, Misses::Counted);

@@ -519,7 +519,7 @@ async fn grey_zone_matches_are_adjudicated_by_the_llm_and_cached() {
     running.stop().await;
 }
 
-/// The LLM extractor's prompt path over the whole labelled set (the 4 400-odd utterances the
+/// The LLM extractor's prompt path over the whole labelled set (the 5 000-odd utterances the
 /// rules are measured on), through `persona-prefs evaluate-extraction` as an operator runs it
 /// against a real model. The fake replays the answers a model gives for each utterance, in the
 /// shapes real models produce: fenced JSON, topics capitalised or with an article, evidence

@@ -35,7 +35,7 @@ const POSITIVE: &[&str] = &[
     "interesting", "intriguing", "engaging", "absorbing", "gripping", "riveting", "compelling",
     "thrilling", "exciting", "exhilarating", "electrifying", "thought-provoking", "witty",
     "clever", "ingenious", "imaginative", "inventive", "creative", "original", "innovative",
-    "insightful", "irresistible", "unforgettable", "cool", "neat", "rad", "dope", "lit", "fire", "bomb",
+    "insightful", "irresistible", "unforgettable", "cool", "neat", "rad", "dope", "lit", "fire", "bomb", "legend",
     "goated", "bussin", "epic", "elite", "top-tier", "s-tier", "peak", "underrated",
     "underappreciated", "undervalued", "underestimated", "overlooked", "slept-on", "unique",
     // Comfort and calm.

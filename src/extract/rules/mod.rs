@@ -241,12 +241,23 @@ fn named_topic_and_reply(
 ) -> Option<(ExtractedOpinion, bool)> {
     // "Ah, fresh bread. Bliss.": a topic named with relish is judged by its reply as well.
     static RELISHED: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:ah+|oh+|ooh+|mm+|yum|aah+),? ([a-z][a-z' -]*?)[.!]+$").unwrap()
+        Regex::new(
+            r"^(?:(?:ah+|oh+|ooh+|mm+|yum|aah+),? ([a-z][a-z' -]*?)[.!]+|([a-z][a-z' -]*?)!+)$",
+        )
+        .unwrap()
     });
     let named = normalise(sentence);
+    // A bare exclamation ("Elbow pasta!") counts only when the reply likes or hates it in
+    // the first person ("I love that!"): "Yep! Exactly." and "A volcano erupted! Scary
+    // stuff." name nothing the persona holds.
+    let mut exclaimed = false;
     let question = match named.strip_suffix('?') {
         Some(question) => question.to_string(),
-        None => RELISHED.captures(&named)?[1].to_string(),
+        None => {
+            let c = RELISHED.captures(&named)?;
+            exclaimed = c.get(1).is_none();
+            c.get(1).or(c.get(2))?.as_str().to_string()
+        }
     };
     let question = LEADING_FILLER.replace(&question, "").to_string();
     if !is_a_named_topic(&question, 5) {
@@ -256,6 +267,14 @@ fn named_topic_and_reply(
     let reply_text = normalise(reply);
     let reply_text = reply_text.trim_end_matches(['.', '!', ';']).trim();
     if reply_text.ends_with('?') {
+        return None;
+    }
+    let reply_text = LEADING_FILLER.replace(reply_text, "");
+    let reply_text = reply_text.trim();
+    static FIRST_PERSON_VERDICT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^i (?:really |just |absolutely |totally )?(?:love|like|adore|enjoy|hate|dislike|can't stand|detest)\b").unwrap()
+    });
+    if exclaimed && !FIRST_PERSON_VERDICT.is_match(reply_text) {
         return None;
     }
     let stance = phrases::verdict_on_named_topic(reply_text)?;
@@ -633,7 +652,7 @@ static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing |getting )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
 });
 static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s)\s+(.+)").unwrap()
+    Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very |other |new )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s|(?:just )?changed to|is now|has become|became)\s+(.+)").unwrap()
 });
 /// "The one I like most on Hulu is Brooklyn 99", "the song I love most is X": a favourite.
 static ONE_I_LIKE_MOST: LazyLock<Regex> = LazyLock::new(|| {
@@ -822,7 +841,7 @@ fn without_tag_question(sentence: &str) -> &str {
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so|because|cause|'cause|cuz)\s+(?:also\s+|honestly\s+|personally\s+|now\s+|sadly\s+|unfortunately\s+|luckily\s+|then\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,?\s*(?:but|though|yet|although|and)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly )?(?:is|are|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|\s+-+\s+|\s+—\s+").unwrap()
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so|because|cause|'cause|cuz)\s+(?:also\s+|honestly\s+|personally\s+|now\s+|sadly\s+|unfortunately\s+|luckily\s+|then\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,?\s*(?:but|though|yet|although|and)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet|so)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly |still )?(?:is|are|was|were|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|\s+-+\s+|\s+—\s+").unwrap()
 });
 
 fn clauses(sentence: &str) -> Vec<String> {
@@ -907,7 +926,7 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
+    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -1078,6 +1097,15 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             .into_iter()
             .collect();
     }
+    // "I always feel better when I run", "it's nice when I meet new people".
+    static BETTER_WHEN_I: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:i (?:always |really |just )?feel (?:so much |much |a lot |way )?better (?:when|after|whenever) i|it(?:'s| is) (?:so |really |always |just )?(?:nice|great|fun|awesome|the best|so good) when i (?:actually |finally |get to )?)\s*([a-z][a-z' -]*?)(?: (?:and|but|because|even)\b.*)?$").unwrap()
+    });
+    if let Some(c) = BETTER_WHEN_I.captures(&stripped) {
+        return make(&c[1], Stance::For, sentence, &stripped)
+            .into_iter()
+            .collect();
+    }
     // "More free time would be nice": a wish is a liking, though it says "would".
     if let Some(c) = WOULD_BE_NICE.captures(&stripped) {
         return make(&c[1], Stance::For, sentence, &stripped)
@@ -1145,7 +1173,7 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
 /// the report") count only where nothing else could be meant.
 fn with_subject(clause: &str) -> String {
     static SUBJECTLESS: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:really|absolutely|totally|honestly|so|just|kinda|still|lowkey|genuinely|seriously|truly|always|secretly|low-key) )*)(?:(love|adore|hate|despise|detest|loathe|can't stand|can't get enough of|can't be doing with|swear by)|((?:a )?(?:big|huge|massive) fan of|not (?:a |really a |much of a |the biggest )?(?:big |huge )?fan of|(?:so|really|totally|super) into|obsessed with|(?:not (?:really |too |that |very )?)?keen on|fond of|sick of|tired of|(?:so|totally|completely) done with|(?:so|totally|completely) over|living for)|(no (?:real )?need for))\b").unwrap()
+        Regex::new(r"^((?:(?:really|absolutely|totally|honestly|so|just|kinda|still|lowkey|genuinely|seriously|truly|always|secretly|low-key) )*)(?:(love|adore|hate|despise|detest|loathe|can't stand|can't get enough of|can't be doing with|swear by)|((?:a )?(?:big|huge|massive) fan of|not (?:a |really a |much of a |the biggest )?(?:big |huge )?fan of|(?:so|really|totally|super) into|obsessed with|(?:not (?:really |too |that |very )?)?keen on|fond of|sick of|tired of|(?:so|totally|completely) done with|(?:so|totally|completely) over|living for)|(no (?:real )?need for)|((?:can't|cannot|couldn't) live without))\b").unwrap()
     });
     static REPEATED_LOVE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^(?:love,? )+love\b").unwrap());
@@ -1153,6 +1181,7 @@ fn with_subject(clause: &str) -> String {
     match SUBJECTLESS.captures(&clause) {
         Some(c) if c.get(2).is_some() => format!("i {clause}"),
         Some(c) if c.get(4).is_some() => format!("i have {clause}"),
+        Some(c) if c.get(5).is_some() => format!("i {clause}"),
         Some(_) => format!("i'm {clause}"),
         None => clause.to_string(),
     }
@@ -1948,7 +1977,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -1996,11 +2025,13 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "color",
         "people",
     ];
-    // "almost anything to do with chicken": chicken.
+    // "almost anything to do with chicken": chicken; "the thought of X": X.
     let raw_topic = [
         "almost anything to do with ",
         "anything to do with ",
         "anything with ",
+        "the thought of ",
+        "the idea of ",
     ]
     .iter()
     .find_map(|lead| raw_topic.trim().strip_prefix(lead))
@@ -3080,6 +3111,44 @@ mod tests {
             ),
             ("Not that the prompts are bad!", &[]),
             ("Most of my garden got mushy this week.", &[]),
+            // People's chat, third sample.
+            (
+                "Elbow pasta! Hahahaha, I love that!",
+                &[("elbow pasta", For)],
+            ),
+            ("Yep! Exactly like that.", &[]),
+            ("A volcano erupted! Scary stuff.", &[]),
+            ("Can't live without sarcasm", &[("sarcasm", For)]),
+            ("Tad R Callister is a legend", &[("tad r callister", For)]),
+            (
+                "It's tough but super important to listen well",
+                &[("listen well", For)],
+            ),
+            (
+                "My favorite movie just changed to Hidden Figures.",
+                &[("hidden figures", For)],
+            ),
+            (
+                "I hate wondering things and not knowing the answer.",
+                &[("wondering things", Against)],
+            ),
+            (
+                "I like heavy metal and oddly enough it calms me down",
+                &[("heavy metal", For)],
+            ),
+            (
+                "The ending was confusing, but thors entrance was amazing",
+                &[("thors entrance", For)],
+            ),
+            (
+                "I don't like the thought of commercial fishing.",
+                &[("commercial fishing", Against)],
+            ),
+            (
+                "Something I don't like about the suburbs is the traffic.",
+                &[("traffic", Against)],
+            ),
+            ("I love Emily and Kelly", &[("emily and kelly", For)]),
         ]);
     }
 
