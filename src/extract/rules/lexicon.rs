@@ -310,6 +310,37 @@ pub(super) fn polarity(text: &str) -> Option<Stance> {
         if words.get(i + 1) == Some(&"known") {
             return None;
         }
+        // "right next to the bookstore", "right now": a place or a time, not a verdict.
+        if word == "right"
+            && words.get(i + 1).is_some_and(|next| {
+                matches!(
+                    *next,
+                    "next"
+                        | "there"
+                        | "here"
+                        | "now"
+                        | "behind"
+                        | "after"
+                        | "before"
+                        | "around"
+                        | "across"
+                        | "by"
+                        | "up"
+                        | "down"
+                        | "away"
+                        | "on"
+                        | "in"
+                        | "at"
+                        | "outside"
+                        | "inside"
+                        | "beside"
+                        | "off"
+                        | "back"
+                )
+            })
+        {
+            return None;
+        }
         if let Some(stance) = word_polarity(word) {
             return Some(stance);
         }

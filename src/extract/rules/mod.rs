@@ -785,6 +785,15 @@ const NON_TOPICS: &[&str] = &[
     "wow",
     "whatnot",
     "especially",
+    "meh",
+    "good",
+    "bad",
+    "great",
+    "fun",
+    "bigger",
+    "better",
+    "worse",
+    "as",
 ];
 
 fn sentences(message: &str) -> Vec<String> {
@@ -926,7 +935,7 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
+    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|never mind|in a nutshell|so far|as for me|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -1469,9 +1478,17 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                     | "will"
                     | "would"
                     | "should"
-            ) || ["i'", "you'", "we'", "they'", "it'", "that'", "he'", "she'"]
-                .iter()
-                .any(|pronoun| w.starts_with(pronoun))
+                    // "a little over a week": a quantity, not a preference.
+                    | "little"
+                    | "bit"
+                    | "slightly"
+                    | "just"
+                    | "well"
+                    | "way"
+            ) || (w.len() > 4 && w.ends_with("ed"))
+                || ["i'", "you'", "we'", "they'", "it'", "that'", "he'", "she'"]
+                    .iter()
+                    .any(|pronoun| w.starts_with(pronoun))
         };
         if short(subject, 4) && !subject.split_whitespace().any(verbish) {
             let other = other_side(subject, &c[2]);
@@ -1772,6 +1789,14 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         if subject.starts_with("some ") {
             return None;
         }
+        // "My day was really good", "my L key is broken", "my mom's dream was funny": the
+        // persona's own life told, not a view of a kind of thing.
+        if subject
+            .split_whitespace()
+            .any(|w| matches!(w, "my" | "our"))
+        {
+            return None;
+        }
         return make(subject, flip(stance, c.get(2).is_some()), sentence, &clause);
     }
     None
@@ -1977,7 +2002,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | even\b| (?:its|it's|it is) | i'd say| just$| so+ much| for the same reason| as much as possible| somehow\b| so$|\.{2,}| and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -2253,6 +2278,16 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             | "on"
             | "over"
             | "around"
+            | "in"
+            | "after"
+            | "before"
+            | "since"
+            | "until"
+            | "because"
+            | "seems"
+            | "seem"
+            | "looks"
+            | "sounds"
     ) {
         return None;
     }
@@ -2267,6 +2302,20 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     }
     // "the end either", "the feature they added": the one being talked about.
     if words.len() == 1 && raw.starts_with("the ") && INSTANCES.contains(&words[0]) {
+        return None;
+    }
+    // "turning it off", "love him man": a pronoun inside names nothing the memory can keep.
+    if words.len() > 1
+        && words
+            .iter()
+            .any(|w| matches!(*w, "it" | "him" | "them" | "her"))
+    {
+        return None;
+    }
+    if matches!(
+        words.last(),
+        Some(&("who" | "which" | "what" | "when" | "where"))
+    ) {
         return None;
     }
     // "nice man that", "yess i", "wait you": a subject that ends on a pronoun was cut wrong.
@@ -3149,6 +3198,26 @@ mod tests {
                 &[("traffic", Against)],
             ),
             ("I love Emily and Kelly", &[("emily and kelly", For)]),
+            // A third precision round.
+            ("My day was really good until I lost my phone.", &[]),
+            ("Our football team is trash", &[]),
+            ("Then turning it off is murder", &[]),
+            ("Maybe a little over a week", &[]),
+            ("And the skin healed over really well", &[]),
+            ("The MPC is right next to the bookstore", &[]),
+            ("Seems like there are a lot of funny issues", &[]),
+            (
+                "i love breakfast tacos sooo much",
+                &[("breakfast tacos", For)],
+            ),
+            (
+                "Christian Bale I'd say is the best Batman",
+                &[("christian bale", For)],
+            ),
+            (
+                "I try to avoid drama as much as possible",
+                &[("drama", Against)],
+            ),
         ]);
     }
 
