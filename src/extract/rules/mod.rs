@@ -786,6 +786,10 @@ const NON_TOPICS: &[&str] = &[
     "whatnot",
     "especially",
     "meh",
+    "not",
+    "yet",
+    "yep",
+    "yup",
     "good",
     "bad",
     "great",
@@ -935,7 +939,7 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|never mind|in a nutshell|so far|as for me|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
+    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|idk|never mind|in a nutshell|so far|as for me|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -1226,6 +1230,7 @@ fn is_hypothetical(clause: &str) -> bool {
         "let me play ",
         "even if ",
         "not that ",
+        "hopefully ",
     ]
     .iter()
     .any(|start| clause.starts_with(start))
@@ -1282,6 +1287,16 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                         | "him"
                         | "her"
                         | "them"
+                        // "some are better than others": no one thing wins.
+                        | "some"
+                        | "others"
+                        | "many"
+                        | "most"
+                        | "none"
+                        | "all"
+                        | "both"
+                        | "mine"
+                        | "yours"
                 )
             )
         });
@@ -1490,7 +1505,13 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                     .iter()
                     .any(|pronoun| w.starts_with(pronoun))
         };
-        if short(subject, 4) && !subject.split_whitespace().any(verbish) {
+        // "over by the creamery", "over 80 pounds": a place or an amount, not a rival.
+        let rival = c[2].trim();
+        let placed = rival.starts_with(|ch: char| ch.is_ascii_digit())
+            || ["by ", "there", "here", "at ", "in ", "to ", "on "]
+                .iter()
+                .any(|lead| rival.starts_with(lead));
+        if short(subject, 4) && !placed && !subject.split_whitespace().any(verbish) {
             let other = other_side(subject, &c[2]);
             let found = pair(subject, &other, false);
             if found.len() == 2 {
@@ -2049,6 +2070,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "end",
         "color",
         "people",
+        "fact",
     ];
     // "almost anything to do with chicken": chicken; "the thought of X": X.
     let raw_topic = [
@@ -2114,6 +2136,8 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
                 | "although"
                 | "especially"
                 | "of"
+                | "hopefully"
+                | "sometimes"
         )
     {
         words.remove(0);
@@ -2288,6 +2312,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             | "seem"
             | "looks"
             | "sounds"
+            | "if"
     ) {
         return None;
     }
@@ -3218,6 +3243,14 @@ mod tests {
                 "I try to avoid drama as much as possible",
                 &[("drama", Against)],
             ),
+            // A fourth precision round.
+            ("It's true some are better than others.", &[]),
+            ("The gun weighs over 80 pounds.", &[]),
+            ("I am over 18 years of age.", &[]),
+            ("Heritage over by the creamery", &[]),
+            ("Yep! I really like those ones.", &[]),
+            ("Hopefully the banana isn't too ripe!", &[]),
+            ("I really like the fact that I can't mess it up.", &[]),
         ]);
     }
 

@@ -337,9 +337,11 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         const NOT_A_DISLIKE: &[&str] = &[
             "the moon", "here", "there", "at", "to", "in", "it", "that", "this",
         ];
-        if !NOT_A_DISLIKE
-            .iter()
-            .any(|w| rest == *w || rest.starts_with(&format!("{w} ")))
+        // "I'm over 18 years of age": an age, not a dislike.
+        if !rest.starts_with(|c: char| c.is_ascii_digit())
+            && !NOT_A_DISLIKE
+                .iter()
+                .any(|w| rest == *w || rest.starts_with(&format!("{w} ")))
         {
             return Some((rest.to_string(), Stance::Against));
         }
