@@ -100,7 +100,11 @@ impl RulesExtractor {
             } else {
                 let mut previous_subject: Option<String> =
                     earlier_view.as_ref().map(|view| view.topic.clone());
-                for clause in clauses(sentence) {
+                // "Way back when, … because I loved computers": a past told in one clause
+                // holds for the whole sentence.
+                let told_of_the_past =
+                    is_a_past_view(&LEADING_FILLER.replace(&normalise(sentence), ""));
+                for clause in clauses(sentence).into_iter().filter(|_| !told_of_the_past) {
                     let clause = resolve_pronoun(&clause, previous_subject.as_deref());
                     let opinions = read_clause_all(&clause, sentence);
                     previous_subject = opinions
@@ -800,6 +804,22 @@ const NON_TOPICS: &[&str] = &[
     "as",
 ];
 
+/// Words a topic never starts with: pronouns and possessives ("his newer works", "i wish i"),
+/// contractions and conjunctions a pattern cut in the wrong place ("that's why deflation",
+/// "or making others"), prepositions and verbs of seeming ("through what", "seems like
+/// there"), and the question words of remarks about the conversation ("how you explained
+/// that").
+#[rustfmt::skip]
+const NOT_A_FIRST_WORD: &[&str] = &[
+    "i", "i'm", "i've", "i'd", "i'll", "me", "we", "us", "you", "your", "he", "she", "they",
+    "them", "it", "his", "her", "their", "its", "this", "that", "these", "those", "there",
+    "that's", "it's", "they're", "there's", "here's", "what's", "who's", "mine", "yours",
+    "ours", "theirs", "hers", "other", "or", "and", "but", "so", "if", "which", "what", "who",
+    "how", "when", "where", "why", "whenever", "whatever", "for", "into", "like", "through",
+    "about", "with", "without", "from", "at", "on", "over", "around", "in", "after", "before",
+    "since", "until", "because", "seems", "seem", "looks", "sounds",
+];
+
 fn sentences(message: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
@@ -1135,7 +1155,6 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
         || stripped.contains("whether ")
         || is_reported(&stripped)
         || is_a_past_view(&stripped)
-        || is_a_past_view(&LEADING_FILLER.replace(&normalise(sentence), ""))
     {
         return Vec::new();
     }
@@ -2088,12 +2107,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if raw.contains(" with you") || raw.contains(" to you") || raw.starts_with("just about ") {
         return None;
     }
-    if let Some(("the", noun)) = raw_topic.trim().split_once(' ')
-        && INSTANCES.contains(&noun.trim_end_matches(|c: char| !c.is_alphanumeric()))
-    {
-        return None;
-    }
-    let mut topic = raw_topic.trim().to_string();
+    let mut topic = raw.to_string();
     if let Some(found) = TOPIC_CUT.find(&topic) {
         topic.truncate(found.start());
     }
@@ -2257,63 +2271,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if AUXILIARIES.contains(&words[0]) || AUXILIARIES.contains(words.last().unwrap_or(&"")) {
         return None;
     }
-    if matches!(
-        words[0],
-        "i" | "i'm"
-            | "i've"
-            | "i'd"
-            | "i'll"
-            | "me"
-            | "we"
-            | "us"
-            | "his"
-            | "her"
-            | "their"
-            | "its"
-            | "these"
-            | "those"
-            | "that's"
-            | "it's"
-            | "they're"
-            | "there's"
-            | "here's"
-            | "what's"
-            | "who's"
-            | "mine"
-            | "yours"
-            | "ours"
-            | "theirs"
-            | "hers"
-            | "other"
-            | "or"
-            | "and"
-            | "but"
-            | "so"
-            | "which"
-            | "for"
-            | "into"
-            | "like"
-            | "through"
-            | "about"
-            | "with"
-            | "without"
-            | "from"
-            | "at"
-            | "on"
-            | "over"
-            | "around"
-            | "in"
-            | "after"
-            | "before"
-            | "since"
-            | "until"
-            | "because"
-            | "seems"
-            | "seem"
-            | "looks"
-            | "sounds"
-            | "if"
-    ) {
+    if NOT_A_FIRST_WORD.contains(&words[0]) {
         return None;
     }
     // "most of my garden", "some of the songs": a part, not the thing.
@@ -2364,32 +2322,6 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             )
         )
     {
-        return None;
-    }
-    if NON_TOPICS.contains(&words[0])
-        && matches!(
-            words[0],
-            "it" | "that"
-                | "you"
-                | "your"
-                | "this"
-                | "them"
-                | "he"
-                | "she"
-                | "they"
-                | "there"
-                | "what"
-                | "which"
-                | "who"
-        )
-    {
-        return None;
-    }
-    // "I love how you explained that", "I like when you…": about the conversation.
-    if matches!(
-        words[0],
-        "how" | "when" | "where" | "why" | "whenever" | "whatever"
-    ) {
         return None;
     }
     let name = words.join(" ");
