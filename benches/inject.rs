@@ -202,7 +202,24 @@ async fn main() {
         let q = queries[i % queries.len()].clone();
         Box::pin(async move { original_injection_plan(&mut connection, &index, &q, &users).await })
     });
-    let mut calls = vec![inject_call, vsim_call, echo_call];
+    // The same injection as a direct store call (no NATS, no JSON): splits the handler's time
+    // into the store's and the rest.
+    let store_call: Call<'_> = Box::new(|i| {
+        let store = app.store.clone();
+        let q = queries[i % queries.len()].clone();
+        let users = users.clone();
+        Box::pin(async move {
+            let query = persona_prefs::store::InjectionQuery {
+                persona_id: "p0",
+                query_embedding: &q,
+                max_count: 8,
+                max_chars: 2000,
+                active_user_ids: &users,
+            };
+            store.get_preferences_for_injection(&query).await.unwrap();
+        })
+    });
+    let mut calls = vec![inject_call, vsim_call, echo_call, store_call];
     // The original layout's shared index exists on a single node only.
     if cluster {
         drop(original_call);
@@ -214,6 +231,7 @@ async fn main() {
     let precomputed = measured.next().unwrap();
     let search_floor = measured.next().unwrap();
     let echo_floor = measured.next().unwrap();
+    let store_alone = measured.next().unwrap();
     let original = measured
         .next()
         .unwrap_or(Percentiles { p50: 0.0, p99: 0.0 });
@@ -304,6 +322,10 @@ async fn main() {
         "  of which inside the handler (took_ms)",
         took_at(0.50),
         took_at(0.99)
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "  beside it: the store call alone", store_alone.p50, store_alone.p99
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",

@@ -218,7 +218,9 @@ impl PreferenceStore {
                             .arg("COUNT")
                             .arg(1)
                             .arg("EF")
-                            .arg(self.settings.store.vector_search_ef);
+                            .arg(self.settings.store.vector_search_ef)
+                            // In the main thread, as the injection script's own VSIM runs.
+                            .arg("NOTHREAD");
                     }
                     let mut connection = self.connection.clone();
                     let replies = connection

@@ -237,7 +237,10 @@ impl PreferenceStore {
             .arg("COUNT")
             .arg(self.settings.store.conflict_top_k)
             .arg("EF")
-            .arg(self.settings.store.vector_search_ef);
+            .arg(self.settings.store.vector_search_ef)
+            // A search of one persona's set is shorter than VSIM's hand-off to a worker thread
+            // and back (benches/store.rs: find_conflicts 1.7x its main-thread floor with it).
+            .arg("NOTHREAD");
         pipe.cmd("GET").arg(keys.bases(persona_id));
         let mut connection = self.connection.clone();
         let mut replies = connection

@@ -322,6 +322,8 @@ impl PreferenceStore {
             .arg(top_k)
             .arg("EF")
             .arg(self.settings.store.vector_search_ef)
+            // One persona's set: cheaper searched in place than handed to a worker thread.
+            .arg("NOTHREAD")
             .query_async(&mut connection)
             .await?;
         query::parse_vector_hits(reply, query::VectorScore::VsimScore)
