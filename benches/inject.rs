@@ -28,8 +28,8 @@ use persona_prefs::config::Config;
 use rand::SeedableRng;
 use serde_json::json;
 use support::{
-    Call, Percentiles, bench_data, env_or, load_original_layout, load_personas, measure,
-    measure_interleaved, original_injection_plan, random_unit, raw_vsim,
+    Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
+    measure, measure_interleaved, original_injection_plan, random_unit, raw_vsim,
 };
 
 const TARGET_RATIO: f64 = 1.3;
@@ -415,58 +415,6 @@ async fn main() {
         .query_async(&mut original_connection)
         .await;
     drop(original_server);
-}
-
-/// A Redis server (with RediSearch) of the bench's own, for the original layout; killed on
-/// drop. `None` when the binaries are not named (then the original layout shares our server).
-struct OriginalServer {
-    process: std::process::Child,
-    connection: persona_prefs::store::RedisConnection,
-}
-
-impl OriginalServer {
-    async fn start(config: &Config) -> Option<OriginalServer> {
-        let server = std::env::var("PERSONA_PREFS_REDIS_SERVER").ok()?;
-        let module = std::env::var("PERSONA_PREFS_REDISEARCH_MODULE").ok()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let process = std::process::Command::new(server)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--loadmodule", &module])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .ok()?;
-        let mut original = config.clone();
-        original.redis.url = format!("redis://127.0.0.1:{port}");
-        let deadline = Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            match persona_prefs::store::PreferenceStore::connect(&original.redis, &original.store)
-                .await
-            {
-                Ok(store) => {
-                    println!("the original layout runs on its own Redis server (port {port})");
-                    return Some(OriginalServer {
-                        process,
-                        connection: store.connection(),
-                    });
-                }
-                Err(_) if Instant::now() < deadline => {
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                Err(error) => panic!("the original layout's Redis did not start: {error}"),
-            }
-        }
-    }
-}
-
-impl Drop for OriginalServer {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
 }
 
 /// A numeric field of `INFO` (0 when absent).

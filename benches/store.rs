@@ -10,9 +10,13 @@
 //!
 //! For each path it prints p50/p99 of:
 //! - the store call (`nearest_topics`, ingest's find_conflicts; injection with two users);
-//! - the original system's plan on its own layout, sent by the same client (injection: one
-//!   KNN, then one query per user, each awaited);
+//! - the original system's plan on its own layout, on a Redis server of its own (as it would
+//!   run; `PERSONA_PREFS_REDIS_SERVER` and `PERSONA_PREFS_REDISEARCH_MODULE`, which
+//!   `scripts/bench` sets, name the binaries), sent by the same client (injection: one KNN,
+//!   then one query per user, each awaited);
 //! - the new floor: one raw VSIM over the persona's vector set, reply unparsed.
+//!
+//! The three run call by call in turn, each call with its own query (`measure_interleaved`).
 //!
 //! Then injection with three residents (the strongest by decayed strength, which the script
 //! walks down the strongest set for), alternated with the same injection without them: once
@@ -35,8 +39,9 @@ use persona_prefs::config::Config;
 use persona_prefs::store::{InjectionQuery, PreferenceStore};
 use rand::SeedableRng;
 use support::{
-    Percentiles, bench_data, env_or, load_original_layout, load_personas, measure, measure_pair,
-    original_find_conflicts, original_injection_plan, random_unit, raw_vsim,
+    Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
+    measure_interleaved, measure_pair, original_find_conflicts, original_injection_plan,
+    random_unit, raw_vsim,
 };
 
 const TARGET_FLOOR_RATIO: f64 = 1.3;
@@ -77,12 +82,36 @@ async fn main() {
         if cluster { " on the cluster" } else { "" }
     );
     let memory_after = used_memory(&store).await;
-    let mut connection = store.connection();
+    let connection = store.connection();
     let original_index = format!("idx:{name}_original");
     let original_prefix = format!("{name}_original");
+    // The original layout gets a Redis server of its own, as the original system would run:
+    // sharing ours, its HNSW index's background work and module lock stalled both layouts'
+    // paths (its plan measured 4.0 ms p50 beside ours, 1.2 ms on its own server).
+    let original_server = if original {
+        OriginalServer::start(&config).await
+    } else {
+        None
+    };
+    let mut original_connection = match &original_server {
+        Some(server) => server.connection.clone(),
+        None => connection.clone(),
+    };
     if original {
+        if original_server.is_none() {
+            println!(
+                "(the original layout shares our Redis: PERSONA_PREFS_REDIS_SERVER and \
+                 PERSONA_PREFS_REDISEARCH_MODULE name a server to give it its own)"
+            );
+        }
         let loading = Instant::now();
-        load_original_layout(&mut connection, &original_prefix, &original_index, &data).await;
+        load_original_layout(
+            &mut original_connection,
+            &original_prefix,
+            &original_index,
+            &data,
+        )
+        .await;
         println!(
             "loaded the same data in the original layout in {:.1}s",
             loading.elapsed().as_secs_f64()
@@ -94,62 +123,71 @@ async fn main() {
     let keys = store.keys().clone();
     let search_ef = config.store.vector_search_ef;
 
-    // Each store call alternates with its floor, call by call (see `measure_pair`).
-    let (conflicts, conflicts_floor) = measure_pair(
-        iterations,
-        |i| {
-            let store = store.clone();
-            let q = queries[i % queries.len()].clone();
-            async move {
-                store.nearest_topics("p0", &q).await.unwrap();
-            }
-        },
-        |i| {
-            let mut connection = connection.clone();
-            let keys = keys.clone();
-            let q = queries[i % queries.len()].clone();
-            async move { raw_vsim(&mut connection, &keys, &q, 5, search_ef).await }
-        },
-    )
-    .await;
-    let (injection, injection_floor) = measure_pair(
-        iterations,
-        |i| {
-            inject(
-                store.clone(),
-                queries[i % queries.len()].clone(),
-                users.clone(),
-                0,
-            )
-        },
-        |i| {
-            let mut connection = connection.clone();
-            let keys = keys.clone();
-            let q = queries[i % queries.len()].clone();
-            async move { raw_vsim(&mut connection, &keys, &q, 16, search_ef).await }
-        },
-    )
-    .await;
-    let (conflicts_original, injection_original) = if !original {
-        (None, None)
-    } else {
-        let conflicts = measure(iterations, |i| {
-            let mut connection = connection.clone();
-            let index = original_index.clone();
-            let q = queries[i % queries.len()].clone();
-            async move { original_find_conflicts(&mut connection, &index, &q).await }
+    // Each store call alternates with its floor and the original plan, call by call (see
+    // `measure_interleaved`), so a stall on this shared machine hits all three alike.
+    let nearest_call: Call<'_> = Box::new(|i| {
+        let store = store.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move {
+            store.nearest_topics("p0", &q).await.unwrap();
         })
-        .await;
-        let injection = measure(iterations, |i| {
-            let mut connection = connection.clone();
-            let index = original_index.clone();
-            let users = users.clone();
-            let q = queries[i % queries.len()].clone();
-            async move { original_injection_plan(&mut connection, &index, &q, &users).await }
-        })
-        .await;
-        (Some(conflicts), Some(injection))
-    };
+    });
+    let conflicts_floor_call: Call<'_> = Box::new(|i| {
+        let mut connection = connection.clone();
+        let keys = keys.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 5, search_ef).await })
+    });
+    let conflicts_original_call: Call<'_> = Box::new(|i| {
+        let mut connection = original_connection.clone();
+        let index = original_index.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move { original_find_conflicts(&mut connection, &index, &q).await })
+    });
+    let inject_call: Call<'_> = Box::new(|i| {
+        Box::pin(inject(
+            store.clone(),
+            queries[i % queries.len()].clone(),
+            users.clone(),
+            0,
+        ))
+    });
+    let inject_floor_call: Call<'_> = Box::new(|i| {
+        let mut connection = connection.clone();
+        let keys = keys.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 16, search_ef).await })
+    });
+    let inject_original_call: Call<'_> = Box::new(|i| {
+        let mut connection = original_connection.clone();
+        let index = original_index.clone();
+        let users = users.clone();
+        let q = queries[i % queries.len()].clone();
+        Box::pin(async move { original_injection_plan(&mut connection, &index, &q, &users).await })
+    });
+    let mut conflict_calls = vec![nearest_call, conflicts_floor_call];
+    let mut inject_calls = vec![inject_call, inject_floor_call];
+    if original {
+        conflict_calls.push(conflicts_original_call);
+        inject_calls.push(inject_original_call);
+    }
+    let mut measured = measure_interleaved(iterations, &conflict_calls)
+        .await
+        .into_iter();
+    let (conflicts, conflicts_floor, conflicts_original) = (
+        measured.next().unwrap(),
+        measured.next().unwrap(),
+        measured.next(),
+    );
+    let mut measured = measure_interleaved(iterations, &inject_calls)
+        .await
+        .into_iter();
+    let (injection, injection_floor, injection_original) = (
+        measured.next().unwrap(),
+        measured.next().unwrap(),
+        measured.next(),
+    );
+    drop((conflict_calls, inject_calls));
 
     println!();
     println!(
@@ -274,9 +312,10 @@ async fn main() {
         let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
             .arg(&original_index)
             .arg("DD")
-            .query_async(&mut connection)
+            .query_async(&mut original_connection.clone())
             .await;
     }
+    drop(original_server);
 }
 
 /// One measured injection: persona `p0`, eight preferences at most, the users present, and

@@ -333,3 +333,55 @@ pub async fn raw_vsim(
         .await
         .unwrap();
 }
+
+/// A Redis server (with RediSearch) of the bench's own, for the original layout; killed on
+/// drop. `None` when the binaries are not named (then the original layout shares our server).
+pub struct OriginalServer {
+    process: std::process::Child,
+    pub connection: persona_prefs::store::RedisConnection,
+}
+
+impl OriginalServer {
+    pub async fn start(config: &persona_prefs::config::Config) -> Option<OriginalServer> {
+        let server = std::env::var("PERSONA_PREFS_REDIS_SERVER").ok()?;
+        let module = std::env::var("PERSONA_PREFS_REDISEARCH_MODULE").ok()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let process = std::process::Command::new(server)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--loadmodule", &module])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut original = config.clone();
+        original.redis.url = format!("redis://127.0.0.1:{port}");
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match persona_prefs::store::PreferenceStore::connect(&original.redis, &original.store)
+                .await
+            {
+                Ok(store) => {
+                    println!("the original layout runs on its own Redis server (port {port})");
+                    return Some(OriginalServer {
+                        process,
+                        connection: store.connection(),
+                    });
+                }
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("the original layout's Redis did not start: {error}"),
+            }
+        }
+    }
+}
+
+impl Drop for OriginalServer {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
