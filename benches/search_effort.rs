@@ -112,6 +112,8 @@ async fn vsim_ids(
         .arg(count)
         .arg("EF")
         .arg(ef)
+        // In the main thread, as the service's searches run.
+        .arg("NOTHREAD")
         .query_async(connection)
         .await
         .unwrap();
