@@ -614,7 +614,7 @@ const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |h
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig|trust|long for|yearn for|crave)\s+(.+)"
+        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|preferred|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig|trust|long for|yearn for|crave)\s+(.+)"
     ))
     .unwrap()
 });
@@ -656,7 +656,7 @@ static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing |getting )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
 });
 static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very |other |new )?(?:favou?rite|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s|(?:just )?changed to|is now|has become|became)\s+(.+)").unwrap()
+    Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very |other |new )?(?:favou?rites?|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s|(?:just )?changed to|is now|has become|became)\s+(.+)").unwrap()
 });
 /// "The one I like most on Hulu is Brooklyn 99", "the song I love most is X": a favourite.
 static ONE_I_LIKE_MOST: LazyLock<Regex> = LazyLock::new(|| {
@@ -965,7 +965,7 @@ static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
 static PREFER_OVER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i(?:'d|'ll| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|preferred|take|pick|choose|like|liked|love|loved|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
+        r"^(?:i(?:'d|'ll|'ve| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|preferred|take|pick|choose|like|liked|love|loved|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
     ))
     .unwrap()
 });
@@ -2943,6 +2943,19 @@ mod tests {
         assert_reads(&[
             ("Jazz isn't great.", &[("jazz", Against)]),
             ("Tea isn't better than coffee, it's just different.", &[]),
+            (
+                "Besides, I've always preferred tea over coffee.",
+                &[("tea", For), ("coffee", Against)],
+            ),
+            (
+                "I've always preferred quiet mornings.",
+                &[("quiet mornings", For)],
+            ),
+            (
+                "Some of my favorites are old westerns.",
+                &[("old westerns", For)],
+            ),
+            ("One of my favorites is chess.", &[("chess", For)]),
             (
                 "I like hiking, baking, chess and all of that.",
                 &[("hiking", For), ("baking", For), ("chess", For)],
