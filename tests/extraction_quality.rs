@@ -167,7 +167,7 @@ fn rules_extractor_on_text_from_another_hand_held_out() {
 /// 0.828. The second (54 opinions), labelled after two precision rounds: 0.806 / 0.500 (0.900
 /// / 0.685 with two labels it had forgotten); after the rules learnt from it: 0.929 / 0.741.
 /// The third (59 opinions): 0.909 / 0.525 before, 0.929 / 0.695 after. All three: 0.932 /
-/// 0.749. Each fresh sample's recall before its round (0.50, 0.50, 0.53) is the honest figure
+/// 0.749, then 0.933 / 0.754 once "I've always preferred X over Y" was read. Each fresh sample's recall before its round (0.50, 0.50, 0.53) is the honest figure
 /// for people's chat. Misses shown.
 #[test]
 fn rules_extractor_on_peoples_chat_tuned_against() {
