@@ -610,7 +610,7 @@ impl Extractor for RulesExtractor {
 }
 
 const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such|exactly)";
-const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |did |also |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |'ve always |(?:have |'ve )?(?:come|grown|learned|learnt) to |(?:am|'m) (?:starting|beginning|coming) to |(?:have|'ve) started to |tend to |try to |try and )*";
+const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |did |also |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |(?:have )?(?:come|grown|learned|learnt) to |(?:have )?started to |tend to |try to |try and )*";
 
 static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -2956,6 +2956,8 @@ mod tests {
                 &[("old westerns", For)],
             ),
             ("One of my favorites is chess.", &[("chess", For)]),
+            ("I've started to hate jazz.", &[("jazz", Against)]),
+            ("I've come to love long walks.", &[("long walks", For)]),
             (
                 "I like hiking, baking, chess and all of that.",
                 &[("hiking", For), ("baking", For), ("chess", For)],
