@@ -29,7 +29,7 @@ use rand::SeedableRng;
 use serde_json::json;
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
-    measure, measure_interleaved, original_injection_plan, random_unit, raw_vsim,
+    measure, measure_interleaved, original_injection_plan, random_unit, raw_vsim_call,
 };
 
 const TARGET_RATIO: f64 = 1.3;
@@ -181,12 +181,7 @@ async fn main() {
             took.lock().unwrap().push(body["took_ms"].as_f64().unwrap());
         })
     });
-    let vsim_call: Call<'_> = Box::new(|i| {
-        let mut connection = connection.clone();
-        let keys = keys.clone();
-        let q = queries[i % queries.len()].clone();
-        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 16, search_ef).await })
-    });
+    let vsim_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
     let echo_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = echo_subject.clone();

@@ -41,7 +41,7 @@ use rand::SeedableRng;
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
     measure_interleaved, measure_pair, original_find_conflicts, original_injection_plan,
-    random_unit, raw_vsim,
+    random_unit, raw_vsim_call,
 };
 
 const TARGET_FLOOR_RATIO: f64 = 1.3;
@@ -132,18 +132,7 @@ async fn main() {
             store.nearest_topics("p0", &q).await.unwrap();
         })
     });
-    let conflicts_floor_call: Call<'_> = Box::new(|i| {
-        let mut connection = connection.clone();
-        let keys = keys.clone();
-        let q = queries[i % queries.len()].clone();
-        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 5, search_ef).await })
-    });
-    let conflicts_original_call: Call<'_> = Box::new(|i| {
-        let mut connection = original_connection.clone();
-        let index = original_index.clone();
-        let q = queries[i % queries.len()].clone();
-        Box::pin(async move { original_find_conflicts(&mut connection, &index, &q).await })
-    });
+    let conflicts_floor_call = raw_vsim_call(&connection, &keys, &queries, 5, search_ef);
     let inject_call: Call<'_> = Box::new(|i| {
         Box::pin(inject(
             store.clone(),
@@ -152,24 +141,25 @@ async fn main() {
             0,
         ))
     });
-    let inject_floor_call: Call<'_> = Box::new(|i| {
-        let mut connection = connection.clone();
-        let keys = keys.clone();
-        let q = queries[i % queries.len()].clone();
-        Box::pin(async move { raw_vsim(&mut connection, &keys, &q, 16, search_ef).await })
-    });
-    let inject_original_call: Call<'_> = Box::new(|i| {
-        let mut connection = original_connection.clone();
-        let index = original_index.clone();
-        let users = users.clone();
-        let q = queries[i % queries.len()].clone();
-        Box::pin(async move { original_injection_plan(&mut connection, &index, &q, &users).await })
-    });
+    let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
     let mut conflict_calls = vec![nearest_call, conflicts_floor_call];
     let mut inject_calls = vec![inject_call, inject_floor_call];
     if original {
-        conflict_calls.push(conflicts_original_call);
-        inject_calls.push(inject_original_call);
+        conflict_calls.push(Box::new(|i| {
+            let mut connection = original_connection.clone();
+            let index = original_index.clone();
+            let q = queries[i % queries.len()].clone();
+            Box::pin(async move { original_find_conflicts(&mut connection, &index, &q).await })
+        }));
+        inject_calls.push(Box::new(|i| {
+            let mut connection = original_connection.clone();
+            let index = original_index.clone();
+            let users = users.clone();
+            let q = queries[i % queries.len()].clone();
+            Box::pin(
+                async move { original_injection_plan(&mut connection, &index, &q, &users).await },
+            )
+        }));
     }
     let mut measured = measure_interleaved(iterations, &conflict_calls)
         .await
@@ -312,7 +302,7 @@ async fn main() {
         let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
             .arg(&original_index)
             .arg("DD")
-            .query_async(&mut original_connection.clone())
+            .query_async(&mut original_connection)
             .await;
     }
     drop(original_server);

@@ -308,30 +308,30 @@ pub async fn original_find_conflicts(
         .unwrap();
 }
 
-/// The new floor: one raw VSIM of `count` over persona p0's vector set, reply unparsed,
-/// exploring as much as the service does (`ef`: `store.vector_search_ef`), in Redis's main
-/// thread (`NOTHREAD`). By default VSIM hands the search to a worker thread and back, which
-/// costs a single client about 0.1 ms on these machines; the service's injection script runs
-/// its VSIM in the main thread (a script cannot block), so the cheaper form is the fair floor.
-pub async fn raw_vsim(
-    connection: &mut persona_prefs::store::RedisConnection,
-    keys: &persona_prefs::store::Keys,
-    query: &[f32],
+/// The new floor: one raw VSIM of `count` over persona p0's vector set per call, the query
+/// picked by the call's number, reply unparsed. It is the service's own command
+/// (`query::vsim_command`: the same exploration, `store.vector_search_ef`, in Redis's main
+/// thread), so the floor differs from the service's path only by what the service adds.
+pub fn raw_vsim_call<'a>(
+    connection: &'a persona_prefs::store::RedisConnection,
+    keys: &'a persona_prefs::store::Keys,
+    queries: &'a [Vec<f32>],
     count: usize,
     ef: usize,
-) {
-    let _: redis::Value = redis::cmd("VSIM")
-        .arg(keys.vectors("p0"))
-        .arg("FP32")
-        .arg(persona_prefs::store::query::vector_to_bytes(query))
-        .arg(&["WITHSCORES", "WITHATTRIBS", "COUNT"][..])
-        .arg(count)
-        .arg("EF")
-        .arg(ef)
-        .arg("NOTHREAD")
-        .query_async(connection)
-        .await
-        .unwrap();
+) -> Call<'a> {
+    Box::new(move |i| {
+        let mut connection = connection.clone();
+        let command = persona_prefs::store::query::vsim_command(
+            keys.vectors("p0"),
+            &queries[i % queries.len()],
+            count,
+            ef,
+            true,
+        );
+        Box::pin(async move {
+            let _: redis::Value = command.query_async(&mut connection).await.unwrap();
+        })
+    })
 }
 
 /// A Redis server (with RediSearch) of the bench's own, for the original layout; killed on

@@ -210,17 +210,13 @@ impl PreferenceStore {
                     }
                     let mut pipe = redis::pipe();
                     for (_, _, vector) in &farther {
-                        pipe.cmd("VSIM")
-                            .arg(self.keys().vectors(&layer.persona_id))
-                            .arg("FP32")
-                            .arg(vector_to_bytes(vector))
-                            .arg("WITHSCORES")
-                            .arg("COUNT")
-                            .arg(1)
-                            .arg("EF")
-                            .arg(self.settings.store.vector_search_ef)
-                            // In the main thread, as the injection script's own VSIM runs.
-                            .arg("NOTHREAD");
+                        pipe.add_command(query::vsim_command(
+                            self.keys().vectors(&layer.persona_id),
+                            vector,
+                            1,
+                            self.settings.store.vector_search_ef,
+                            false,
+                        ));
                     }
                     let mut connection = self.connection.clone();
                     let replies = connection

@@ -13,7 +13,7 @@ use std::time::Instant;
 use redis::Value;
 use serde::{Deserialize, Serialize};
 
-use super::query::{self, vector_to_bytes};
+use super::query;
 use super::{PreferenceStore, ScoredPreference, StoreError, validate};
 use crate::telemetry;
 
@@ -228,19 +228,13 @@ impl PreferenceStore {
     ) -> Result<(Vec<ScoredPreference>, Vec<String>), StoreError> {
         let keys = &self.settings.keys;
         let mut pipe = redis::pipe();
-        pipe.cmd("VSIM")
-            .arg(keys.vectors(persona_id))
-            .arg("FP32")
-            .arg(vector_to_bytes(embedding))
-            .arg("WITHSCORES")
-            .arg("WITHATTRIBS")
-            .arg("COUNT")
-            .arg(self.settings.store.conflict_top_k)
-            .arg("EF")
-            .arg(self.settings.store.vector_search_ef)
-            // A search of one persona's set is shorter than VSIM's hand-off to a worker thread
-            // and back (benches/store.rs: find_conflicts 1.7x its main-thread floor with it).
-            .arg("NOTHREAD");
+        pipe.add_command(query::vsim_command(
+            keys.vectors(persona_id),
+            embedding,
+            self.settings.store.conflict_top_k,
+            self.settings.store.vector_search_ef,
+            true,
+        ));
         pipe.cmd("GET").arg(keys.bases(persona_id));
         let mut connection = self.connection.clone();
         let mut replies = connection

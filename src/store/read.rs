@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use redis::Value;
 
-use super::query::{self, persona_filter, vector_to_bytes};
+use super::query::{self, persona_filter};
 use super::record::field;
 use super::{
     ListOptions, Preference, PreferenceStats, PreferenceStore, ScoredPreference, StoreError,
@@ -312,20 +312,15 @@ impl PreferenceStore {
         top_k: usize,
     ) -> Result<Vec<query::VectorHit>, StoreError> {
         let mut connection = self.connection.clone();
-        let reply: Value = redis::cmd("VSIM")
-            .arg(self.settings.keys.vectors(persona_id))
-            .arg("FP32")
-            .arg(vector_to_bytes(embedding))
-            .arg("WITHSCORES")
-            .arg("WITHATTRIBS")
-            .arg("COUNT")
-            .arg(top_k)
-            .arg("EF")
-            .arg(self.settings.store.vector_search_ef)
-            // One persona's set: cheaper searched in place than handed to a worker thread.
-            .arg("NOTHREAD")
-            .query_async(&mut connection)
-            .await?;
+        let reply: Value = query::vsim_command(
+            self.settings.keys.vectors(persona_id),
+            embedding,
+            top_k,
+            self.settings.store.vector_search_ef,
+            true,
+        )
+        .query_async(&mut connection)
+        .await?;
         query::parse_vector_hits(reply, query::VectorScore::VsimScore)
     }
 
