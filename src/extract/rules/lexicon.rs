@@ -66,7 +66,7 @@ const POSITIVE: &[&str] = &[
     "refuge", "sanctuary", "adventure", "thrill", "wonder", "miracle", "triumph",
     "delicacy", "feast", "balm", "tonic", "virtue", "underdog", "superpower", "highlight",
     "king", "queen", "champion", "hero", "goat", "keeper", "misunderstood", "unappreciated",
-    "unsung", "go-to",
+    "unsung", "go-to", "blast", "hoot",
 ];
 
 #[rustfmt::skip]

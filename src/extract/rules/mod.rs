@@ -666,7 +666,7 @@ static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved|dream)\b").unwrap()
 });
 static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:you can(?:'t| not| never) go wrong with|few (?:things|pleasures|joys|experiences) (?:rival|beat|top|match|compare to|compare with)|nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|you can't beat|few things beat)\s+(.+)").unwrap()
+    Regex::new(r"^(?:you can(?:'t| not| never) go wrong with|few (?:things|pleasures|joys|experiences) (?:rival|beat|top|match|compare to|compare with)|nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|nothing (?:quite )?like|nothing better than|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|(?:you )?(?:can't|cannot|can never|can not) (?:really |ever )?beat|few things beat)\s+(.+)").unwrap()
 });
 static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -1188,6 +1188,16 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
                 .collect();
         }
     }
+    // "My favourites are pizza, tacos and sushi", "some of my favourite bands are Radiohead
+    // and the Smiths": one liking per item.
+    if let Some(c) = FAVOURITE_FIRST.captures(&stripped)
+        && let Some(items) = favourite_items(&c[0], &c[1])
+    {
+        return items
+            .iter()
+            .filter_map(|item| make(item, Stance::For, sentence, &stripped))
+            .collect();
+    }
     if let Some((topic, stance)) = phrases::read_phrase(&stripped) {
         return make(&topic, stance, sentence, &stripped)
             .into_iter()
@@ -1197,6 +1207,64 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
         return pair;
     }
     read_clause(&stripped, sentence).into_iter().collect()
+}
+
+/// The items of a favourites list: "pizza, tacos and sushi" (enumerated with commas), or, when
+/// the favourites are plural, "radiohead and the smiths" ("rock and roll" stays one thing: no
+/// article marks a second item). `None` when `rest` names one thing.
+fn favourite_items(whole: &str, rest: &str) -> Option<Vec<String>> {
+    let end = [
+        " because ",
+        " but ",
+        " since ",
+        " though ",
+        " which ",
+        " when ",
+        " so ",
+    ]
+    .iter()
+    .filter_map(|cut| rest.find(cut))
+    .min()
+    .unwrap_or(rest.len());
+    let list = rest[..end].trim().trim_end_matches(['.', '!', ';']);
+    let mut items: Vec<&str> = list.split(", ").collect();
+    let enumerated = items.len() >= 2;
+    if enumerated {
+        let last = items.pop()?;
+        let last = ["and ", "or "]
+            .iter()
+            .find_map(|lead| last.strip_prefix(lead))
+            .unwrap_or(last);
+        items.extend(last.split(" and ").flat_map(|item| item.split(" or ")));
+    } else {
+        let plural = whole.contains("favorites ")
+            || whole.contains("favourites ")
+            || whole.contains(" are ");
+        if !plural {
+            return None;
+        }
+        items = list
+            .split(" and the ")
+            .flat_map(|item| item.split(" and my "))
+            .collect();
+    }
+    let items: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let item = item.trim();
+            ["and ", "or "]
+                .iter()
+                .find_map(|lead| item.strip_prefix(lead))
+                .unwrap_or(item)
+                .to_string()
+        })
+        .filter(|item| !item.is_empty())
+        .collect();
+    (items.len() >= 2
+        && items
+            .iter()
+            .all(|item| item.split_whitespace().count() <= 5))
+    .then_some(items)
 }
 
 /// Chat drops the "I": "absolutely adore hedgehogs", "big fan of handwritten notes", "not a
@@ -1512,6 +1580,15 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                     | "will"
                     | "would"
                     | "should"
+                    // "can't beat a good burrito": a verdict on one thing, read elsewhere.
+                    | "can't"
+                    | "cannot"
+                    | "couldn't"
+                    | "won't"
+                    | "don't"
+                    | "doesn't"
+                    | "didn't"
+                    | "never"
                     // "a little over a week": a quantity, not a preference.
                     | "little"
                     | "bit"
@@ -2227,6 +2304,18 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
                 | "bro"
                 | "guys"
                 | "sometimes"
+                // "golf simply (isn't fun)": the adverb before the copula.
+                | "simply"
+                | "definitely"
+                | "totally"
+                | "truly"
+                | "genuinely"
+                | "certainly"
+                | "absolutely"
+                | "seriously"
+                | "literally"
+                | "basically"
+                | "just"
         )
     {
         words.pop();
@@ -3007,6 +3096,29 @@ mod tests {
                 "I'm super fascinated by geology and it is something I would study forever",
                 &[("geology", For)],
             ),
+            // Lists of favourites: one liking per item; "rock and roll" stays whole.
+            (
+                "My favorites are pizza, tacos, or sushi.",
+                &[("pizza", For), ("tacos", For), ("sushi", For)],
+            ),
+            (
+                "Some of my favorite bands are Radiohead and the Smiths.",
+                &[("radiohead", For), ("smiths", For)],
+            ),
+            ("My favourite is rock and roll.", &[("rock and roll", For)]),
+            (
+                "Country music just isn't for me.",
+                &[("country music", Against)],
+            ),
+            ("Golf simply isn't fun.", &[("golf", Against)]),
+            ("I'm more of a dog person.", &[("dog", For)]),
+            ("Love me some tacos.", &[("tacos", For)]),
+            ("I never get tired of the ocean.", &[("ocean", For)]),
+            ("Can't beat a good burrito.", &[("good burrito", For)]),
+            ("Nothing like a good book.", &[("good book", For)]),
+            ("Going hiking is always a blast.", &[("going hiking", For)]),
+            // How big a fan, not of what.
+            ("Oh my goodness, I'm a huge fan", &[]),
             // The one being talked about, a moment, a childhood: no standing view.
             ("I absolutely cannot stand the movie", &[]),
             ("The weather was terrible yesterday.", &[]),

@@ -57,9 +57,9 @@ static NOTHING_I_LOVE_MORE: LazyLock<Regex> = LazyLock::new(|| {
 static NOTHING_IS_MORE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:nothing|few things|not much|little) (?:in (?:the world|life) )?(?:is|are|feels?|sounds?|tastes?|looks?|seems?|smells?) (?:more|as|quite as|so) ([a-z'-]+) (?:than|as) (.+)").unwrap()
 });
-/// "X is not for me", "X are really not for me".
+/// "X is not for me", "X are really not for me", "X just isn't for me".
 static NOT_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re) (?:(?:just|really|definitely|honestly|simply|totally|probably|still|truly|absolutely) )*(?:not|never|no longer) (?:(?:really|quite|exactly|entirely|for) )*(?:for me|my style|my speed|my scene)\b").unwrap()
+    Regex::new(r"^(.+?) (?:(?:just|really|definitely|honestly|simply|totally|probably|still|truly|absolutely) )*(?:(?:is|are|'s|'re) (?:(?:just|really|definitely|honestly|simply|totally|probably|still|truly|absolutely) )*(?:not|never|no longer)|isn't|aren't|ain't) (?:(?:really|quite|exactly|entirely|for) )*(?:for me|my style|my speed|my scene)\b").unwrap()
 });
 /// "X, not so much" / "X, yes": the verdict follows the topic without a verb.
 static VERDICT_AFTER_TOPIC: LazyLock<Regex> = LazyLock::new(|| {
@@ -97,6 +97,10 @@ static NEVER_FAILS: LazyLock<Regex> = LazyLock::new(|| {
 static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i (?:could|can) (?:(?:happily|honestly|literally|easily|probably|seriously|genuinely) )*(?:eat|drink|watch|read|listen to|play|hear|rewatch|reread|look at|live on) (.+?) (?:every (?:single )?(?:day|night|week)|all day(?: long)?|forever|on repeat|for days|for hours|nonstop|non-stop|for the rest of my life)\b").unwrap()
 });
+/// "I never get tired of the sea", "I could never tire of Bach", "love me some tacos".
+static NEVER_TIRE_OF: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i (?:(?:could|can|will|would|just|honestly|really|seriously|genuinely|simply) )*(?:never|can't|cannot|couldn't|won't|don't|do not) (?:ever )?(?:get (?:tired|sick|bored) of|grow (?:tired|bored) of|tire of)\s+(.+)|^i (?:(?:really|just|do|sure) )*love me (?:some|a|an|my) (.+)").unwrap()
+});
 /// "I'd never give up my morning walk", "I wouldn't trade slow Sundays for anything".
 static NEVER_GIVE_UP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i(?:'d|'ll| would| will)? (?:(?:never|not ever|wouldn't|would not|won't|will not) )(?:(?:ever|willingly|happily) )*(?:give up|trade|part with|swap|compromise on|sacrifice|abandon) (.+?)(?: for (?:anything|the world|anything in the world|all the tea in china))?$").unwrap()
@@ -104,7 +108,7 @@ static NEVER_GIVE_UP: LazyLock<Regex> = LazyLock::new(|| {
 /// "I'm not much of a beach person", "I'm a dog person", "I'm more of a cat person than a dog
 /// person": the thing named before "person" is the topic.
 static KIND_OF_PERSON: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i(?:'m| am) (?:(?:really|definitely|totally|honestly|just|always|very much|so|kind of|sort of|such) )*(not |never |not really |really not )?(?:(?:much|that much|really|exactly|quite|ever) )?(?:of )?an? (?:(?:big|huge|real|total|true|proper|massive|die-hard|diehard) )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?) (?:person|people person|kind of person|sort of person|type|guy|girl|gal|fan|nerd|geek|buff|junkie|enthusiast)(?: through and through| at heart| at the core| for life)?$").unwrap()
+    Regex::new(r"^i(?:'m| am) (?:(?:really|definitely|totally|honestly|just|always|very much|so|kind of|sort of|such) )*(not |never |not really |really not )?(?:(?:much|that much|really|exactly|quite|ever|more|much more|far more|way more) )?(?:of )?an? (?:(?:big|huge|real|total|true|proper|massive|die-hard|diehard) )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?) (?:person|people person|kind of person|sort of person|type|guy|girl|gal|fan|nerd|geek|buff|junkie|enthusiast)(?: through and through| at heart| at the core| for life)?$").unwrap()
 });
 /// "Yoga is too slow for me", "the city gets too loud for my taste".
 static TOO_MUCH_FOR_ME: LazyLock<Regex> = LazyLock::new(|| {
@@ -429,6 +433,10 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         );
         return Some((c[2].to_string(), stance_if(against)));
     }
+    if let Some(c) = NEVER_TIRE_OF.captures(clause) {
+        let topic = c.get(1).or_else(|| c.get(2))?;
+        return Some((topic.as_str().to_string(), Stance::For));
+    }
     if let Some(c) = NOTHING_IS_MORE.captures(clause) {
         return Some((c[2].to_string(), polarity(&c[1])?));
     }
@@ -531,6 +539,16 @@ fn is_a_thing_not_a_trait(words: &str) -> bool {
         "total",
         "bigger",
         "smaller",
+        // "I'm a huge fan": how big a fan, not of what.
+        "big",
+        "huge",
+        "massive",
+        "great",
+        "true",
+        "proper",
+        "major",
+        "die-hard",
+        "diehard",
     ];
     let last = words.split_whitespace().last().unwrap_or(words);
     let adjective_ending = [
