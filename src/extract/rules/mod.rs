@@ -295,7 +295,10 @@ fn is_a_named_topic(words: &str, at_most: usize) -> bool {
         return false;
     }
     let judgement = words.len() == 1 && polarity(words[0]).is_some();
-    !judgement && !words.iter().any(|w| NOT_A_TOPIC_WORD.contains(w))
+    !judgement
+        && !words
+            .iter()
+            .any(|w| NOT_A_TOPIC_WORD.contains(w) || is_interjection(w))
 }
 
 /// A question the persona answers itself in the next sentence: a topic named and judged
@@ -802,7 +805,16 @@ const NON_TOPICS: &[&str] = &[
     "better",
     "worse",
     "as",
+    "rest",
 ];
+
+/// Sounds of conversation, not things: "oooh", "hm", "hahaha", "ugh", "shoot".
+fn is_interjection(word: &str) -> bool {
+    static INTERJECTION: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:o+h*|a+h+|a+w+h*|h+m+|m{2,}|u+h+|u+m+|e+w+|w+o+w+|w+h?o+a+h?|y+a+y+|(?:h+a+)+h*|(?:h+e+)+|l+o+l+|o+m+g+|u+g+h+|m+e+h+|e+h+|o+o+f+|p+h+e+w+|w+h+e+w+|y+i+k+e+s+|o+o+p+s+|g+o+s+h+|g+e+e+z+|d+a+n+g+|d+a+r+n+|s+h+o+o+t+|y+u+m+|y+e+a+h*|y+e+p+|n+a+h+|n+o+p+e+)$").unwrap()
+    });
+    INTERJECTION.is_match(word)
+}
 
 /// Words a topic never starts with: pronouns and possessives ("his newer works", "i wish i"),
 /// contractions and conjunctions a pattern cut in the wrong place ("that's why deflation",
@@ -817,7 +829,9 @@ const NOT_A_FIRST_WORD: &[&str] = &[
     "ours", "theirs", "hers", "other", "or", "and", "but", "so", "if", "which", "what", "who",
     "how", "when", "where", "why", "whenever", "whatever", "for", "into", "like", "through",
     "about", "with", "without", "from", "at", "on", "over", "around", "in", "after", "before",
-    "since", "until", "because", "seems", "seem", "looks", "sounds",
+    "since", "until", "because", "seems", "seem", "looks", "sounds", "that'd", "it'd",
+    "that'll", "it'll", "they'd", "you'd", "we'd", "something", "someone", "somebody", "anyone",
+    "anybody",
 ];
 
 fn sentences(message: &str) -> Vec<String> {
@@ -959,7 +973,7 @@ fn chat_spelling(word: &str) -> &str {
 }
 
 static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|idk|never mind|in a nutshell|so far|as for me|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hmm|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
+    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|idk|never mind|in a nutshell|so far|as for me|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hm+|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
 });
 
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
@@ -1415,6 +1429,14 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         }
     };
     if let Some(c) = PREFER_OVER.captures(clause)
+        // "I prefer in person because it pushes me to express things": the "to" belongs to a
+        // later clause.
+        && !c["x"].split_whitespace().any(|w| {
+            matches!(
+                w,
+                "because" | "since" | "when" | "while" | "if" | "me" | "us"
+            )
+        })
         // "I like going to Lucy's", "I enjoy talking to new people": only a preference
         // ranks one thing "to" another.
         && (&c["than"] != "to"
@@ -2119,7 +2141,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | even\b| (?:its|it's|it is) | i'd say| just$| so+ much| for the same reason| as much as possible| somehow\b| so$|\.{2,}| and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| you know\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | even\b| (?:its|it's|it is) | i'd say| just$| so+ much| for the same reason| as much as possible| somehow\b| so$|\.{2,}| and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -2188,6 +2210,12 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if let Some(found) = TOPIC_CUT.find(&topic) {
         topic.truncate(found.start());
     }
+    // "mantis also goes \"something": cut inside a quotation. A whole one ("the song \"hey
+    // jude\"") loses its marks.
+    if topic.matches('"').count() % 2 == 1 {
+        return None;
+    }
+    let topic = topic.replace('"', "");
     let topic = topic
         .trim()
         .trim_matches(|c: char| !c.is_alphanumeric())
@@ -2231,6 +2259,11 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
                 | "sometimes"
         )
     {
+        words.remove(0);
+    }
+    // "shoot wikipedia (is never wrong)", "hm (sounds sweet)": a sound of conversation
+    // before the topic, or instead of one.
+    while words.first().is_some_and(|w| is_interjection(w)) {
         words.remove(0);
     }
     if words.is_empty() || words.len() > 6 {
@@ -2373,7 +2406,16 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         return None;
     }
     // "the end either", "the feature they added": the one being talked about.
-    if words.len() == 1 && raw.starts_with("the ") && INSTANCES.contains(&words[0]) {
+    // "our class is a joke", "the pictures are amazing": the same, owned or plural.
+    if words.len() == 1
+        && ["the ", "our ", "my ", "your ", "his ", "her ", "their "]
+            .iter()
+            .any(|owner| raw.starts_with(owner))
+        && (INSTANCES.contains(&words[0])
+            || words[0]
+                .strip_suffix('s')
+                .is_some_and(|one| INSTANCES.contains(&one)))
+    {
         return None;
     }
     // "turning it off", "love him man": a pronoun inside names nothing the memory can keep.
@@ -3135,6 +3177,39 @@ mod tests {
     fn what_people_say_in_passing_is_not_a_preference() {
         use Stance::{Against, For};
         assert_reads(&[
+            // Sounds of conversation are not topics, before a topic or instead of one.
+            ("oooh! i like that, but they are so expensive!", &[]),
+            ("Hm sounds sweet.", &[]),
+            ("Mmm nope.", &[]),
+            ("oh shoot wikipedia is never wrong", &[("wikipedia", For)]),
+            ("Oh. Ironic for sure", &[]),
+            ("Pizza, for sure.", &[("pizza", For)]),
+            // Pronouns a contraction hides, the rest, someone: nothing the memory can keep.
+            ("That'd annoy me to pieces.", &[]),
+            ("The rest were just good feelings.", &[]),
+            (
+                "Someone else is moving in and I am not too excited about that",
+                &[],
+            ),
+            // Cut inside a quotation; a whole one loses its marks.
+            (
+                "Mantis also goes \"something is wrong\" because she realized.",
+                &[],
+            ),
+            ("I love the song \"Hey Jude\".", &[("song hey jude", For)]),
+            (
+                "I really like my friend Chloe you know",
+                &[("friend chloe", For)],
+            ),
+            // The ones being talked about, owned or plural.
+            ("I do think our class is a huge joke.", &[]),
+            ("I have never been, but the pictures are amazing", &[]),
+            // The "to" of a later clause is no comparison; "I'm done with school" is finished.
+            (
+                "I prefer in person overall because it pushes me to actually express things",
+                &[],
+            ),
+            ("Computer graphics class and then im done with school.", &[]),
             (
                 "I enjoy talking to new people.",
                 &[("talking to new people", For)],

@@ -199,11 +199,11 @@ static I_IDIOM_FOR: LazyLock<Regex> = LazyLock::new(|| {
     ))
     .unwrap()
 });
-/// …and the dislikes: "I'm so done with X", "I'm over X", "I can't get behind X", "I've had
-/// enough of X", "you can keep your X", "spare me the X", "count me out of X".
+/// …and the dislikes: "I'm so done with X", "I'm totally over X" (a bare "I'm done with
+/// school" is finished with it), "I can't get behind X", "I've had enough of X", "you can keep your X", "spare me the X", "count me out of X".
 static I_IDIOM_AGAINST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i(?:'m| am) (?:so |totally |completely |well |really |just |officially |absolutely )*(?:done with|over|through with|sick and tired of)|i {I_ADVERBS}(?:can't|cannot|could never|can never) (?:really )?get behind|i(?:'ve| have) (?:really )?had (?:enough of|it with|my fill of)|i {I_ADVERBS}(?:can't|cannot) be doing with|you can keep (?:your|the|all (?:the|your))|spare me (?:the|your|all the)|count me out (?:of|for|on)) (.+)"
+        r"^(?:i(?:'m| am) (?:so |totally |completely |really |absolutely )+(?:well |just )*(?:done with|over|through with)|i(?:'m| am) (?:so |really |just )*sick and tired of|i {I_ADVERBS}(?:can't|cannot|could never|can never) (?:really )?get behind|i(?:'ve| have) (?:really )?had (?:enough of|it with|my fill of)|i {I_ADVERBS}(?:can't|cannot) be doing with|you can keep (?:your|the|all (?:the|your))|spare me (?:the|your|all the)|count me out (?:of|for|on)) (.+)"
     ))
     .unwrap()
 });
@@ -456,6 +456,8 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
                         | "be" | "will" | "do" | "can"
                 )
         })
+        // "Ironic for sure", "true, always": agreement with a description, not a topic.
+        && !(subject.split_whitespace().count() == 1 && is_a_description(&subject))
     {
         return Some((subject, stance_if(c.get(2).is_some())));
     }
@@ -557,6 +559,34 @@ fn is_a_thing_not_a_trait(words: &str) -> bool {
     .iter()
     .any(|end| last.ends_with(end));
     !TRAITS.contains(&last) && !adjective_ending && polarity(last).is_none()
+}
+
+/// Whether one word describes rather than names: a judgement ("lovely"), a word of agreement
+/// ("true", "ironic") or an adjective by its ending ("obvious", "hilarious", "excited").
+fn is_a_description(word: &str) -> bool {
+    polarity(word).is_some()
+        || matches!(
+            word,
+            "true"
+                | "false"
+                | "right"
+                | "wrong"
+                | "same"
+                | "real"
+                | "crazy"
+                | "funny"
+                | "ironic"
+                | "weird"
+                | "scary"
+                | "easy"
+                | "hard"
+                | "likely"
+                | "possible"
+                | "probably"
+        )
+        || ["ous", "ive", "ful", "able", "ible", "ical", "ed"]
+            .iter()
+            .any(|end| word.len() > 3 && word.ends_with(end))
 }
 
 /// The verdict a short reply gives to a topic just named as a question: "Sailing? Love it.",
