@@ -344,6 +344,13 @@ pub(super) fn polarity(text: &str) -> Option<Stance> {
         if let Some(stance) = word_polarity(word) {
             return Some(stance);
         }
+        // "originally based", "fairly new": adverbs of time and degree whose stems judge.
+        if matches!(
+            word,
+            "originally" | "fairly" | "rightly" | "freshly" | "purely" | "naturally" | "finally"
+        ) {
+            continue;
+        }
         if let Some(stem) = word.strip_suffix("ly").filter(|s| s.len() > 2) {
             adverb = adverb.or_else(|| {
                 word_polarity(stem).or_else(|| {

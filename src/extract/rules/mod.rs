@@ -811,7 +811,7 @@ const NON_TOPICS: &[&str] = &[
 /// Sounds of conversation, not things: "oooh", "hm", "hahaha", "ugh", "shoot".
 fn is_interjection(word: &str) -> bool {
     static INTERJECTION: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:o+h*|a+h+|a+w+h*|h+m+|m{2,}|u+h+|u+m+|e+w+|w+o+w+|w+h?o+a+h?|y+a+y+|(?:h+a+)+h*|(?:h+e+)+|l+o+l+|o+m+g+|u+g+h+|m+e+h+|e+h+|o+o+f+|p+h+e+w+|w+h+e+w+|y+i+k+e+s+|o+o+p+s+|g+o+s+h+|g+e+e+z+|d+a+n+g+|d+a+r+n+|s+h+o+o+t+|y+u+m+|y+e+a+h*|y+e+p+|n+a+h+|n+o+p+e+)$").unwrap()
+        Regex::new(r"^(?:o+h*|a+h+|a+w+h*|h+m+|m{2,}|u+h+|u+m+|e+w+|w+o+w+|w+h?o+a+h?|y+a+y+|(?:h+a+)+h*|(?:h+e+)+|l+o+l+|o+m+g+|u+g+h+|m+e+h+|e+h+|o+o+f+|p+h+e+w+|w+h+e+w+|y+i+k+e+s+|o+o+p+s+|g+o+s+h+|g+e+e+z+|d+a+n+g+|d+a+r+n+|s+h+o+o+t+|y+u+m+|d+a+w+g+|b+r+u+h+|b+r+o+|d+u+d+e+|y+o+|y+e+a+h*|y+e+p+|n+a+h+|n+o+p+e+)$").unwrap()
     });
     INTERJECTION.is_match(word)
 }
@@ -829,7 +829,8 @@ const NOT_A_FIRST_WORD: &[&str] = &[
     "ours", "theirs", "hers", "other", "or", "and", "but", "so", "if", "which", "what", "who",
     "how", "when", "where", "why", "whenever", "whatever", "for", "into", "like", "through",
     "about", "with", "without", "from", "at", "on", "over", "around", "in", "after", "before",
-    "since", "until", "because", "seems", "seem", "looks", "sounds", "that'd", "it'd",
+    "since", "until", "because", "seems", "seem", "looks", "sounds", "as", "everyone",
+    "everybody", "nobody", "that'd", "it'd",
     "that'll", "it'll", "they'd", "you'd", "we'd", "something", "someone", "somebody", "anyone",
     "anybody",
 ];
@@ -1434,7 +1435,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         && !c["x"].split_whitespace().any(|w| {
             matches!(
                 w,
-                "because" | "since" | "when" | "while" | "if" | "me" | "us"
+                "because" | "since" | "when" | "while" | "if" | "but" | "be" | "it'll" | "me" | "us"
             )
         })
         // "I like going to Lucy's", "I enjoy talking to new people": only a preference
@@ -1648,6 +1649,14 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
     }
     if let Some(c) = X_FOR_ME.captures(clause)
         && short(c[1].trim(), 3)
+        // "hold up, wait for me", "pray for me": a verb that takes "for", not a choice.
+        && !c[1].split_whitespace().last().is_some_and(|w| {
+            matches!(
+                w,
+                "wait" | "look" | "pray" | "root" | "vote" | "cover" | "speak" | "answer" | "pay"
+                    | "care" | "work" | "hold" | "save" | "ask" | "call" | "do" | "decide"
+            )
+        })
         && !c[1].split_whitespace().any(|w| {
             matches!(
                 w,
@@ -1908,6 +1917,15 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
             .split_whitespace()
             .any(|word| matches!(word, "got" | "gets" | "gotten" | "became" | "becomes"));
         if changed && !excessive {
+            return None;
+        }
+        // "the writers were having a hard time making an interesting show": a verb in
+        // progress, not a judgement (what a later "and" holds judges something else).
+        if c[3]
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.ends_with("ing") && polarity(w).is_none())
+        {
             return None;
         }
         let stance = match judgement_polarity(&c[3]) {
@@ -2292,6 +2310,19 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     if words.len() == 1 && NON_TOPICS.contains(&words[0]) {
         return None;
     }
+    // "10 is a good number", "I like doing (a lot of work)", "I enjoy a fresh, (crisp
+    // benjamin)": a number, a bare light verb, or a judgement cut from its noun by a comma.
+    // ("I hate the cold", "honesty is essential": nouns that judge are still topics.)
+    if words.len() == 1
+        && (words[0].chars().all(|ch| ch.is_ascii_digit())
+            || matches!(
+                words[0],
+                "doing" | "going" | "having" | "getting" | "making" | "being" | "taking" | "trying"
+            )
+            || polarity(words[0]).is_some() && (raw.starts_with("a ") || raw.starts_with("an ")))
+    {
+        return None;
+    }
     // "i think cryptocurrency": an opinion verb the pattern took for part of its subject.
     // "i'd choose the train": a choice the pattern took for part of its subject.
     if words.len() > 2
@@ -2412,9 +2443,10 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
             .iter()
             .any(|owner| raw.starts_with(owner))
         && (INSTANCES.contains(&words[0])
-            || words[0]
-                .strip_suffix('s')
-                .is_some_and(|one| INSTANCES.contains(&one)))
+            || [words[0].strip_suffix('s'), words[0].strip_suffix("es")]
+                .into_iter()
+                .flatten()
+                .any(|one| INSTANCES.contains(&one)))
     {
         return None;
     }
@@ -3210,6 +3242,24 @@ mod tests {
                 &[],
             ),
             ("Computer graphics class and then im done with school.", &[]),
+            (
+                "And I've put time into this chat research stuff but it'll be over after tomorrow",
+                &[],
+            ),
+            // A number, a bare light verb, an adjective cut from its noun, "wait for me".
+            ("oh well 10 is a good number to connect with", &[]),
+            ("I like doing a lot of hands-on work", &[]),
+            ("I do enjoy a fresh, crisp benjamin.", &[]),
+            ("Hold up wait for me!", &[]),
+            ("dawg plantains are so GOOD", &[("plantains", For)]),
+            ("I hate the cold.", &[("cold", Against)]),
+            // Time and degree, a verb in progress: no verdict.
+            ("Hezbollah was originally based out of Lebanon", &[]),
+            (
+                "I guess the script writers were having a hard time making and interesting show.",
+                &[],
+            ),
+            ("Also everyone (understandably) was angry at Star-Lord", &[]),
             (
                 "I enjoy talking to new people.",
                 &[("talking to new people", For)],
