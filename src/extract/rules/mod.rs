@@ -69,7 +69,11 @@ impl RulesExtractor {
         // Others' view of a topic, said in an earlier sentence: the persona's reaction to it
         // ("I don't get the appeal") and its pronouns ("Not me; I love it") refer to it.
         let mut others_view: Option<OthersView> = None;
+        // What the last clause said the persona met ("I tried sushi."): the next sentence's
+        // "It was amazing" judges it.
+        let mut met: Option<String> = None;
         for (i, sentence) in sentences.iter().enumerate() {
+            let met_before = met.take();
             if std::mem::take(&mut replied_to) {
                 continue;
             }
@@ -98,20 +102,30 @@ impl RulesExtractor {
                     others_view = Some(view);
                 }
             } else {
-                let mut previous_subject: Option<String> =
-                    earlier_view.as_ref().map(|view| view.topic.clone());
+                let mut previous_subject: Option<String> = earlier_view
+                    .as_ref()
+                    .map(|view| view.topic.clone())
+                    .or_else(|| met_before.clone());
                 // "Way back when, … because I loved computers": a past told in one clause
                 // holds for the whole sentence.
                 let told_of_the_past =
                     is_a_past_view(&LEADING_FILLER.replace(&normalise(sentence), ""));
+                if told_of_the_past {
+                    // "We watched Inception last night.": a past told, and what it met.
+                    met = clauses(sentence)
+                        .last()
+                        .and_then(|clause| object_of_an_experience(clause));
+                }
                 for clause in clauses(sentence).into_iter().filter(|_| !told_of_the_past) {
                     let clause = resolve_pronoun(&clause, previous_subject.as_deref());
                     let opinions = read_clause_all(&clause, sentence);
+                    met = object_of_an_experience(&clause);
                     previous_subject = opinions
                         .last()
                         .map(|o| o.name.clone())
                         .or_else(|| clause_subject(&clause))
-                        .or_else(|| object_of_a_past_liking(&clause));
+                        .or_else(|| object_of_a_past_liking(&clause))
+                        .or_else(|| met.clone());
                     for opinion in opinions {
                         match in_sentence.iter_mut().find(|o| o.name == opinion.name) {
                             Some(earlier) => *earlier = opinion,
@@ -550,14 +564,20 @@ fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
         Regex::new(r"^((?:(?:and|but|so|yet|though|still|honestly|personally|actually),? )*i (?:(?:really|honestly|still|actually|personally|genuinely|do) )*(?:think|believe|feel|find|reckon|'d say|would say) (?:that )?)(it's|it is|they're|they are|it|them|they)\b").unwrap()
     });
     /// "…, but it's not really my thing": the clause is about the same subject.
-    static SUBJECT_PRONOUN: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"^(it's|it is|they're|they are)\s").unwrap());
+    static SUBJECT_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:and |but |so )?(it's|it is|it was|they're|they are|they were)\s").unwrap()
+    });
     let Some(subject) = previous_subject else {
         return clause.to_string();
     };
     if let Some(c) = SUBJECT_PRONOUN.captures(clause) {
         let whole = c.get(0).expect("group 0 always matches");
-        let verb = if c[1].starts_with("it") { "is" } else { "are" };
+        let verb = match &c[1] {
+            "it was" => "was",
+            "they were" => "were",
+            pronoun if pronoun.starts_with("it") => "is",
+            _ => "are",
+        };
         return format!("{subject} {verb} {}", &clause[whole.end()..]);
     }
     if let Some(c) = OBJECT_PRONOUN.captures(clause) {
@@ -584,6 +604,25 @@ fn object_of_a_past_liking(clause: &str) -> Option<String> {
     });
     let c = PAST_LIKING.captures(clause.trim())?;
     let object = make(&c[1], Stance::For, clause, clause)?;
+    Some(object.name)
+}
+
+/// "I tried sushi last week", "we went to Red House in SLC": what the persona met, which a
+/// following "it was super good" judges.
+fn object_of_an_experience(clause: &str) -> Option<String> {
+    static EXPERIENCE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:i|we) (?:(?:just|recently|finally|once|actually|also|first) )*(?:went to|tried|visited|watched|saw|read|ate at|played|listened to|got to try|finished|binged) (.+)").unwrap()
+    });
+    let clause = LEADING_FILLER.replace(clause.trim(), "");
+    let c = EXPERIENCE.captures(&clause)?;
+    // "I saw some here": an unnamed few.
+    if ["some ", "a few ", "one ", "a couple"]
+        .iter()
+        .any(|lead| c[1].starts_with(lead))
+    {
+        return None;
+    }
+    let object = make(&c[1], Stance::For, &clause, &clause)?;
     Some(object.name)
 }
 
@@ -829,7 +868,7 @@ const NOT_A_FIRST_WORD: &[&str] = &[
     "ours", "theirs", "hers", "other", "or", "and", "but", "so", "if", "which", "what", "who",
     "how", "when", "where", "why", "whenever", "whatever", "for", "into", "like", "through",
     "about", "with", "without", "from", "at", "on", "over", "around", "in", "after", "before",
-    "since", "until", "because", "seems", "seem", "looks", "sounds", "as", "everyone",
+    "since", "until", "because", "seems", "seem", "looks", "sounds", "as", "here", "everyone",
     "everybody", "nobody", "that'd", "it'd",
     "that'll", "it'll", "they'd", "you'd", "we'd", "something", "someone", "somebody", "anyone",
     "anybody",
@@ -2159,7 +2198,7 @@ fn flip(stance: Stance, denied: bool) -> Stance {
 }
 
 static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| you know\b| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | even\b| (?:its|it's|it is) | i'd say| just$| so+ much| for the same reason| as much as possible| somehow\b| so$|\.{2,}| and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
+    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| you know\b| for the first time| last (?:night|week|weekend|month|year|summer|time)\b| yesterday| the other day| this (?:morning|week|weekend|summer|year)\b| a while ago| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | even\b| (?:its|it's|it is) | i'd say| just$| so+ much| for the same reason| as much as possible| somehow\b| so$|\.{2,}| and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
 });
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
@@ -3260,6 +3299,21 @@ mod tests {
                 &[],
             ),
             ("Also everyone (understandably) was angry at Star-Lord", &[]),
+            // What the persona met, judged by the next clause or sentence.
+            (
+                "I went to red house in slc, and it was super good.",
+                &[("red house in slc", For)],
+            ),
+            (
+                "We watched Inception last night. It was so boring.",
+                &[("inception", Against)],
+            ),
+            (
+                "I tried sushi for the first time. It was amazing!",
+                &[("sushi", For)],
+            ),
+            ("I watched the movie and it was great.", &[]),
+            ("I saw some here where I live. It was fun.", &[]),
             (
                 "I enjoy talking to new people.",
                 &[("talking to new people", For)],
