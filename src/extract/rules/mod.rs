@@ -1184,6 +1184,35 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             .into_iter()
             .collect();
     }
+    // "Something I don't like about the USA is that everyone…", "my favourite thing about
+    // fall is how the leaves turn": what is said of a thing's trait, told as a clause, is said
+    // of the thing. (A noun after "is" is the trait itself, read below: "…is the noise",
+    // "my favourite part of winter is the first snowfall".)
+    static ABOUT_X_IS_HOW: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:(?:one|the|another|a) )?(?:thing|things|something|part|what)(?: (?:that|which))? i (?:(?:really|truly|just|most|especially|absolutely|do|genuinely) )*(don't |do not |really don't |can't |cannot )?(love|like|enjoy|adore|appreciate|admire|miss|hate|dislike|despise|can't stand) (?:the )?(?:most |best |least )?about ([a-z][a-z0-9' -]*?) (?:is|are|was|has to be|would be|would have to be) (?:that|how|when|the way)\b").unwrap()
+    });
+    static FAVOURITE_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:my|one of my) (?:absolute |very |all-time )?favou?rite (?:things?|parts?) (?:about|of) ([a-z][a-z0-9' -]*?) (?:is|are|was|has to be|would be|would have to be) (?:that|how|when|the way)\b").unwrap()
+    });
+    if let Some(c) = ABOUT_X_IS_HOW.captures(&stripped) {
+        let disliked = matches!(&c[2], "hate" | "dislike" | "despise" | "can't stand");
+        let stance = flip(
+            if disliked {
+                Stance::Against
+            } else {
+                Stance::For
+            },
+            c.get(1).is_some(),
+        );
+        return make(&c[3], stance, sentence, &stripped)
+            .into_iter()
+            .collect();
+    }
+    if let Some(c) = FAVOURITE_ABOUT.captures(&stripped) {
+        return make(&c[1], Stance::For, sentence, &stripped)
+            .into_iter()
+            .collect();
+    }
     // "I always feel better when I run", "it's nice when I meet new people".
     static BETTER_WHEN_I: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^(?:i (?:always |really |just )?feel (?:so much |much |a lot |way )?better (?:when|after|whenever) i|it(?:'s| is) (?:so |really |always |just )?(?:nice|great|fun|awesome|the best|so good) when i (?:actually |finally |get to )?)\s*([a-z][a-z' -]*?)(?: (?:and|but|because|even)\b.*)?$").unwrap()
@@ -2476,16 +2505,21 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         return None;
     }
     // "the end either", "the feature they added": the one being talked about.
-    // "our class is a joke", "the pictures are amazing": the same, owned or plural.
+    // "our class is a joke", "the pictures are amazing", "I like the colors": the same, owned
+    // or plural. (In 40 000 messages of people's chat, five plurals after "the" named the
+    // ones in the conversation for each that named a kind.)
     if words.len() == 1
         && ["the ", "our ", "my ", "your ", "his ", "her ", "their "]
             .iter()
             .any(|owner| raw.starts_with(owner))
-        && (INSTANCES.contains(&words[0])
-            || [words[0].strip_suffix('s'), words[0].strip_suffix("es")]
-                .into_iter()
-                .flatten()
-                .any(|one| INSTANCES.contains(&one)))
+        && [
+            Some(words[0]),
+            words[0].strip_suffix('s'),
+            words[0].strip_suffix("es"),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|one| INSTANCES.contains(&one))
     {
         return None;
     }
@@ -3274,6 +3308,7 @@ mod tests {
             ),
             // The ones being talked about, owned or plural.
             ("I do think our class is a huge joke.", &[]),
+            ("Maybe, I like my classes so I'm doing pretty good", &[]),
             ("I have never been, but the pictures are amazing", &[]),
             // The "to" of a later clause is no comparison; "I'm done with school" is finished.
             (
@@ -3314,6 +3349,23 @@ mod tests {
             ),
             ("I watched the movie and it was great.", &[]),
             ("I saw some here where I live. It was fun.", &[]),
+            // A trait told as a clause is said of its owner; a trait named is the topic.
+            (
+                "something I don't like about USA is that everyone is too individualistic",
+                &[("usa", Against)],
+            ),
+            (
+                "The thing I love about jazz is how free it is.",
+                &[("jazz", For)],
+            ),
+            (
+                "My favorite thing about fall is how the leaves turn.",
+                &[("fall", For)],
+            ),
+            (
+                "What I don't like about cities is the noise.",
+                &[("noise", Against)],
+            ),
             (
                 "I enjoy talking to new people.",
                 &[("talking to new people", For)],
