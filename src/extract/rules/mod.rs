@@ -3264,6 +3264,10 @@ mod tests {
             ("Can't beat a good burrito.", &[("good burrito", For)]),
             ("Nothing like a good book.", &[("good book", For)]),
             ("Going hiking is always a blast.", &[("going hiking", For)]),
+            ("I highly recommend Dune.", &[("dune", For)]),
+            ("I would recommend sand harbor", &[("sand harbor", For)]),
+            ("I'd recommend you try the soup.", &[]),
+            ("Robots rule.", &[("robots", For)]),
             // How big a fan, not of what.
             ("Oh my goodness, I'm a huge fan", &[]),
             // The one being talked about, a moment, a childhood: no standing view.

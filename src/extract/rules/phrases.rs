@@ -101,6 +101,10 @@ static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
 static NEVER_TIRE_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i (?:(?:could|can|will|would|just|honestly|really|seriously|genuinely|simply) )*(?:never|can't|cannot|couldn't|won't|don't|do not) (?:ever )?(?:get (?:tired|sick|bored) of|grow (?:tired|bored) of|tire of)\s+(.+)|^i (?:(?:really|just|do|sure) )*love me (?:some|a|an|my) (.+)").unwrap()
 });
+/// "I highly recommend Dune", "I'd recommend the harbour walk": a recommendation vouches.
+static RECOMMEND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'d| would)? (?:(?:really|highly|definitely|totally|strongly|absolutely|always|heartily|wholeheartedly|100%) )*(?:recommend|vouch for) (.+)").unwrap()
+});
 /// "I'd never give up my morning walk", "I wouldn't trade slow Sundays for anything".
 static NEVER_GIVE_UP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i(?:'d|'ll| would| will)? (?:(?:never|not ever|wouldn't|would not|won't|will not) )(?:(?:ever|willingly|happily) )*(?:give up|trade|part with|swap|compromise on|sacrifice|abandon) (.+?)(?: for (?:anything|the world|anything in the world|all the tea in china))?$").unwrap()
@@ -188,7 +192,7 @@ static BEST_THING_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
 /// Words that are also ordinary verbs of things ("the wind blows", "the dog bites", "the
 /// house rules") are left out.
 static SLANG_VERDICT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:really|totally|honestly|just|kind of|sort of|so|absolutely|still|seriously) )*(?:(rocks|rock|slaps|slap|hits different|hit different|goes hard|go hard|is goated|are goated)|(sucks|suck|stinks|stink))$").unwrap()
+    Regex::new(r"^(.+?) (?:(?:really|totally|honestly|just|kind of|sort of|so|absolutely|still|seriously) )*(?:(rocks|rock|rules|rule|slaps|slap|hits different|hit different|goes hard|go hard|is goated|are goated)|(sucks|suck|stinks|stink))$").unwrap()
 });
 /// The persona's liking in idioms with "I": "I swear by X", "I've fallen in love with X", "I
 /// can get behind X", "I always reach for X", "I'd die for X", "I get a kick out of X", "I'm
@@ -432,6 +436,14 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
                 | "can't stand"
         );
         return Some((c[2].to_string(), stance_if(against)));
+    }
+    if let Some(c) = RECOMMEND.captures(clause)
+        // "I'd recommend you try the soup", "I recommend that you go": advice, not a liking.
+        && !c[1].starts_with("you")
+        && !c[1].starts_with("that ")
+        && !c[1].starts_with("it")
+    {
+        return Some((c[1].to_string(), Stance::For));
     }
     if let Some(c) = NEVER_TIRE_OF.captures(clause) {
         let topic = c.get(1).or_else(|| c.get(2))?;
