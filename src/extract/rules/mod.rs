@@ -249,6 +249,12 @@ const NOT_A_TOPIC_WORD: &[&str] = &[
     "now",
     "then",
     "see",
+    "got",
+    "get",
+    "went",
+    "go",
+    "said",
+    "made",
 ];
 
 /// A topic named as a question and judged by the next sentence: "Sailing? Love it." Gives the
@@ -868,7 +874,8 @@ const NOT_A_FIRST_WORD: &[&str] = &[
     "ours", "theirs", "hers", "other", "or", "and", "but", "so", "if", "which", "what", "who",
     "how", "when", "where", "why", "whenever", "whatever", "for", "into", "like", "through",
     "about", "with", "without", "from", "at", "on", "over", "around", "in", "after", "before",
-    "since", "until", "because", "seems", "seem", "looks", "sounds", "as", "here", "everyone",
+    "since", "until", "because", "seems", "seem", "looks", "sounds", "as", "here", "much",
+    "every", "everyone",
     "everybody", "nobody", "that'd", "it'd",
     "that'll", "it'll", "they'd", "you'd", "we'd", "something", "someone", "somebody", "anyone",
     "anybody",
@@ -1035,7 +1042,7 @@ static BETTER_THAN: LazyLock<Regex> = LazyLock::new(|| {
 /// "jazz has always moved me more than rock", "sunrise suits me better than sunset": what a
 /// thing does to the persona, compared.
 static MOVES_ME_MORE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:has|have) )?(?:(?:always|really|just|honestly|genuinely|definitely|still|somehow) )*(?:moves?|moved|suits?|suited|speaks? to|spoke to|appeals? to|appealed to|excites?|excited|interests?|interested|grabs?|grabbed|touches|touched|pleases?|pleased|calms?|calmed|relaxes|relaxed|thrills?|thrilled|delights?|delighted|works? for|worked for|does it for|did it for) me (?:(?:far|much|way|a lot|so much|even|always|a great deal|a good deal) )*(more|better|less) than (.+)").unwrap()
+    Regex::new(r"^(.+?) (?:(?:has|have) )?(?:(?:always|really|just|honestly|genuinely|definitely|still|somehow) )*(?:moves?|moved|suits?|suited|speaks? to|spoke to|appeals? to|appealed to|excites?|excited|interests?|interested|grabs?|grabbed|touch|touches|touched|pleases?|pleased|calms?|calmed|relaxes|relaxed|thrills?|thrilled|delights?|delighted|works? for|worked for|does it for|did it for) me (?:(?:far|much|way|a lot|so much|even|always|a great deal|a good deal) )*(more|better|less) than (.+)").unwrap()
 });
 /// "owls have a mystery that parrots can't match", "vinyl has a warmth streaming can never
 /// touch".
@@ -1624,7 +1631,10 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
             }
         }
     }
-    if let Some(c) = X_OVER_Y.captures(clause) {
+    // "head over heels for her": in love, not ranking heads over heels.
+    if let Some(c) = X_OVER_Y.captures(clause)
+        && !clause.contains("head over heels")
+    {
         let subject = c[1].trim();
         let verbish = |w: &str| {
             matches!(
@@ -2275,6 +2285,8 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "color",
         "people",
         "fact",
+        "experience",
+        "offer",
     ];
     // "almost anything to do with chicken": chicken; "the thought of X": X.
     let raw_topic = [
@@ -2283,6 +2295,8 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "anything with ",
         "the thought of ",
         "the idea of ",
+        "stuff like ",
+        "things like ",
     ]
     .iter()
     .find_map(|lead| raw_topic.trim().strip_prefix(lead))
@@ -2349,8 +2363,23 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     }
     // "shoot wikipedia (is never wrong)", "hm (sounds sweet)": a sound of conversation
     // before the topic, or instead of one.
-    while words.first().is_some_and(|w| is_interjection(w)) {
+    while words.first().is_some_and(|w| {
+        is_interjection(w) || matches!(*w, "sorry" | "okay" | "ok" | "well" | "thanks" | "please")
+    }) {
         words.remove(0);
+    }
+    // "buuuuut", "noooooo", "freeeee": a word drawn out is a sound of conversation, not a
+    // name; before a topic it is left out.
+    let drawn_out = |w: &str| {
+        w.as_bytes()
+            .windows(3)
+            .any(|run| run[0] == run[1] && run[1] == run[2] && run[0].is_ascii_alphabetic())
+    };
+    while words.first().is_some_and(|w| drawn_out(w)) {
+        words.remove(0);
+    }
+    if words.iter().any(|w| drawn_out(w)) {
+        return None;
     }
     if words.is_empty() || words.len() > 6 {
         return None;
@@ -2438,6 +2467,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
                 | "sometimes"
                 // "golf simply (isn't fun)": the adverb before the copula.
                 | "simply"
+                | "too"
                 | "definitely"
                 | "totally"
                 | "truly"
@@ -2493,6 +2523,11 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         return None;
     }
     if NOT_A_FIRST_WORD.contains(&words[0]) {
+        return None;
+    }
+    // "not till next year", "not everyone": a denial cut loose. ("Not having groceries" is a
+    // thing done, or not.)
+    if words[0] == "not" && !words.get(1).is_some_and(|w| w.ends_with("ing")) {
         return None;
     }
     // "most of my garden", "some of the songs": a part, not the thing.
@@ -3268,6 +3303,28 @@ mod tests {
             ("I would recommend sand harbor", &[("sand harbor", For)]),
             ("I'd recommend you try the soup.", &[]),
             ("Robots rule.", &[("robots", For)]),
+            // Verbs whose stem ends in -ss or -x: "impress me", not only "impresses me".
+            ("Grand pianos impress me.", &[("grand pianos", For)]),
+            ("Long baths relax me.", &[("long baths", For)]),
+            ("Grey skies depress me.", &[("grey skies", Against)]),
+            // Conversational words and drawn-out sounds before a topic are left out.
+            (
+                "sorry okay peanut butter is good tho",
+                &[("peanut butter", For)],
+            ),
+            (
+                "noooooo breaking bad seems so dumb.",
+                &[("breaking bad", Against)],
+            ),
+            (
+                "I like stuff like kale and almond milk lol",
+                &[("kale and almond milk", For)],
+            ),
+            ("Oh, thats cool, I actually like r&b too", &[("r&b", For)]),
+            (
+                "not having groceries stresses me out",
+                &[("not having groceries", Against)],
+            ),
             // How big a fan, not of what.
             ("Oh my goodness, I'm a huge fan", &[]),
             // The one being talked about, a moment, a childhood: no standing view.
@@ -3338,6 +3395,16 @@ mod tests {
                 &[],
             ),
             ("Also everyone (understandably) was angry at Star-Lord", &[]),
+            ("and got rejected every time", &[]),
+            ("But not till next year for sure.", &[]),
+            ("I think every part is important", &[]),
+            ("so head over heels for her", &[]),
+            ("Buuuuut, to kill the suspense, I'm a girl, too.", &[]),
+            (
+                "Ya I liked the experience but it wasn't anything like I had expected.",
+                &[],
+            ),
+            ("Much like a skunk smells natural", &[]),
             // What the persona met, judged by the next clause or sentence.
             (
                 "I went to red house in slc, and it was super good.",
