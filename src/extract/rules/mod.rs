@@ -2287,6 +2287,8 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         "fact",
         "experience",
         "offer",
+        "change",
+        "summary",
     ];
     // "almost anything to do with chicken": chicken; "the thought of X": X.
     let raw_topic = [
@@ -2523,6 +2525,29 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         return None;
     }
     if NOT_A_FIRST_WORD.contains(&words[0]) {
+        return None;
+    }
+    // "the only weird thing (is hugging a stranger)", "the best part": a slot the sentence
+    // fills later, not a topic.
+    if (2..=3).contains(&words.len())
+        && matches!(words.last(), Some(&("thing" | "part")))
+        && (matches!(
+            words[words.len() - 2],
+            "only"
+                | "main"
+                | "other"
+                | "same"
+                | "first"
+                | "last"
+                | "real"
+                | "weird"
+                | "strange"
+                | "biggest"
+                | "hardest"
+                | "easiest"
+                | "important"
+        ) || polarity(words[words.len() - 2]).is_some())
+    {
         return None;
     }
     // "not till next year", "not everyone": a denial cut loose. ("Not having groceries" is a
@@ -3405,6 +3430,8 @@ mod tests {
                 &[],
             ),
             ("Much like a skunk smells natural", &[]),
+            ("the only weird thing is hugging a stranger", &[]),
+            ("Me too, I just like the change.", &[]),
             // What the persona met, judged by the next clause or sentence.
             (
                 "I went to red house in slc, and it was super good.",
