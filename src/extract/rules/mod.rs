@@ -673,7 +673,7 @@ static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i|haven't|have not|have never|'ve never)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|see the appeal of|admire|dig)\s+(.+)").unwrap()
+    Regex::new(r"\bi(?:'ve)? (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i|haven't|have not|have never)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|understood the appeal of|see the appeal of|seen the appeal of|got the appeal of|admire|dig)\s+(.+)").unwrap()
 });
 static FAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bi(?:'m| am|'ve (?:really |always |honestly |definitely |recently |also )?been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just|super|deeply|incredibly|extremely|endlessly) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by|impressed (?:with|by)|loving)\s+(.+)").unwrap()
@@ -1026,7 +1026,7 @@ static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
 /// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
 static PREFER_OVER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^(?:i(?:'d|'ll|'ve| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|preferred|take|pick|choose|like|liked|love|loved|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
+        r"^(?:(?:personally|honestly|frankly|truthfully),? )?(?:i(?:'d|'ll|'ve| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|preferred|take|pick|choose|like|liked|love|loved|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
     ))
     .unwrap()
 });
@@ -1119,12 +1119,12 @@ static ADMISSION: LazyLock<Regex> = LazyLock::new(|| {
 /// An opinion marker set off by commas inside the clause: "silent films are, to me, the purest
 /// cinema". It marks the view; the commas would cut the topic.
 static ASIDE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r",\s*(?:to me|in my opinion|in my view|in my estimation|in my experience|to my mind|to my taste|honestly|frankly|personally|if you ask me|if i'm honest|if i'm being honest|for me|imo|i think|i'd say|i feel|truly|really)\s*,\s*").unwrap()
+    Regex::new(r",\s*(?:to me|in my opinion|in my view|in my estimation|in my experience|to my mind|to my taste|to my ears?|to my eyes?|in my book|for my money|honestly|frankly|personally|if you ask me|if i'm honest|if i'm being honest|for me|imo|i think|i'd say|i feel|truly|really)\s*,\s*").unwrap()
 });
 /// Openers that announce a view without being its topic: "hot take:", "unpopular opinion,
 /// but", "between you and me,", "speaking as a chef,".
 static STANCE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:hot take|unpopular opinion|controversial opinion|real talk|truth be told|confession|between (?:us|you and me|ourselves)|for my money|speaking as an? [a-z'-]+(?: [a-z'-]+)?|(?:maybe|perhaps) it's just me|it (?:might|may|could) (?:just )?be me|call me (?:old-fashioned|old fashioned|crazy|weird|biased|a snob|boring|a romantic|sentimental)|i could be wrong|i might be wrong|i may be wrong|don't judge me|no offense|no offence)(?:,|:| -| but| though)*\s+").unwrap()
+    Regex::new(r"^(?:hot take|unpopular opinion|controversial opinion|real talk|truth be told|confession|between (?:us|you and me|ourselves)|for my money|speaking as an? [a-z'-]+(?: [a-z'-]+)?|(?:maybe|perhaps) it's just me|it (?:might|may|could) (?:just )?be me|call me (?:old-fashioned|old fashioned|crazy|weird|biased|a snob|boring|a romantic|sentimental)|i could be wrong|i might be wrong|i may be wrong|don't judge me|no offense|no offence|if i'm (?:being )?honest|if i am (?:being )?honest|if you ask me|in my experience|to my (?:mind|ear|eye|taste))(?:,|:| -| but| though)*\s+").unwrap()
 });
 /// "As a gamer, I'd say…", "as a chef, I think…": a role the persona speaks from. A role of
 /// the past ("as a child, I loved…") is not stripped: that view is not held now.
@@ -1163,6 +1163,11 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let stripped = CONVINCED.replace(&stripped, "i think ").to_string();
     let stripped = ASIDE.replace_all(&stripped, " ").to_string();
     let stripped = with_subject(&stripped);
+    // "I can't say I'm fond of X", "I wouldn't say I'm a fan of X": "I'm not fond of X".
+    static CANT_SAY_IM: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^i (?:can't|cannot|couldn't|wouldn't|would not|can not) (?:honestly |really |exactly )?say (?:that )?i(?:'m| am) (?:really |particularly |exactly |all that |that )?").unwrap()
+    });
+    let stripped = CANT_SAY_IM.replace(&stripped, "i'm not ").to_string();
     // "I personally am not a fan of X" is "I am not a fan of X".
     static ADVERB_BEFORE_AM: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
@@ -1578,6 +1583,18 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
     }
     if let Some(c) = MOVES_ME_MORE.captures(clause) {
         let subject = c[1].trim();
+        // "Few things delight me more than a good sandwich": the sandwich wins.
+        if matches!(
+            subject,
+            "few things" | "nothing" | "not much" | "little" | "nothing else" | "not many things"
+        ) && &c[2] != "less"
+        {
+            return Some(
+                make(c[3].trim(), Stance::For, sentence, clause)
+                    .into_iter()
+                    .collect(),
+            );
+        }
         if short(subject, 5) && !subject.starts_with("i ") && !subject.starts_with("it ") {
             let found = pair(subject, c[3].trim(), &c[2] == "less");
             if !found.is_empty() {
@@ -3198,6 +3215,81 @@ mod tests {
     fn another_writers_chatbot_forms() {
         use Stance::{Against, For};
         assert_reads(&[
+            // A persona's measured register.
+            (
+                "I can't say I'm fond of crowded beaches.",
+                &[("crowded beaches", Against)],
+            ),
+            (
+                "Few things delight me more than a well-made sandwich.",
+                &[("well-made sandwich", For)],
+            ),
+            (
+                "Personally, I'd take a paperback over an e-reader any day.",
+                &[("paperback", For), ("e-reader", Against)],
+            ),
+            (
+                "If I'm being honest, I've never understood the appeal of golf.",
+                &[("golf", Against)],
+            ),
+            (
+                "I find something deeply comforting about rain on a window.",
+                &[("rain", For)],
+            ),
+            (
+                "There's something sad about empty malls.",
+                &[("empty malls", Against)],
+            ),
+            (
+                "There's no better sound than a crackling fire.",
+                &[("crackling fire", For)],
+            ),
+            (
+                "Modern architecture often strikes me as cold.",
+                &[("modern architecture", Against)],
+            ),
+            ("He strikes me as a decent guy.", &[]),
+            (
+                "Classical music tends to calm me down.",
+                &[("classical music", For)],
+            ),
+            (
+                "I'd rather not spend an evening at a nightclub.",
+                &[("spend an evening at a nightclub", Against)],
+            ),
+            ("I'd rather not say specifically.", &[]),
+            (
+                "Spreadsheets bring me a strange sense of peace.",
+                &[("spreadsheets", For)],
+            ),
+            (
+                "Punctuality matters a great deal to me.",
+                &[("punctuality", For)],
+            ),
+            ("That means a lot to me.", &[]),
+            (
+                "I lean towards savoury breakfasts.",
+                &[("savoury breakfasts", For)],
+            ),
+            (
+                "I've grown quite attached to the ritual of morning coffee.",
+                &[("ritual of morning coffee", For)],
+            ),
+            ("The ocean never fails to humble me.", &[("ocean", For)]),
+            (
+                "Board games bring out the best in people, I think.",
+                &[("board games", For)],
+            ),
+            ("Poetry is one of my great loves.", &[("poetry", For)]),
+            (
+                "Science fiction is where my heart lives.",
+                &[("science fiction", For)],
+            ),
+            ("Being outdoors recharges me.", &[("outdoors", For)]),
+            (
+                "Jazz, to my ear, is the most wonderful kind of music.",
+                &[("jazz", For)],
+            ),
             // The liking sits in a relative clause about the subject.
             ("Jazz is a genre I love.", &[("jazz", For)]),
             ("Envy is not a feeling that I enjoy.", &[("envy", Against)]),

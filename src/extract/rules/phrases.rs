@@ -76,7 +76,7 @@ static HAS_QUALITY: LazyLock<Regex> = LazyLock::new(|| {
 /// What a thing does to the persona, beyond the feelings the main rules know: "X puts me to
 /// sleep", "X never appealed to me" (against); "X cheers me up", "X keeps me sane" (for).
 static DOES_TO_ME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depress(?:es)? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|troubles? me|saddens? me|disturbs? me|offends? me|appalls? me|angers? me|infuriates? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|leaves? me (?:cold|unmoved|indifferent|flat|underwhelmed)|left me (?:cold|unmoved|indifferent|flat|underwhelmed)|(?:does|do) my head in|makes? my skin crawl|ruins? my day|sets? my teeth on edge|drains? (?:me|my energy))|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impress(?:es)? me|amazes? me|excites? me|energi[sz]es? me|relax(?:es)? me|comforts? me|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|(?:has |have )?changed my life|keeps? my (?:brain|mind|heart|soul) (?:happy|busy|young|sharp|alive|full)|(?:has |have )?won me over|won me over|helps? me (?:focus|think|relax|sleep|unwind|concentrate|breathe|recharge|wind down|switch off)|cracks? me up|makes? me laugh|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
+    Regex::new(r"^(.+?) (?:(?:really|always|just|honestly|genuinely|kind of|sort of|totally|absolutely|still|reliably|instantly|somehow|never fails? to|tends? to|seems? to|has always|have always|has|have|had) )*(?:(puts? me to sleep|tests? my patience|tries my patience|intimidates? me|intimidated me|confuses? me|confused me|stress(?:es)? me out|depress(?:es)? me|exhausts? me|overwhelms? me|gives? me (?:a headache|headaches|the creeps|the ick|anxiety|a migraine|hives)|wears? me out|bums? me out|gross(?:es)? me out|creeps? me out|freaks? me out|puts? me off|put me off|turns? me off|upsets? me|bothers? me|troubles? me|saddens? me|disturbs? me|offends? me|appalls? me|angers? me|infuriates? me|bugs? me|disgusts? me|repels? me|never appealed to me|(?:doesn't|don't|does not|do not|didn't|did not) appeal to me|(?:never|doesn't|don't|didn't) (?:do|did|does) (?:it|much|anything) for me|brings? out the worst in (?:me|people|everyone|us)|leaves? me (?:cold|unmoved|indifferent|flat|underwhelmed)|left me (?:cold|unmoved|indifferent|flat|underwhelmed)|(?:does|do) my head in|makes? my skin crawl|ruins? my day|sets? my teeth on edge|drains? (?:me|my energy))|(cheers? me up|cheer me up|brightens? (?:up )?my day|lifts? my (?:mood|spirits)|makes? my day|made my day|warms? my heart|keeps? me (?:sane|calm|going|happy|grounded|sharp|young|balanced|focused|centred|centered|healthy)|impress(?:es)? me|amazes? me|excites? me|energi[sz]es? me|relax(?:es)? me|comforts? me|recharges? me|restores? me|refreshes? me|rejuvenates? me|brings? out the best in (?:me|people|everyone|us)|brings? me (?:(?:a|such|so much|real|genuine|great|a strange|a real|an odd|a deep|a quiet|pure) )*(?:sense of )?(?:joy|peace|comfort|calm|happiness|delight|pleasure|contentment)|(?:calms?|settles?) me down|grounds? me|amuses? me|intrigues? me|entertains? me|appeals? to me|appealed to me|(?:always )?does it for me|speaks? to me|puts? me in a good mood|(?:has |have )?changed my life|keeps? my (?:brain|mind|heart|soul) (?:happy|busy|young|sharp|alive|full)|(?:has |have )?won me over|won me over|helps? me (?:focus|think|relax|sleep|unwind|concentrate|breathe|recharge|wind down|switch off)|cracks? me up|makes? me laugh|makes? me (?:so |really |very )?(?:excited|curious|nostalgic|grateful|hopeful|peaceful|giddy|cheerful)))\b").unwrap()
 });
 /// "autotune ruins good voices", "leaf blowers spoil quiet mornings".
 static RUINS: LazyLock<Regex> = LazyLock::new(|| {
@@ -91,7 +91,7 @@ static VERDICT_FROM_ME: LazyLock<Regex> = LazyLock::new(|| {
 /// "X never disappoints", "X never gets old" (for); "X has never clicked for me", "X doesn't
 /// work for me" (against).
 static NEVER_FAILS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:just|really|honestly|simply|still|somehow) )*(?:(never (?:disappoints?|gets? old|goes? out of (?:style|fashion)|gets? boring|lets? me down|fails? to (?:impress|amaze|delight|charm|cheer me up|make me (?:smile|laugh)|lift my mood)))|(?:(?:has|have|had) )?(?:never (?:really |quite |once )?(?:clicked|clicks|click|worked|works|work|landed|lands|land|resonated|resonates|resonate)|(?:doesn't|don't|didn't|does not|do not|did not) (?:really |quite |ever )?(?:work|click|land|resonate)) (?:for|with) me)\b").unwrap()
+    Regex::new(r"^(.+?) (?:(?:just|really|honestly|simply|still|somehow) )*(?:(never (?:disappoints?|gets? old|goes? out of (?:style|fashion)|gets? boring|lets? me down|fails? to (?:impress|amaze|delight|charm|inspire|move|calm|humble|fascinate|thrill|comfort|cheer me up|make me (?:smile|laugh)|lift my mood)))|(?:(?:has|have|had) )?(?:never (?:really |quite |once )?(?:clicked|clicks|click|worked|works|work|landed|lands|land|resonated|resonates|resonate)|(?:doesn't|don't|didn't|does not|do not|did not) (?:really |quite |ever )?(?:work|click|land|resonate)) (?:for|with) me)\b").unwrap()
 });
 /// "I could eat dumplings every single day", "I could listen to Bach on repeat".
 static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
@@ -100,6 +100,27 @@ static COULD_HAVE_FOREVER: LazyLock<Regex> = LazyLock::new(|| {
 /// "I never get tired of the sea", "I could never tire of Bach", "love me some tacos".
 static NEVER_TIRE_OF: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i (?:(?:could|can|will|would|just|honestly|really|seriously|genuinely|simply) )*(?:never|can't|cannot|couldn't|won't|don't|do not) (?:ever )?(?:get (?:tired|sick|bored) of|grow (?:tired|bored) of|tire of)\s+(.+)|^i (?:(?:really|just|do|sure) )*love me (?:some|a|an|my) (.+)").unwrap()
+});
+/// "Modern architecture often strikes me as cold": the impression is the verdict.
+static STRIKES_ME_AS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:often|always|just|really|usually|somehow|still|honestly) )*(?:strikes?|struck) me as (.+)").unwrap()
+});
+/// "I'd rather not spend an evening at a nightclub": against what is declined.
+static RATHER_NOT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'d| would) (?:much |really |honestly )?rather not (.+)").unwrap()
+});
+/// "Punctuality matters a great deal to me", "loyalty means a lot to me".
+static MATTERS_TO_ME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(.+?) (?:(?:really|truly|genuinely|honestly|still|always) )*(?:matters?|means?|meant) (?:(?:a great deal|a good deal|a lot|so much|the world|everything|an awful lot|a huge amount) )(?:to me)\b").unwrap()
+});
+/// "I lean towards savoury breakfasts", "I've grown attached to the ritual of coffee",
+/// "science fiction is where my heart lives", "poetry is one of my great loves".
+static LEANING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^i(?:'ve| have)? (?:(?:always|really|generally|usually|tend to|definitely|naturally|grown|become|got|gotten|quite|very|so|rather) )*(?:lean (?:towards?|to)|gravitate (?:towards?|to)|attached to|(?:get|got) attached to)\s+(.+)|^(.+?) (?:is|are|'s|'re|remains?) (?:(?:truly|really|always|still|definitely) )*(?:where my heart (?:is|lives|belongs)|(?:one of )?my (?:(?:great|greatest|true|first|one true|biggest|real) )?(?:loves?|passions?))\b").unwrap()
+});
+/// "I find something deeply comforting about rain", "there's something sad about malls".
+static SOMETHING_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:i (?:(?:always|really|just|still) )*find|there(?:'s| is)) something (?:(?:so|deeply|truly|really|very|oddly|strangely|quietly|incredibly|profoundly|a bit|a little|kind of|almost) )*([a-z'-]+) (?:about|in) (.+)").unwrap()
 });
 /// "I highly recommend Dune", "I'd recommend the harbour walk": a recommendation vouches.
 static RECOMMEND: LazyLock<Regex> = LazyLock::new(|| {
@@ -214,7 +235,7 @@ static I_IDIOM_AGAINST: LazyLock<Regex> = LazyLock::new(|| {
 /// "Few things make me happier than X", "there's no better feeling than X", "nothing says
 /// home like X".
 static NOTHING_BETTER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:nothing|few things|not much) (?:in (?:the world|life) )?makes? me (?:happier|calmer|more content|more relaxed|feel better|smile more|more at peace) than|there(?:'s| is) no (?:better|greater|finer|nicer) (?:feeling|thing|pleasure|joy|way to (?:start|end|spend) (?:the|a|my) (?:day|morning|evening|weekend|sunday)) than|nothing says [a-z' ]+? (?:like|quite like|better than)) (.+)").unwrap()
+    Regex::new(r"^(?:(?:nothing|few things|not much) (?:in (?:the world|life) )?makes? me (?:happier|calmer|more content|more relaxed|feel better|smile more|more at peace) than|there(?:'s| is) no (?:better|greater|finer|nicer|sweeter) (?:feeling|thing|pleasure|joy|sound|smell|taste|sight|view|place|comfort|way to (?:start|end|spend) (?:the|a|my) (?:day|morning|evening|weekend|sunday)) than|nothing says [a-z' ]+? (?:like|quite like|better than)) (.+)").unwrap()
 });
 /// Topic (raw) and stance, when `clause` is one of the fixed phrases. `clause` is normalised
 /// and stripped of leading filler.
@@ -436,6 +457,38 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
                 | "can't stand"
         );
         return Some((c[2].to_string(), stance_if(against)));
+    }
+    if let Some(c) = STRIKES_ME_AS.captures(clause)
+        && let Some(subject) = short(&c[1], 4)
+    {
+        return Some((subject, polarity(&c[2])?));
+    }
+    if let Some(c) = RATHER_NOT.captures(clause)
+        // "I'd rather not say", "I'd rather not get into it": declining to talk.
+        && !super::is_speech_act(&format!("to {}", &c[1]))
+        && !["talk", "discuss", "comment", "share", "get into", "answer", "go into"]
+            .iter()
+            .any(|act| c[1].starts_with(act))
+    {
+        return Some((c[1].to_string(), Stance::Against));
+    }
+    if let Some(c) = MATTERS_TO_ME.captures(clause)
+        && let Some(subject) = short(&c[1], 4)
+    {
+        return Some((subject, Stance::For));
+    }
+    if let Some(c) = LEANING.captures(clause) {
+        if let Some(object) = c.get(1) {
+            return Some((object.as_str().to_string(), Stance::For));
+        }
+        // "I wish, writing is one of my passions": the subject follows the last comma.
+        let subject = c[2].rsplit(", ").next().unwrap_or(&c[2]);
+        if let Some(subject) = short(subject, 4) {
+            return Some((subject, Stance::For));
+        }
+    }
+    if let Some(c) = SOMETHING_ABOUT.captures(clause) {
+        return Some((c[2].to_string(), polarity(&c[1])?));
     }
     if let Some(c) = RECOMMEND.captures(clause)
         // "I'd recommend you try the soup", "I recommend that you go": advice, not a liking.
