@@ -567,7 +567,7 @@ fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
     });
     /// "…but I think they're delicious", "…and I find it calming".
     static JUDGED_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:and|but|so|yet|though|still|honestly|personally|actually),? )*i (?:(?:really|honestly|still|actually|personally|genuinely|do) )*(?:think|believe|feel|find|reckon|'d say|would say) (?:that )?)(it's|it is|they're|they are|it|them|they)\b").unwrap()
+        Regex::new(r"^((?:(?:and|but|so|yet|though|still|honestly|personally|actually),? )*(?:i (?:(?:really|honestly|still|actually|personally|genuinely|do) )*(?:think|believe|feel|find|reckon|would say)|i'd say) (?:that )?)(it's|it is|they're|they are|it|them|they)\b").unwrap()
     });
     /// "…, but it's not really my thing": the clause is about the same subject.
     static SUBJECT_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
@@ -1114,7 +1114,7 @@ static CONVINCED: LazyLock<Regex> = LazyLock::new(|| {
 /// Admissions that introduce the view they concede: "I was wrong: coffee is wonderful",
 /// "I have to admit jazz grew on me". The view follows; the admission is not a topic.
 static ADMISSION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i was wrong|i've been wrong|i have been wrong|i(?:'ve| have)? changed my mind|i stand corrected|i take it back|i(?:'ll| must| have to| gotta| will)? admit|i (?:must |have to |'ll )?confess(?:[,:;]| that)|(?:it )?turns out|to be (?:honest|fair)|in hindsight|looking back)(?: about (?:it|that|this|all that))?(?:[,:;]\s*|\s+)(?:that\s+)?").unwrap()
+    Regex::new(r"^(?:i was wrong|i've been wrong|i have been wrong|i(?:'ve| have)? changed my mind|i stand corrected|i take it back|i(?:'ll| must| have to| gotta| will)? admit|i(?:'ll| must| have to)? confess(?:[,:;]| that)|(?:it )?turns out|to be (?:honest|fair)|in hindsight|looking back)(?: about (?:it|that|this|all that))?(?:[,:;]\s*|\s+)(?:that\s+)?").unwrap()
 });
 /// An opinion marker set off by commas inside the clause: "silent films are, to me, the purest
 /// cinema". It marks the view; the commas would cut the topic.
@@ -1129,7 +1129,7 @@ static STANCE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
 /// "As a gamer, I'd say…", "as a chef, I think…": a role the persona speaks from. A role of
 /// the past ("as a child, I loved…") is not stripped: that view is not held now.
 static ROLE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^as an? ([a-z'-]+(?: [a-z'-]+)?),\s+(i (?:think|find|believe|reckon|'d say|would say|'d argue|can tell you|love|adore|hate|prefer|can't stand)\b)").unwrap()
+    Regex::new(r"^as an? ([a-z'-]+(?: [a-z'-]+)?),\s+(i (?:think|find|believe|reckon|would say|can tell you|love|adore|hate|prefer|can't stand)\b|i'd (?:say|argue)\b)").unwrap()
 });
 static AS_FAR_AS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:as far as i'm concerned|as far as i am concerned|from where i stand|in my book|in my eyes|if you ask me),?\s+").unwrap()
@@ -3286,6 +3286,19 @@ mod tests {
                 &[("science fiction", For)],
             ),
             ("Being outdoors recharges me.", &[("outdoors", For)]),
+            // Contractions the patterns once read as "i 'll", "i 'd".
+            (
+                "I'll confess that reality TV is my weakness.",
+                &[("reality tv", For)],
+            ),
+            (
+                "As a chef, I'd say butter is essential.",
+                &[("butter", For)],
+            ),
+            (
+                "I tried kombucha, and I'd say it's delicious.",
+                &[("kombucha", For)],
+            ),
             (
                 "Jazz, to my ear, is the most wonderful kind of music.",
                 &[("jazz", For)],
