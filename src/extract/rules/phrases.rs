@@ -43,7 +43,7 @@ static CONSIDER: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// "I could (happily) live without X" (against); "I can't live without X" (for).
 static LIVE_WITHOUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i (?:(could|can)|(can't|cannot|couldn't|could not|can never|could never|'d be lost|would be lost)) (?:(?:happily|easily|honestly|totally|definitely|gladly|really|probably|certainly|absolutely|quite|imagine|even|possibly|ever) )*(?:live|do|manage|go|survive|function|get by|imagine life|go a day|get through a day)? ?without (.+)").unwrap()
+    Regex::new(r"^i(?: (?:(could|can)|(can't|cannot|couldn't|could not|can never|could never|would be lost))|'d be lost) (?:(?:happily|easily|honestly|totally|definitely|gladly|really|probably|certainly|absolutely|quite|imagine|even|possibly|ever) )*(?:live|do|manage|go|survive|function|get by|imagine life|go a day|get through a day)? ?without (.+)").unwrap()
 });
 /// "I'm all for X", "I'm a big believer in X", "I'm against X", "I'm not against X".
 static POSITION: LazyLock<Regex> = LazyLock::new(|| {
