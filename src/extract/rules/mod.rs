@@ -3295,6 +3295,7 @@ mod tests {
                 "As a chef, I'd say butter is essential.",
                 &[("butter", For)],
             ),
+            ("I'd be lost without my notebook.", &[("notebook", For)]),
             (
                 "I tried kombucha, and I'd say it's delicious.",
                 &[("kombucha", For)],
