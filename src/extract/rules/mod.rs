@@ -293,6 +293,8 @@ fn named_topic_and_reply(
     if reply_text.ends_with('?') {
         return None;
     }
+    // "No thank you", "nope, never": a refusal the filler would strip to nothing.
+    let whole_reply = reply_text;
     let reply_text = LEADING_FILLER.replace(reply_text, "");
     let reply_text = reply_text.trim();
     static FIRST_PERSON_VERDICT: LazyLock<Regex> = LazyLock::new(|| {
@@ -301,7 +303,8 @@ fn named_topic_and_reply(
     if exclaimed && !FIRST_PERSON_VERDICT.is_match(reply_text) {
         return None;
     }
-    let stance = phrases::verdict_on_named_topic(reply_text)?;
+    let stance = phrases::verdict_on_named_topic(reply_text)
+        .or_else(|| phrases::verdict_on_named_topic(whole_reply).filter(|_| !exclaimed))?;
     let evidence = format!("{} {}", sentence.trim(), reply.trim());
     let opinion = make(&question, stance, &evidence, &evidence)?;
     Some((opinion, true))
@@ -935,7 +938,7 @@ fn without_tag_question(sentence: &str) -> &str {
 
 static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so|because|cause|'cause|cuz)\s+(?:also\s+|honestly\s+|personally\s+|now\s+|sadly\s+|unfortunately\s+|luckily\s+|then\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,?\s*(?:but|though|yet|although|and)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet|so)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly |still )?(?:is|are|was|were|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|\s+-+\s+|\s+—\s+").unwrap()
+    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so|because|cause|'cause|cuz)\s+(?:also\s+|honestly\s+|personally\s+|now\s+|sadly\s+|unfortunately\s+|luckily\s+|then\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,?\s*(?:but|though|yet|although|and)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet|so)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly |still )?(?:is|are|was|were|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|,\s*(?:though|although|whereas|while|but)\s+(?P<next5>[a-z])|,?\s+but\s+(?P<next6>(?:(?:really|absolutely|totally|just|also|kind of|secretly) )*(?:hate|love|adore|like|dislike|can't stand|enjoy|prefer|despise|detest|loathe)\s)|\s+-+\s+|\s+—\s+").unwrap()
 });
 
 fn clauses(sentence: &str) -> Vec<String> {
@@ -950,6 +953,8 @@ fn clauses(sentence: &str) -> Vec<String> {
             .or_else(|| captures.name("next2"))
             .or_else(|| captures.name("next3"))
             .or_else(|| captures.name("next4"))
+            .or_else(|| captures.name("next5"))
+            .or_else(|| captures.name("next6"))
             .map(|m| m.start())
             .unwrap_or(whole.end());
     }
@@ -1281,6 +1286,48 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
                 .iter()
                 .filter_map(|item| read_clause(&format!("{} {item}", &c[1]), sentence))
                 .collect();
+        }
+    }
+    // "I love both cats and dogs", "both jazz and blues move me": one view of each.
+    // "Neither tea nor coffee appeals to me", "I like neither": the view of each, denied.
+    static BOTH_OR_NEITHER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"\b(both|neither) ([a-z][a-z0-9'-]*(?: [a-z][a-z0-9'-]*){0,2}?) (?:and|nor) (.+)$",
+        )
+        .unwrap()
+    });
+    if let Some(c) = BOTH_OR_NEITHER.captures(&stripped)
+        && !stripped.contains(" than ")
+    {
+        let before = &stripped[..c.get(0).expect("group 0 always matches").start()];
+        let tail: Vec<&str> = c[3].split_whitespace().collect();
+        // The second item ends where the clause's verb starts ("blues | move me").
+        let end = (1..tail.len())
+            .find(|&i| matches!(tail.get(i + 1), Some(&("me" | "us" | "to"))))
+            .into_iter()
+            .chain(first_verb(&tail))
+            .min()
+            .unwrap_or(tail.len());
+        let neither = &c[1] == "neither";
+        if end <= 3 {
+            let second = tail[..end].join(" ");
+            let rest = tail[end..].join(" ");
+            let mut found = Vec::new();
+            for item in [&c[2], second.as_str()] {
+                let clause = format!("{before}{item} {rest}");
+                for mut opinion in read_clause_all(clause.trim(), sentence) {
+                    if neither {
+                        opinion.stance = flip(opinion.stance, true);
+                    }
+                    found.push(opinion);
+                }
+            }
+            if found.len() == 2 {
+                return found;
+            }
+        }
+        if neither {
+            return Vec::new();
         }
     }
     // "My favourites are pizza, tacos and sushi", "some of my favourite bands are Radiohead
@@ -3296,6 +3343,45 @@ mod tests {
                 &[("butter", For)],
             ),
             ("I'd be lost without my notebook.", &[("notebook", For)]),
+            // Pairs read one item at a time; "neither" denies both.
+            (
+                "Neither tea nor coffee appeals to me.",
+                &[("tea", Against), ("coffee", Against)],
+            ),
+            (
+                "I love both green tea and black coffee.",
+                &[("green tea", For), ("black coffee", For)],
+            ),
+            (
+                "Both jazz and blues move me.",
+                &[("jazz", For), ("blues", For)],
+            ),
+            // Clauses after ", but", ", though" and a subjectless "but hate".
+            (
+                "I love tea but hate coffee.",
+                &[("tea", For), ("coffee", Against)],
+            ),
+            (
+                "I adore autumn, though winter leaves me cold.",
+                &[("autumn", For), ("winter", Against)],
+            ),
+            // Idioms of refusal and impatience.
+            (
+                "Honestly, winter can't end soon enough.",
+                &[("winter", Against)],
+            ),
+            ("Summer can't come soon enough.", &[("summer", For)]),
+            (
+                "I wouldn't be caught dead at a nightclub.",
+                &[("nightclub", Against)],
+            ),
+            (
+                "You couldn't pay me to go camping.",
+                &[("go camping", Against)],
+            ),
+            ("Camping? No thank you.", &[("camping", Against)]),
+            ("My go-to is always a flat white.", &[("flat white", For)]),
+            ("I'll pass on the message to her.", &[]),
             (
                 "I tried kombucha, and I'd say it's delicious.",
                 &[("kombucha", For)],

@@ -122,6 +122,13 @@ static LEANING: LazyLock<Regex> = LazyLock::new(|| {
 static SOMETHING_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:i (?:(?:always|really|just|still) )*find|there(?:'s| is)) something (?:(?:so|deeply|truly|really|very|oddly|strangely|quietly|incredibly|profoundly|a bit|a little|kind of|almost) )*([a-z'-]+) (?:about|in) (.+)").unwrap()
 });
+/// Refusals and impatience in idioms: "you couldn't pay me to go camping", "I wouldn't be
+/// caught dead at a nightclub", "winter can't end soon enough" ("I'll pass on X" is as often
+/// "I'll pass on the message")
+/// (against); "summer can't come soon enough", "my go-to is a flat white" (for).
+static IDIOM_OF_CHOICE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:you (?:couldn't|could not|can't|cannot) pay me (?:enough )?to (?P<refused>.+)|i (?:wouldn't|would not) be caught dead (?:at|in|with|wearing|eating|watching|listening to|doing) (?P<shunned>.+)|(?P<endless>.+?) (?:can't|cannot|couldn't) (?:end|be over|finish|go away) (?:soon|fast|quickly) enough|(?P<awaited>.+?) (?:can't|cannot|couldn't) (?:come|arrive|get here|start) (?:soon|fast|quickly) enough|my (?:usual )?go-?to (?:\w+ )?(?:is|are|has to be|will always be) (?:always |usually |probably )?(?P<goto>.+))").unwrap()
+});
 /// "I highly recommend Dune", "I'd recommend the harbour walk": a recommendation vouches.
 static RECOMMEND: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^i(?:'d| would)? (?:(?:really|highly|definitely|totally|strongly|absolutely|always|heartily|wholeheartedly|100%) )*(?:recommend|vouch for) (.+)").unwrap()
@@ -489,6 +496,19 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     }
     if let Some(c) = SOMETHING_ABOUT.captures(clause) {
         return Some((c[2].to_string(), polarity(&c[1])?));
+    }
+    if let Some(c) = IDIOM_OF_CHOICE.captures(clause) {
+        for (group, stance) in [
+            ("refused", Stance::Against),
+            ("shunned", Stance::Against),
+            ("endless", Stance::Against),
+            ("awaited", Stance::For),
+            ("goto", Stance::For),
+        ] {
+            if let Some(topic) = c.name(group) {
+                return Some((topic.as_str().to_string(), stance));
+            }
+        }
     }
     if let Some(c) = RECOMMEND.captures(clause)
         // "I'd recommend you try the soup", "I recommend that you go": advice, not a liking.
