@@ -57,7 +57,7 @@ fn rules_extractor_precision_and_recall() {
 /// before the rules saw it: the first 60 rows scored precision 0.923, recall 0.800; the next
 /// 30, written after rules were added for the first batch's misses, scored 0.94 and 0.80. Those
 /// are the figures to expect on fresh text. The rules have since learnt from both batches
-/// (0.985 / 0.970 now), so the floors below guard against regressions, not for generality.
+/// (0.986 / 1.000 now), so the floors below guard against regressions, not for generality.
 #[test]
 fn rules_extractor_on_held_out_utterances() {
     let (precision, recall) = measure("rules_extraction_heldout.jsonl", 90, Misses::Shown);
@@ -75,7 +75,8 @@ fn rules_extractor_on_held_out_utterances() {
 /// replies and pronoun resolution: 0.904 / 0.680; after answered questions, others' views,
 /// idioms, subjectless chat and ideals: 0.898 / 0.735; after unpunctuated chat, "the best
 /// thing about X is Y" and sarcasm: 0.901 / 0.762; after rules learnt from two corpora written
-/// by other people: 0.919 / 0.762 (0.920 / 0.768 at one point between). Floors under that.
+/// by other people: 0.919 / 0.762 (0.920 / 0.768 at one point between); after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.921 /
+/// 0.779. Floors under that.
 #[test]
 fn rules_extractor_on_the_second_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_2.jsonl", 180, Misses::Counted);
@@ -86,7 +87,8 @@ fn rules_extractor_on_the_second_held_out_set() {
 /// The third held-out set (156 utterances, 42 of them non-opinions that look like opinions),
 /// written after the second had been partly seen and committed before any rule changed for
 /// it. Before: precision 0.944, recall 0.535. After the same changes as above: 0.990 / 0.795,
-/// then 0.990 / 0.811, then (after rules learnt from other people's text) 0.990 / 0.803: the
+/// then 0.990 / 0.811, then (after rules learnt from other people's text) 0.990 / 0.803, then
+/// 1.000 / 0.811 after a session of general forms and precision rounds: the
 /// issue's target (0.90 / 0.75), which the floors hold. Its misses are counted, never
 /// printed. It was written by the same hand as the tuning rows, in the same session: it shows
 /// the rules generalise across the registers it names, not yet to another writer's text.
@@ -106,8 +108,8 @@ fn rules_extractor_on_the_third_held_out_set() {
 /// against. A third measurement, after one more round (unpunctuated chat, sarcasm, "the best
 /// thing about X") made without sight of it: 0.940 / 0.708. A fourth and fifth, after the rules
 /// learnt from a chatbot corpus and from people's chat, both written by others: 0.955 / 0.708
-/// each time; after precision rounds on unlabelled chat, 0.969 / 0.708. Floors just under the
-/// latest;
+/// each time; after precision rounds on unlabelled chat, 0.969 / 0.708; after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.970 / 0.719.
+/// Floors just under the latest;
 /// misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fourth_held_out_set() {
@@ -123,8 +125,9 @@ fn rules_extractor_on_the_fourth_held_out_set() {
 /// figure, 0.938 / 0.735, is flattered by the writer's memory of its forms, like the third
 /// set's. Three of its sentences also stand word for word in the fourth set, written by
 /// another session: sets written by the same model are not independent. After rules learnt
-/// from other people's text: 0.949 / 0.735, then 0.962 / 0.735, then 0.961 / 0.725. Floors
-/// under the latest; misses counted, never printed.
+/// from other people's text: 0.949 / 0.735, then 0.962 / 0.735, then 0.961 / 0.725; after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics):
+/// 0.963 / 0.755, over the issue's target but flattered as said. Floors under the earlier
+/// figures; misses counted, never printed.
 #[test]
 fn rules_extractor_on_the_fifth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_5.jsonl", 110, Misses::Counted);
@@ -135,7 +138,8 @@ fn rules_extractor_on_the_fifth_held_out_set() {
 /// Replies of a chatbot written by other people (chatterbot-corpus, BSD; see
 /// `tests/data/THIRD_PARTY.md`): the half tuned against. 385 replies, 44 opinions among
 /// definitions, jokes, small talk and self-description. Before any rule changed for it:
-/// precision 0.625, recall 0.595; after: 0.929 / 0.886. Misses shown.
+/// precision 0.625, recall 0.595; after: 0.929 / 0.886, then 0.930 / 0.909 ("I'd recommend
+/// X"). Misses shown.
 #[test]
 fn rules_extractor_on_text_from_another_hand_tuned_against() {
     let (precision, recall) = measure("rules_extraction_other_hand.jsonl", 380, Misses::Shown);
@@ -150,7 +154,8 @@ fn rules_extractor_on_text_from_another_hand_tuned_against() {
 /// pronoun topics refused, "pretty" and "best known" no longer verdicts): 0.842 / 0.471; after
 /// the rules learnt from people's chat too (below): unchanged; after a precision round on
 /// 4 000 unlabelled chat messages: 0.889 / 0.471; after the third sample of people's chat,
-/// 0.842 / 0.471 (one more wrong find).
+/// 0.842 / 0.471 (one more wrong find); after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.833 /
+/// 0.441, one right find lost (not looked for: its text is never printed).
 /// Precision carried over; recall did not: another writer's opinions come in forms the
 /// tuning half did not show. 34 opinions make a wide interval (about ±0.17 on recall).
 /// Floors under the latest; misses counted, never printed.
@@ -167,7 +172,8 @@ fn rules_extractor_on_text_from_another_hand_held_out() {
 /// 0.828. The second (54 opinions), labelled after two precision rounds: 0.806 / 0.500 (0.900
 /// / 0.685 with two labels it had forgotten); after the rules learnt from it: 0.929 / 0.741.
 /// The third (59 opinions): 0.909 / 0.525 before, 0.929 / 0.695 after. All three: 0.932 /
-/// 0.749, then 0.933 / 0.754 once "I've always preferred X over Y" was read. Each fresh sample's recall before its round (0.50, 0.50, 0.53) is the honest figure
+/// 0.749, then 0.933 / 0.754 once "I've always preferred X over Y" was read; after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.942 /
+/// 0.778. Each fresh sample's recall before its round (0.50, 0.50, 0.53) is the honest figure
 /// for people's chat. Misses shown.
 #[test]
 fn rules_extractor_on_peoples_chat_tuned_against() {
@@ -193,8 +199,8 @@ fn rules_extractor_on_peoples_chat_tuned_against() {
 /// sample (negated and excessive judgements, emoticons and brackets, "I love that about X"):
 /// 0.758 / 0.472; unchanged by the third; after a third precision round on 5 000 other
 /// messages (the persona's own life told, "my day was good", is not a view; pronouns inside a
-/// topic, quantities with "over"): 0.781 / 0.472; a fourth round on 5 000 more left it there.
-/// Floors under the latest; misses counted, never shown.
+/// topic, quantities with "over"): 0.781 / 0.472; a fourth round on 5 000 more left it there;
+/// after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.839 / 0.491. Floors under the earlier figures; misses counted, never shown.
 #[test]
 fn rules_extractor_on_peoples_chat_held_out() {
     let (precision, recall) = measure("extraction_heldout_7.jsonl", 600, Misses::Counted);
@@ -208,7 +214,8 @@ fn rules_extractor_on_peoples_chat_held_out() {
 /// work (two corpora by other people and a precision round) bought precision on fresh text,
 /// little recall. After a second precision round on 4 000 other messages: 0.821 / 0.532;
 /// after a second tuning sample of 600: 0.829 / 0.565; unchanged by a third sample and a third
-/// precision round. Floors under the first measurement; misses counted, never shown.
+/// precision round; after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.872 / 0.565. Floors under the first measurement; misses counted,
+/// never shown.
 #[test]
 fn rules_extractor_on_fresh_peoples_chat() {
     let (precision, recall) = measure("extraction_heldout_8.jsonl", 600, Misses::Counted);
