@@ -222,3 +222,19 @@ fn rules_extractor_on_fresh_peoples_chat() {
     assert!(precision >= 0.76, "precision {precision:.3} < 0.76");
     assert!(recall >= 0.50, "recall {recall:.3} < 0.50");
 }
+
+/// 600 fresh messages of the same corpus (64 opinions; `tests/data/THIRD_PARTY.md`), labelled
+/// and committed before the rules ever ran on them, after a round of general forms and a
+/// precision pass over 40 000 other unlabelled messages. The rules scored precision 0.767,
+/// recall 0.359 on it; the rules as they stood before that round scored 0.793 / 0.359. So the
+/// round bought nothing measurable on fresh people's chat: the clearest figure here for what
+/// the rules do with text they were not written against. Its labels count every item of a
+/// list and every liking in a multi-opinion message, which the rules rarely split, so its
+/// recall sits under the 0.50 of earlier fresh samples. Floors under the first measurement;
+/// misses counted, never shown.
+#[test]
+fn rules_extractor_on_the_freshest_peoples_chat() {
+    let (precision, recall) = measure("extraction_heldout_9.jsonl", 600, Misses::Counted);
+    assert!(precision >= 0.70, "precision {precision:.3} < 0.70");
+    assert!(recall >= 0.33, "recall {recall:.3} < 0.33");
+}

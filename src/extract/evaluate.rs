@@ -14,7 +14,7 @@ use crate::store::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 11] = [
+pub const SHIPPED_SETS: [(&str, &str); 12] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -58,6 +58,10 @@ pub const SHIPPED_SETS: [(&str, &str); 11] = [
     (
         "held-out 8 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_8.jsonl"),
+    ),
+    (
+        "held-out 9 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_9.jsonl"),
     ),
 ];
 
