@@ -1370,13 +1370,9 @@ fn favourite_items(whole: &str, rest: &str) -> Option<Vec<String>> {
     .unwrap_or(rest.len());
     let list = rest[..end].trim().trim_end_matches(['.', '!', ';']);
     let mut items: Vec<&str> = list.split(", ").collect();
-    let enumerated = items.len() >= 2;
-    if enumerated {
+    if items.len() >= 2 {
+        // "tacos and sushi" / "tacos or sushi" at the end; a leading "and" / "or" goes below.
         let last = items.pop()?;
-        let last = ["and ", "or "]
-            .iter()
-            .find_map(|lead| last.strip_prefix(lead))
-            .unwrap_or(last);
         items.extend(last.split(" and ").flat_map(|item| item.split(" or ")));
     } else {
         let plural = whole.contains("favorites ")
@@ -2427,21 +2423,19 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
     {
         words.remove(0);
     }
-    // "shoot wikipedia (is never wrong)", "hm (sounds sweet)": a sound of conversation
-    // before the topic, or instead of one.
-    while words.first().is_some_and(|w| {
-        is_interjection(w) || matches!(*w, "sorry" | "okay" | "ok" | "well" | "thanks" | "please")
-    }) {
-        words.remove(0);
-    }
-    // "buuuuut", "noooooo", "freeeee": a word drawn out is a sound of conversation, not a
-    // name; before a topic it is left out.
+    // "shoot wikipedia (is never wrong)", "hm (sounds sweet)", "noooooo (breaking bad)": a
+    // sound of conversation before the topic is left out; a word drawn out inside one
+    // ("freeeee") says the topic is no name.
     let drawn_out = |w: &str| {
         w.as_bytes()
             .windows(3)
             .any(|run| run[0] == run[1] && run[1] == run[2] && run[0].is_ascii_alphabetic())
     };
-    while words.first().is_some_and(|w| drawn_out(w)) {
+    while words.first().is_some_and(|w| {
+        is_interjection(w)
+            || drawn_out(w)
+            || matches!(*w, "sorry" | "okay" | "ok" | "well" | "thanks" | "please")
+    }) {
         words.remove(0);
     }
     if words.iter().any(|w| drawn_out(w)) {
