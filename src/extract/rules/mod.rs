@@ -29,11 +29,15 @@
 //! obviously."; "Favourite dessert? Mine's tiramisu."), others' views through the persona's
 //! reaction ("Everyone raves about sushi. I don't get the appeal."), chat without a subject
 //! ("Absolutely adore hedgehogs"), idioms and slang ("X is where it's at", "X sucks", "I'm so
-//! done with X"), and ideals ("honesty is non-negotiable for me", "I stand for X").
+//! done with X"), ideals ("honesty is non-negotiable for me", "I stand for X"), lists and
+//! pairs ("my favourites are X, Y and Z", "both X and Y", "neither X nor Y"), and what the
+//! persona met, judged by the next clause or sentence ("I tried sushi. It was amazing.").
 //!
-//! Measured by `tests/extraction_quality.rs` on a set written alongside the rules and on five
-//! written apart from them. On the fourth, the freshest text no rule was written against,
-//! precision 0.939, recall 0.697.
+//! Measured by `tests/extraction_quality.rs` on sets written alongside the rules and on eight
+//! written apart from them. In our own registers, on the fourth (never read by a session that
+//! changed the rules): precision 0.970, recall 0.719. On people's chat labelled before the
+//! rules ran on it (the ninth): 0.767 / 0.359, the same recall as before the last round of
+//! rules: patterns no longer learn much from samples of other people's text.
 //!
 //! The patterns and the clean-up of what they capture are one grammar, read together in this
 //! file; the word lists and the fixed phrases live beside it.
