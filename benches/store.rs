@@ -161,22 +161,17 @@ async fn main() {
             )
         }));
     }
-    let mut measured = measure_interleaved(iterations, &conflict_calls)
-        .await
-        .into_iter();
-    let (conflicts, conflicts_floor, conflicts_original) = (
-        measured.next().unwrap(),
-        measured.next().unwrap(),
-        measured.next(),
-    );
-    let mut measured = measure_interleaved(iterations, &inject_calls)
-        .await
-        .into_iter();
-    let (injection, injection_floor, injection_original) = (
-        measured.next().unwrap(),
-        measured.next().unwrap(),
-        measured.next(),
-    );
+    // Each list holds ours, the floor and (when measured) the original plan, in that order.
+    let ours_floor_original = |measured: Vec<Percentiles>| {
+        let mut measured = measured.into_iter();
+        let ours = measured.next().expect("ours is always measured");
+        let floor = measured.next().expect("the floor is always measured");
+        (ours, floor, measured.next())
+    };
+    let (conflicts, conflicts_floor, conflicts_original) =
+        ours_floor_original(measure_interleaved(iterations, &conflict_calls).await);
+    let (injection, injection_floor, injection_original) =
+        ours_floor_original(measure_interleaved(iterations, &inject_calls).await);
     drop((conflict_calls, inject_calls));
 
     println!();
