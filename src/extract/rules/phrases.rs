@@ -532,15 +532,11 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     }
     if let Some(c) = VERDICT_AFTER_TOPIC.captures(clause)
         && let Some(subject) = short(&c[1], 4)
-        // "I'll be there, always": a clause of its own, not a topic.
-        && !subject.split_whitespace().any(|w| {
-            w.contains('\'')
-                || matches!(
-                    w,
-                    "i" | "you" | "we" | "they" | "he" | "she" | "it" | "is" | "are" | "was"
-                        | "be" | "will" | "do" | "can"
-                ) || super::NOT_A_TOPIC_WORD.contains(&w)
-        })
+        // "I'll be there, always", "got rejected every time": a clause of its own, not a
+        // topic (pronouns, verbs and words of conversation are the named-topic test's).
+        && !subject
+            .split_whitespace()
+            .any(|w| w.contains('\'') || w == "be" || super::NOT_A_TOPIC_WORD.contains(&w))
         // "Ironic for sure", "true, always": agreement with a description, not a topic.
         && !(subject.split_whitespace().count() == 1 && is_a_description(&subject))
     {
