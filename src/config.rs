@@ -144,6 +144,9 @@ pub struct StoreConfig {
     pub max_evidence_users: usize,
     /// History entries (changes of mind, retractions) kept per preference (the newest).
     pub max_evolution_history: usize,
+    /// Voicings kept in each preference's timeline (`model::timeline`): a late opinion lands
+    /// where it was said as long as it is newer than the oldest kept; older ones are folded in.
+    pub max_voicings: usize,
     /// Half-life of strength while a preference is not voiced again, in days; 0: no decay.
     pub strength_half_life_days: f64,
     /// Base personas per persona, and how deep bases of bases are followed.
@@ -590,6 +593,7 @@ impl Config {
             ("store.max_related_ids", store.max_related_ids),
             ("store.max_evidence_users", store.max_evidence_users),
             ("store.max_evolution_history", store.max_evolution_history),
+            ("store.max_voicings", store.max_voicings),
             ("nats.max_payload_bytes", self.nats.max_payload_bytes),
             (
                 "nats.request_timeout_ms",

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod ingest;
 pub mod json_lines;
 pub mod migrate;
+pub mod model;
 pub mod openai_http;
 pub mod retry;
 pub mod serve;

@@ -24,6 +24,11 @@ impl Timestamp {
         self.0
     }
 
+    /// The same instant in UTC: what the store keeps, so stored times compare as text too.
+    pub fn to_utc(self) -> Timestamp {
+        Timestamp(self.0.to_offset(time::UtcOffset::UTC))
+    }
+
     /// RFC 3339, as stored in Redis (`stance_at`, history entries).
     pub fn to_rfc3339(self) -> String {
         // Formatting fails only for years outside 0..=9999, which parsing RFC 3339 cannot give.

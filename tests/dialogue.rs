@@ -145,7 +145,12 @@ fn assert_the_memory_is_right(preferences: &[Preference]) {
     assert!(coffee.active);
     assert_eq!(coffee.stance, Some(Stance::For), "turn 7 changed its mind");
     assert_eq!(
-        coffee.reinforcement_count, 1,
+        coffee.reinforcement_count, 0,
+        "a changed mind starts its own count"
+    );
+    assert_eq!(
+        coffee.evolution_history[0].old_reinforcement_count,
+        Some(1),
         "turn 6 reinforced the dislike before the change of mind"
     );
     assert_eq!(

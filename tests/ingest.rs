@@ -242,7 +242,7 @@ async fn user_and_system_messages_are_never_mined() {
 }
 
 #[tokio::test]
-async fn an_older_contradiction_never_overwrites_a_newer_stance() {
+async fn an_older_contradiction_enters_the_history_at_its_own_time_and_the_newer_stance_stays() {
     let config = test_config("order");
     let _cleanup = Cleanup(config.clone());
     let app = App::start(config).await.unwrap();
@@ -276,10 +276,35 @@ async fn an_older_contradiction_never_overwrites_a_newer_stance() {
     );
     let outcome = pipeline.process(&older).await.unwrap();
     assert_eq!(outcome.decisions[0].action, Action::Stale);
+    assert!(
+        outcome.decisions[0].applied,
+        "a late contradiction is recorded"
+    );
     let cilantro = common::active_preferences(&app.store, "ada").await;
     assert_eq!(cilantro.len(), 1);
-    assert_eq!(cilantro[0].stance, Some(Stance::For));
-    assert!(cilantro[0].evolution_history.is_empty());
+    assert_eq!(
+        cilantro[0].stance,
+        Some(Stance::For),
+        "the newer stance stays"
+    );
+    assert_eq!(cilantro[0].stance_at, "2026-11-20T08:30:01Z");
+    assert_eq!(cilantro[0].version, 2);
+    let past = &cilantro[0].evolution_history;
+    assert_eq!(
+        past.len(),
+        1,
+        "the older stance is in the history: {past:?}"
+    );
+    assert_eq!(past[0].version, Some(1));
+    assert_eq!(past[0].old_stance.as_deref(), Some("against"));
+    assert_eq!(
+        past[0].timestamp, "2026-11-20T08:30:01Z",
+        "it was in force until the newer stance was voiced"
+    );
+    assert_eq!(
+        past[0].reason,
+        "changed mind in persona message late-1 (replying to late-0 from user u1)"
+    );
 }
 
 /// A persona restating what its prompt reminded it of is an echo, not new evidence: with the

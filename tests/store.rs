@@ -1543,6 +1543,8 @@ async fn records_stay_bounded_under_20000_evidence_users_and_many_changes_of_min
         .await
         .unwrap();
     }
+    let reinforced = t.get_preference("ada", &id).await.unwrap().unwrap();
+    assert_eq!(reinforced.reinforcement_count, 20_000);
     let opinion = "I have changed my mind about tea again. ".repeat(100);
     let vector = unit_vector(91);
     let mut evolutions = 0;
@@ -1566,7 +1568,10 @@ async fn records_stay_bounded_under_20000_evidence_users_and_many_changes_of_min
     assert_eq!(evolutions, 30, "the count goes on past the cap");
 
     let stored = t.get_preference("ada", &id).await.unwrap().unwrap();
-    assert_eq!(stored.reinforcement_count, 20_000);
+    assert_eq!(
+        stored.reinforcement_count, 0,
+        "a change of mind starts the count again"
+    );
     assert_eq!(stored.evidence_user_ids.len(), evidence_cap);
     // The last 200 came in one concurrent batch, after all the others: they are what is kept.
     let kept: std::collections::BTreeSet<&String> = stored.evidence_user_ids.iter().collect();

@@ -7,12 +7,11 @@
 //! 1. voiced to a user since erased, at or before the erasure → [`Plan::Erased`] (nothing is
 //!    written: an erased user's words are no longer evidence);
 //! 2. no preference at or above the match threshold → [`Plan::Add`];
-//! 3. the nearest match has the same stance (or none recorded): if it was in the prompt of the
-//!    message that voiced it → [`Plan::Echo`] (a reminder repeated is not evidence), else
-//!    [`Plan::Reinforce`];
-//! 4. the opposite stance, voiced before the stance it contradicts → [`Plan::Stale`] (events
-//!    arrive out of order; the newer stance stands);
-//! 5. the opposite stance otherwise → [`Plan::Evolve`], a change of mind with its reason.
+//! 3. the nearest match has the same stance (or none recorded) and was in the prompt of the
+//!    message that voiced it → [`Plan::Echo`] (a reminder repeated is not evidence);
+//! 4. otherwise → [`Plan::Voice`]: the opinion voices the matched preference again, with its
+//!    stance. Whether that reinforces it, changes its mind or lands in its past is decided by
+//!    when it was said, against everything else said about it: `model::timeline`.
 //!
 //! A match in a base persona's layer (a layered persona with no view of its own on the topic)
 //! is never written to: the base's view in the prompt repeated is an echo; otherwise the
@@ -24,6 +23,14 @@ use std::collections::HashMap;
 use crate::extract::adjudicate::Verdict;
 use crate::store::{Erasure, InheritedView, Provenance, ScoredPreference, Stance};
 use crate::timestamp::Timestamp;
+
+/// The other stance.
+fn opposite(stance: Stance) -> Stance {
+    match stance {
+        Stance::For => Stance::Against,
+        Stance::Against => Stance::For,
+    }
+}
 
 /// What is known about one opinion when deciding.
 #[derive(Debug, Clone, Copy)]
@@ -48,15 +55,11 @@ pub enum Plan {
     Echo {
         preference_id: String,
     },
-    Stale {
+    /// The opinion voices this preference again, with `stance` (the opinion's own, or what the
+    /// LLM's verdict says it is against the preference's).
+    Voice {
         preference_id: String,
-    },
-    Reinforce {
-        preference_id: String,
-    },
-    Evolve {
-        preference_id: String,
-        reason: String,
+        stance: Stance,
     },
     /// A new preference, naming these related users (erased ones by their pseudonym); with
     /// the base view it takes over, if the match was a base's.
@@ -130,19 +133,18 @@ pub fn plan(
     }
     let agrees = adjudicated_agreement
         .unwrap_or_else(|| matched.stance.is_none_or(|stance| stance == facts.stance));
-    if agrees {
-        if facts.injected_preference_ids.contains(&matched.id) {
-            Plan::Echo { preference_id }
-        } else {
-            Plan::Reinforce { preference_id }
-        }
-    } else if is_older(facts.expressed_at, &matched.stance_at) {
-        Plan::Stale { preference_id }
-    } else {
-        Plan::Evolve {
-            preference_id,
-            reason: evolution_reason(facts.provenance),
-        }
+    if agrees && facts.injected_preference_ids.contains(&matched.id) {
+        return Plan::Echo { preference_id };
+    }
+    // The LLM's verdict on the stance stands for the stance fields' comparison.
+    let stance = match (adjudicated_agreement, matched.stance) {
+        (Some(true), Some(held)) => held,
+        (Some(false), Some(held)) => opposite(held),
+        _ => facts.stance,
+    };
+    Plan::Voice {
+        preference_id,
+        stance,
     }
 }
 
@@ -172,23 +174,6 @@ pub fn related_users_for_add(
         .collect()
 }
 
-/// The history entry's reason for a change of mind: where it happened.
-fn evolution_reason(provenance: &Provenance) -> String {
-    let or = |text: &str, fallback: &'static str| -> String {
-        if text.is_empty() {
-            fallback.to_string()
-        } else {
-            text.to_string()
-        }
-    };
-    format!(
-        "changed mind in persona message {} (replying to {} from user {})",
-        provenance.persona_message_id,
-        or(&provenance.triggering_message_id, "nothing"),
-        or(&provenance.triggering_user_id, "unknown"),
-    )
-}
-
 /// Whether words written at `written_at` come from before `erasure`: by the message's own
 /// timestamp, or by when JetStream stored the event (the server's clock, right even when the
 /// chat pipeline's clock runs fast). Either one suffices: erasure errs on the side of
@@ -199,13 +184,6 @@ pub fn erased_before(
     written_at: Timestamp,
 ) -> bool {
     erasure.covers(written_at) || received_at.is_some_and(|received_at| erasure.covers(received_at))
-}
-
-/// True when `expressed` is strictly before the stored stance time `stance_at` (RFC 3339 as
-/// stored). A stored time that is empty or unreadable is never later, so records without
-/// `stance_at` (the original system's) can still evolve.
-fn is_older(expressed: Timestamp, stance_at: &str) -> bool {
-    Timestamp::parse(stance_at).is_ok_and(|stance| expressed < stance)
 }
 
 #[cfg(test)]
@@ -281,9 +259,15 @@ mod tests {
         })
     }
 
+    /// The opinion voices preference `id` again, as what it is (for).
     fn reinforce(id: &str) -> Plan {
-        Plan::Reinforce {
+        voice(id, Stance::For)
+    }
+
+    fn voice(id: &str, stance: Stance) -> Plan {
+        Plan::Voice {
             preference_id: id.into(),
+            stance,
         }
     }
 
@@ -315,7 +299,6 @@ mod tests {
 
     const EARLIER: &str = "2026-11-20T09:00:00Z";
     const LATER: &str = "2026-11-22T09:00:00Z";
-    const REASON: &str = "changed mind in persona message m2 (replying to m1 from user u1)";
 
     #[test]
     fn what_an_opinion_does_to_memory() {
@@ -363,38 +346,27 @@ mod tests {
                 )
             },
             case(
-                "opposite stance, voiced after the stance it contradicts: a change of mind",
+                "opposite stance: voiced with its own stance (the timeline decides if it is a change of mind)",
                 vec![neighbour("tea", 0.95, Some(Stance::Against), EARLIER)],
-                Plan::Evolve {
-                    preference_id: "tea".into(),
-                    reason: REASON.into(),
-                },
+                voice("tea", Stance::For),
             ),
             Case {
                 injected: &["tea"],
                 ..case(
-                    "opposite stance is a change of mind even when the old one was in the prompt",
+                    "opposite stance is voiced even when the old one was in the prompt",
                     vec![neighbour("tea", 0.95, Some(Stance::Against), EARLIER)],
-                    Plan::Evolve {
-                        preference_id: "tea".into(),
-                        reason: REASON.into(),
-                    },
+                    voice("tea", Stance::For),
                 )
             },
             case(
-                "opposite stance, voiced before the stance it contradicts: stale",
+                "opposite stance, voiced before the stance it contradicts: voiced all the same (the timeline places it in the past)",
                 vec![neighbour("tea", 0.95, Some(Stance::Against), LATER)],
-                Plan::Stale {
-                    preference_id: "tea".into(),
-                },
+                voice("tea", Stance::For),
             ),
             case(
-                "opposite stance, no recorded stance time: a change of mind",
+                "opposite stance, no recorded stance time: voiced",
                 vec![neighbour("tea", 0.95, Some(Stance::Against), "")],
-                Plan::Evolve {
-                    preference_id: "tea".into(),
-                    reason: REASON.into(),
-                },
+                voice("tea", Stance::For),
             ),
             Case {
                 trigger: "gone",
@@ -475,12 +447,9 @@ mod tests {
             Case {
                 adjudication: verdict("tea", true, false),
                 ..case(
-                    "grey zone, the LLM says it contradicts: a change of mind, whatever the stance fields say",
+                    "grey zone, the LLM says it contradicts: voiced against the preference's stance, whatever the stance fields say",
                     vec![neighbour("tea", 0.65, Some(Stance::For), EARLIER)],
-                    Plan::Evolve {
-                        preference_id: "tea".into(),
-                        reason: REASON.into(),
-                    },
+                    voice("tea", Stance::Against),
                 )
             },
             Case {
@@ -499,10 +468,7 @@ mod tests {
                         neighbour("tea", 0.9, Some(Stance::Against), ""),
                         neighbour("coffee", 0.6, Some(Stance::For), EARLIER),
                     ],
-                    Plan::Evolve {
-                        preference_id: "tea".into(),
-                        reason: REASON.into(),
-                    },
+                    voice("tea", Stance::For),
                 )
             },
             Case {
@@ -544,36 +510,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_change_of_mind_without_a_user_message_says_so() {
-        let provenance = Provenance {
-            persona_message_id: "m2".into(),
-            ..Provenance::default()
-        };
-        assert_eq!(
-            evolution_reason(&provenance),
-            "changed mind in persona message m2 (replying to nothing from user unknown)"
-        );
-    }
-
     fn at(text: &str) -> Timestamp {
         Timestamp::parse(text).unwrap()
-    }
-
-    #[test]
-    fn older_compares_instants_not_text() {
-        assert!(is_older(at("2026-11-20T09:17:00Z"), "2026-11-20T09:29:00Z"));
-        assert!(!is_older(
-            at("2026-11-20T09:29:00Z"),
-            "2026-11-20T09:17:00Z"
-        ));
-        assert!(
-            is_older(at("2026-11-20T10:00:00+02:00"), "2026-11-20T09:00:00Z"),
-            "offsets are honoured"
-        );
-        assert!(
-            !is_older(at("2026-11-20T09:17:00Z"), ""),
-            "no recorded stance time never makes a contradiction stale"
-        );
     }
 }

@@ -3,6 +3,7 @@
 //! - [`event`]: the event format and its validation;
 //! - [`decide`]: what one opinion does to memory, a pure function tested by tables;
 //! - [`pipeline`]: what a valid event does to the store (exactly-once effects);
+//! - [`turns`]: one persona's events take effect in stream order within a worker;
 //! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown;
 //! - [`dead_letters`]: listing, replaying and discarding dead letters (the operator's side);
 //! - [`erasure`]: erasing an erased user's stored events and dead letters (`purge_user`).
@@ -13,6 +14,7 @@ pub mod erasure;
 pub mod event;
 pub mod pipeline;
 pub mod scan;
+pub mod turns;
 pub mod worker;
 
 use serde::Deserialize;

@@ -13,13 +13,15 @@ use serde::Serialize;
 
 use super::decide::{self, OpinionFacts, Plan};
 use super::event::{ConversationEvent, Role};
+use super::turns::Turn;
 use crate::embed::{EmbedError, Embedder};
 use crate::extract::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact,
 };
+use crate::model::timeline::{self, Placement, Voiced, Voicing};
 use crate::store::{
-    Erasure, Evolution, MessageEffects, NewPreference, PersonaLock, PreferenceStore, Provenance,
-    StoreError, WriteGuard,
+    Erasure, MessageEffects, PersonaLock, PreferenceStore, Provenance, Stance, StoreError,
+    WriteGuard,
 };
 use crate::telemetry;
 use crate::timestamp::Timestamp;
@@ -69,8 +71,11 @@ pub enum Action {
     Reinforce,
     Evolve,
     Add,
-    /// A contradiction older than the stance it contradicts (events arrive out of order):
-    /// the newer stance stands and nothing is written.
+    /// Said while an earlier stance was in force (its event arrived late): it lands in the
+    /// past at its own time (a past version's reinforcement, or a contradiction that became a
+    /// past version of its own) and the newer stance stays in force. Nothing is written only
+    /// when it is older than the preference's fixed past (`store.max_voicings`, or a
+    /// curation since).
     Stale,
     /// The persona restated a preference that was injected into its prompt for that very
     /// message: a reminder repeated, not new evidence, so nothing is written. Without this,
@@ -97,7 +102,20 @@ impl Action {
 
     /// Whether the action writes to the store (and so can be a duplicate of an earlier write).
     pub fn writes(self) -> bool {
-        matches!(self, Action::Reinforce | Action::Evolve | Action::Add)
+        matches!(
+            self,
+            Action::Reinforce | Action::Evolve | Action::Add | Action::Stale
+        )
+    }
+
+    /// What a voicing's place in the preference's past is called.
+    fn of(placement: Placement) -> Action {
+        match placement {
+            Placement::Created => Action::Add,
+            Placement::Reinforced => Action::Reinforce,
+            Placement::ChangedMind => Action::Evolve,
+            Placement::Past => Action::Stale,
+        }
     }
 }
 
@@ -107,7 +125,7 @@ pub struct Decision {
     pub preference_id: String,
     pub name: String,
     /// False when this effect had been applied by an earlier delivery; always false for the
-    /// actions that write nothing (`stale`, `echo`, `erased`).
+    /// actions that write nothing (`echo`, `erased`, and a `stale` older than the fixed past).
     pub applied: bool,
     pub best_similarity: Option<f64>,
 }
@@ -172,6 +190,17 @@ impl Pipeline {
     /// Applies `event`. Safe to call again for the same event: every effect is keyed, so a
     /// repeat changes nothing and reports `applied: false`.
     pub async fn process(&self, event: &ConversationEvent) -> Result<EventOutcome, PipelineError> {
+        self.process_in_turn(event, None).await
+    }
+
+    /// [`Pipeline::process`], deciding and writing only once `turn` (the persona's place in
+    /// the worker's stream order: `turns.rs`) has come; extraction and embedding run before.
+    /// The turn ends when this returns.
+    pub async fn process_in_turn(
+        &self,
+        event: &ConversationEvent,
+        mut turn: Option<Turn>,
+    ) -> Result<EventOutcome, PipelineError> {
         let mut outcome = EventOutcome::default();
         let mut candidates = self.extract_all(event, &mut outcome).await?;
         if candidates.is_empty() {
@@ -183,6 +212,9 @@ impl Pipeline {
         let vectors = self.embedder.embed(&topics).await?;
         for (candidate, vector) in candidates.iter_mut().zip(vectors) {
             candidate.embedding = vector;
+        }
+        if let Some(turn) = turn.as_mut() {
+            turn.wait().await;
         }
 
         let lock = self
@@ -467,8 +499,17 @@ impl Pipeline {
             self.settings.match_threshold,
             adjudication.as_ref(),
         );
-        let plan_for_add = matches!(plan, Plan::Add { .. }).then(|| plan.clone());
-        let written = match plan {
+        let voicing = |stance: Stance| Voicing {
+            at: candidate.expressed_at,
+            stance: Some(stance),
+            strength: opinion.strength,
+            topic: opinion.name.clone(),
+            opinion: opinion.opinion.clone(),
+            category: opinion.category.clone(),
+            provenance: candidate.provenance.clone(),
+            related_user_ids: decide::related_users_for_add(&facts, erasures),
+        };
+        let inherited = match plan {
             Plan::Erased => return Ok(nothing_written(Action::Erased, String::new(), None)),
             Plan::Echo { preference_id } => {
                 return Ok(Decision {
@@ -476,88 +517,39 @@ impl Pipeline {
                     ..nothing_written(Action::Echo, preference_id, best_similarity)
                 });
             }
-            Plan::Stale { preference_id } => {
-                tracing::info!(
-                    persona_id = %persona_id,
-                    preference_id = %preference_id,
-                    expressed_at = %candidate.expressed_at,
-                    "contradiction is older than the current stance; keeping the newer stance"
-                );
-                return Ok(Decision {
-                    name: name_of(&preference_id),
-                    ..nothing_written(Action::Stale, preference_id, best_similarity)
-                });
-            }
-            Plan::Reinforce { preference_id } => {
-                let effect_id = candidate.message.on_preference(&preference_id);
-                self.store
-                    .reinforce_preference_from(
-                        persona_id,
-                        &preference_id,
-                        &candidate.provenance,
-                        guarded(&effect_id, candidate, lock),
-                    )
-                    .await?
-                    .map(|done| (Action::Reinforce, done.id, done.name, done.applied))
-            }
-            Plan::Evolve {
+            Plan::Voice {
                 preference_id,
-                reason,
+                stance,
             } => {
-                let expressed_at = candidate.expressed_at.to_rfc3339();
-                let evolution = Evolution {
-                    new_opinion: &opinion.opinion,
-                    new_embedding: &candidate.embedding,
-                    reason: &reason,
-                    new_stance: Some(opinion.stance),
-                    expressed_at: Some(&expressed_at),
-                    evidence_user_id: Some(&candidate.provenance.triggering_user_id),
-                };
-                let effect_id = candidate.message.on_preference(&preference_id);
-                self.store
-                    .evolve_preference(
-                        persona_id,
-                        &preference_id,
-                        &evolution,
-                        guarded(&effect_id, candidate, lock),
-                    )
-                    .await?
-                    .map(|done| (Action::Evolve, done.id, done.name, done.applied))
+                let voiced = self
+                    .voice(persona_id, &preference_id, voicing(stance), candidate, lock)
+                    .await?;
+                if let Some((action, name, applied)) = voiced {
+                    return Ok(Decision {
+                        action,
+                        name: if name.is_empty() {
+                            name_of(&preference_id)
+                        } else {
+                            name
+                        },
+                        preference_id,
+                        applied,
+                        best_similarity,
+                    });
+                }
+                // The match vanished between search and write (cannot happen under the lock
+                // unless an operator deleted it): a new preference.
+                None
             }
-            Plan::Add { .. } => None,
+            Plan::Add { inherited, .. } => inherited,
         };
-        let inherited = match &plan_for_add {
-            Some(Plan::Add { inherited, .. }) => inherited.clone(),
-            _ => None,
-        };
-        if let Some((action, preference_id, name, applied)) = written {
-            return Ok(Decision {
-                action,
-                preference_id,
-                name,
-                applied,
-                best_similarity,
-            });
-        }
-        // A new preference; also when a match vanished between search and write (cannot
-        // happen under the lock unless an operator deleted it).
         let added = self
             .store
-            .add_preference_guarded(
-                NewPreference {
-                    persona_id: persona_id.clone(),
-                    name: opinion.name.clone(),
-                    opinion: opinion.opinion.clone(),
-                    category: opinion.category.clone(),
-                    stance: Some(opinion.stance),
-                    stance_at: Some(candidate.expressed_at.to_rfc3339()),
-                    strength: Some(opinion.strength),
-                    provenance: candidate.provenance.clone(),
-                    related_user_ids: decide::related_users_for_add(&facts, erasures),
-                    related_kg_uuids: Vec::new(),
-                    embedding: candidate.embedding.clone(),
-                    inherited_from: inherited,
-                },
+            .add_voiced(
+                persona_id,
+                voicing(opinion.stance),
+                inherited,
+                &candidate.embedding,
                 guarded(&adding, candidate, lock),
             )
             .await?;
@@ -568,6 +560,82 @@ impl Pipeline {
             applied: added.applied,
             best_similarity,
         })
+    }
+
+    /// Places `voicing` in the timeline of preference `preference_id` and writes what that
+    /// changes: the action it amounts to, the preference's name and whether it was applied
+    /// (false: an earlier delivery applied it). `None` when the preference is gone.
+    async fn voice(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+        voicing: Voicing,
+        candidate: &Candidate,
+        lock: &crate::store::LockToken,
+    ) -> Result<Option<(Action, String, bool)>, PipelineError> {
+        let Some(stored) = self.store.timeline(persona_id, preference_id).await? else {
+            return Ok(None);
+        };
+        let voicing = self.store.checked_voicing(voicing)?;
+        let topic = voicing.topic.clone();
+        let change = match timeline::voice(
+            &stored.identity,
+            &stored.timeline,
+            voicing,
+            &self.store.timeline_rules(),
+        ) {
+            Voiced::BeforeFixedPast => {
+                tracing::info!(
+                    persona_id,
+                    preference_id,
+                    expressed_at = %candidate.expressed_at,
+                    "opinion is older than the preference's fixed past; it changes nothing"
+                );
+                return Ok(Some((Action::Stale, String::new(), false)));
+            }
+            Voiced::Duplicate(placement) => {
+                return Ok(Some((Action::of(placement), String::new(), false)));
+            }
+            Voiced::Changed(change) => change,
+        };
+        let vector = match &change.new_vector_topic {
+            None => None,
+            Some(opener) if *opener == topic => Some(candidate.embedding.clone()),
+            Some(opener) => self
+                .embedder
+                .embed(std::slice::from_ref(opener))
+                .await?
+                .pop(),
+        };
+        if change.placement == Placement::Past {
+            tracing::info!(
+                persona_id,
+                preference_id,
+                expressed_at = %candidate.expressed_at,
+                "opinion was said while an earlier stance was in force; it joins that past"
+            );
+        }
+        let effect_id = candidate.message.on_preference(preference_id);
+        let applied = self
+            .store
+            .write_voiced(
+                &stored,
+                &change,
+                vector.as_deref(),
+                WriteGuard {
+                    effect_id: Some(&effect_id),
+                    message: Some(&candidate.message),
+                    lock: Some(lock),
+                },
+            )
+            .await?;
+        Ok(applied.map(|applied| {
+            (
+                Action::of(change.placement),
+                change.preference.name.clone(),
+                applied,
+            )
+        }))
     }
 }
 

@@ -239,6 +239,8 @@ impl Worker {
             shutdown.clone(),
         ));
         let mut tasks = tokio::task::JoinSet::new();
+        // Handed out here, as messages are pulled, so each persona's turns follow the stream.
+        let turns = super::turns::PersonaTurns::default();
         loop {
             // Backpressure: take a slot before pulling, so at most max_in_flight are held.
             let permit = tokio::select! {
@@ -259,6 +261,8 @@ impl Worker {
                 None => break,
             };
             while tasks.try_join_next().is_some() {}
+            let turn = subject_persona(&message.subject, &worker.config.subject_prefix)
+                .map(|persona_id| turns.take(persona_id));
             let worker = worker.clone();
             let in_flight = in_flight.clone();
             let hard_stop = hard_stop_rx.clone();
@@ -266,9 +270,12 @@ impl Worker {
                 telemetry::in_flight(in_flight.fetch_add(1, Ordering::Relaxed) + 1);
                 // The publisher's trace (a `traceparent` header) continues through the event.
                 let trace = TraceContext::from_headers(message.headers.as_ref());
-                let finished =
-                    trace_context::in_span("ingest", trace, worker.handle(message, hard_stop))
-                        .await;
+                let finished = trace_context::in_span(
+                    "ingest",
+                    trace,
+                    worker.handle(message, turn, hard_stop),
+                )
+                .await;
                 telemetry::in_flight(in_flight.fetch_sub(1, Ordering::Relaxed) - 1);
                 drop(permit);
                 finished
@@ -319,6 +326,7 @@ impl Worker {
     async fn handle(
         &self,
         message: jetstream::Message,
+        turn: Option<super::turns::Turn>,
         mut hard_stop: watch::Receiver<bool>,
     ) -> bool {
         telemetry::event_consumed();
@@ -366,7 +374,7 @@ impl Worker {
 
         // Keep the message from being redelivered while slow work (LLM retries) goes on.
         let progress_every = Duration::from_millis((self.config.ack_wait_ms / 3).max(100));
-        let work = self.pipeline.process(&event);
+        let work = self.pipeline.process_in_turn(&event, turn);
         tokio::pin!(work);
         let result = loop {
             tokio::select! {

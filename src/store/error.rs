@@ -40,6 +40,13 @@ pub enum StoreError {
     /// not this write's, and nothing was written (permanent: dead-letter and look).
     #[error("effect record mismatch for persona {persona_id}: {detail}")]
     EffectMismatch { persona_id: String, detail: String },
+    /// The record changed between reading its timeline and writing what it replayed to (only
+    /// a writer that skipped the persona lock can cause this); read and replay again.
+    #[error("preference {preference_id} of persona {persona_id} changed while being written")]
+    Conflict {
+        persona_id: String,
+        preference_id: String,
+    },
     /// A write reached its master but not `wanted` replicas in time (`redis.min_replicas_acked`):
     /// a failover now could lose it, so it does not count as stored yet.
     #[error("a write for persona {persona_id} reached {acked} of {wanted} replicas in time")]
@@ -56,6 +63,7 @@ impl StoreError {
         match self {
             StoreError::Unavailable(_)
             | StoreError::Fenced { .. }
+            | StoreError::Conflict { .. }
             | StoreError::NotReplicated { .. } => true,
             StoreError::Rejected(error) => is_transient(error),
             _ => false,

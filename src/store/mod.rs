@@ -29,6 +29,7 @@ mod read;
 pub mod record;
 mod registry;
 mod scripts;
+mod timeline;
 pub mod validate;
 mod write;
 
@@ -52,6 +53,7 @@ pub use keys::Keys;
 pub use layers::{BaseLayer, Bases};
 pub use migration::EmbeddingStatus;
 pub use registry::{PersonaDirectory, PersonaSummary};
+pub use timeline::StoredTimeline;
 
 pub use lock::{LockToken, PersonaLock};
 pub use record::{
@@ -306,6 +308,10 @@ fn script_error(persona_id: &str) -> impl Fn(redis::RedisError) -> StoreError + 
         Some(scripts::MISFIT) => StoreError::VectorSetMismatch {
             persona_id: persona_id.to_string(),
             detail: error.detail().unwrap_or_default().to_string(),
+        },
+        Some(scripts::CONFLICT) => StoreError::Conflict {
+            persona_id: persona_id.to_string(),
+            preference_id: error.detail().unwrap_or_default().to_string(),
         },
         Some(scripts::EFFECT) => StoreError::EffectMismatch {
             persona_id: persona_id.to_string(),

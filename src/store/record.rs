@@ -8,6 +8,9 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
+pub use crate::model::{
+    HistoryEntry, InheritedView, Preference, Provenance, Reinforcement, ScoredPreference, Stance,
+};
 
 /// Hash field names. One place, so the Lua scripts, queries and decoder agree.
 pub mod field {
@@ -39,6 +42,16 @@ pub mod field {
     pub const HISTORY_ENTRIES_DROPPED: &str = "history_entries_dropped";
     pub const VERSION: &str = "version";
     pub const INHERITED_FROM: &str = "inherited_from";
+    /// The preference's timeline (`model::timeline`): the voicings since `baseline`, JSON.
+    pub const VOICINGS: &str = "voicings";
+    /// Where the timeline starts (`model::timeline::Baseline`), JSON; empty when the voicings
+    /// are the preference's whole past.
+    pub const BASELINE: &str = "baseline";
+    /// When a curation last fixed the preference's past (its voicings start from the record as
+    /// that curation left it).
+    pub const VOICED_FROM: &str = "voiced_from";
+    /// Counts every write, so a replay written from an older read is refused.
+    pub const REV: &str = "rev";
 
     /// Everything but the embedding: what searches RETURN.
     pub const ALL_BUT_EMBEDDING: [&str; 27] = [
@@ -72,43 +85,6 @@ pub mod field {
     ];
 }
 
-/// Whether the persona is for or against the thing the preference is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stance {
-    For,
-    Against,
-}
-
-impl Stance {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stance::For => "for",
-            Stance::Against => "against",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Stance> {
-        match text {
-            "for" => Some(Stance::For),
-            "against" => Some(Stance::Against),
-            _ => None,
-        }
-    }
-}
-
-/// Where a preference came from: the conversation turn that made the persona say it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Provenance {
-    pub triggering_user_id: String,
-    pub triggering_message_id: String,
-    /// The persona's own message the opinion was mined from (empty for manual adds).
-    #[serde(default)]
-    pub persona_message_id: String,
-    pub source_platform: String,
-    pub source_channel_id: String,
-}
-
 /// What a caller supplies to add a preference; the store mints id and timestamps.
 #[derive(Debug, Clone)]
 pub struct NewPreference {
@@ -130,149 +106,7 @@ pub struct NewPreference {
     pub inherited_from: Option<InheritedView>,
 }
 
-/// A base persona's view on a topic, as the persona's own new preference takes it over: the
-/// same stance (the persona now voices it itself) or the opposite (the persona overrides it;
-/// the base's view becomes version 1 of the new preference's history).
-#[derive(Debug, Clone, PartialEq)]
-pub struct InheritedView {
-    pub persona_id: String,
-    pub preference_id: String,
-    pub opinion: String,
-    pub stance: Option<Stance>,
-    pub strength: f64,
-}
-
-/// One entry of a preference's `evolution_history`: a change of mind, a retraction, a
-/// restore, a consolidation or an override of a base's view. Each entry keeps the version it
-/// replaced (opinion, stance, strength, whether active), so that version can be restored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// `"evolution"`, `"retraction"`, `"restore"`, `"consolidation"` or `"override"`; absent
-    /// in entries written by the original system, which logged only evolutions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<String>,
-    /// The version this entry replaced (versions count from 1); absent in entries written
-    /// before versions were kept, which are numbered by position.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_opinion: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_stance: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_strength: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_active: Option<bool>,
-    /// A restore: the version it brought back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restored: Option<u64>,
-    /// A consolidation: the near-duplicate merged into this preference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub merged: Option<String>,
-    /// A consolidation: the preference this one was merged into.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub merged_into: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub new_opinion: Option<String>,
-    #[serde(default)]
-    pub timestamp: String,
-    #[serde(default)]
-    pub reason: String,
-}
-
-/// One reinforcement and where it came from (the turn that made the persona say it again).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Reinforcement {
-    #[serde(default)]
-    pub timestamp: String,
-    /// Empty fields for a manual reinforcement (through the service).
-    #[serde(flatten)]
-    pub provenance: Provenance,
-}
-
-/// A stored preference, decoded, without its embedding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Preference {
-    pub id: String,
-    pub persona_id: String,
-    pub name: String,
-    pub opinion: String,
-    pub category: String,
-    pub strength: f64,
-    pub stance: Option<Stance>,
-    /// When the current stance was expressed (RFC 3339); empty for records of the original system.
-    #[serde(default)]
-    pub stance_at: String,
-    #[serde(flatten)]
-    pub provenance: Provenance,
-    pub related_user_ids: Vec<String>,
-    pub related_kg_uuids: Vec<String>,
-    /// Users whose conversations voiced or reinforced this preference (for erasure): the most
-    /// recent `store.max_evidence_users`, oldest first.
-    #[serde(default)]
-    pub evidence_user_ids: Vec<String>,
-    /// Evidence users left out of `evidence_user_ids` by its cap (so the preference has more
-    /// evidence than the list shows).
-    #[serde(default)]
-    pub evidence_users_dropped: u64,
-    /// Changes of mind and retractions, oldest first: the newest `store.max_evolution_history`.
-    pub evolution_history: Vec<HistoryEntry>,
-    /// Older history entries dropped by that cap.
-    #[serde(default)]
-    pub history_entries_dropped: u64,
-    /// The current version: 1 for a new preference, one more with each history entry.
-    #[serde(default)]
-    pub version: u64,
-    /// `<base persona>/<preference id>` when the persona voiced a view its base holds (the same
-    /// or the opposite stance): this preference now speaks for it on that topic.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub inherited_from: String,
-    /// Strength after decay since the persona last voiced it (`store.strength_half_life_days`),
-    /// computed when read; absent where nothing computed it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decayed_strength: Option<f64>,
-    pub active: bool,
-    pub created_at: String,
-    pub last_reinforced: String,
-    pub reinforcement_count: u64,
-    /// The most recent reinforcements, oldest first, each with its provenance; at most
-    /// `store.max_reinforcement_log` (`reinforcement_count` keeps the total).
-    #[serde(default)]
-    pub reinforcements: Vec<Reinforcement>,
-}
-
 impl Preference {
-    /// A bare active preference of persona `ada` for the core rules' table tests: strength
-    /// 0.5, no stance, no users, the id as topic and opinion.
-    #[cfg(test)]
-    pub(crate) fn for_tests(id: &str) -> Preference {
-        Preference {
-            id: id.into(),
-            persona_id: "ada".into(),
-            name: id.into(),
-            opinion: id.into(),
-            category: "culinary".into(),
-            strength: 0.5,
-            stance: None,
-            stance_at: String::new(),
-            provenance: Provenance::default(),
-            related_user_ids: Vec::new(),
-            related_kg_uuids: Vec::new(),
-            evidence_user_ids: Vec::new(),
-            evidence_users_dropped: 0,
-            evolution_history: Vec::new(),
-            history_entries_dropped: 0,
-            version: 1,
-            inherited_from: String::new(),
-            decayed_strength: None,
-            active: true,
-            created_at: String::new(),
-            last_reinforced: String::new(),
-            reinforcement_count: 0,
-            reinforcements: Vec::new(),
-        }
-    }
-
     /// Decodes a HASH (from HGETALL or a search's RETURN list). Missing optional fields take
     /// their defaults so records written by the original system decode.
     pub fn from_fields(fields: &HashMap<String, String>) -> Result<Preference, StoreError> {
@@ -437,22 +271,6 @@ impl VectorAttributes {
             reinforcement_count: 0,
             reinforcements: Vec::new(),
         }
-    }
-}
-
-/// A preference found by a vector search, with its cosine distance to the query.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScoredPreference {
-    #[serde(flatten)]
-    pub preference: Preference,
-    /// Cosine distance (1 − cosine similarity): 0 = same direction, 2 = opposite.
-    pub score: f64,
-}
-
-impl ScoredPreference {
-    /// `1 - distance`: cosine similarity.
-    pub fn similarity(&self) -> f64 {
-        1.0 - self.score
     }
 }
 

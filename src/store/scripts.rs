@@ -34,6 +34,8 @@ pub const MISFIT: &str = "MISFIT";
 /// The error code a script answers with when the write's effect record names another
 /// preference than the one written.
 pub const EFFECT: &str = "EFFECT";
+/// The error code [`APPLY`] answers with when the record changed since its timeline was read.
+pub const CONFLICT: &str = "CONFLICT";
 
 /// The guard shared by every script: lock check, then the idempotency short-circuit is done by
 /// each script because what it returns differs.
@@ -128,13 +130,29 @@ end
 local function current_version(raw, history, dropped)
   return tonumber(raw) or (1 + #history + (tonumber(dropped) or 0))
 end
--- A history entry keeping version `version` of a preference (read as `h` by `version_fields`).
+-- A history entry keeping version `version` of a preference (read as `h` by `version_fields`);
+-- `v.count`, when given, is that version's own reinforcements.
 local function version_entry(action, version, v, extra)
   local entry = {action = action, version = version, old_opinion = v.opinion or '',
     old_stance = v.stance or '', old_strength = tonumber(v.strength) or 0,
-    old_active = v.active == '1' or v.active == 'true'}
+    old_active = v.active == '1' or v.active == 'true',
+    old_reinforcement_count = tonumber(v.count)}
   for name, value in pairs(extra) do entry[name] = value end
   return entry
+end
+-- Every write counts the record's revision up, so a replay written from an older read
+-- (`APPLY`) is refused rather than lost over this write.
+local function with_next_rev(fields, key)
+  fields[#fields + 1] = 'rev'
+  fields[#fields + 1] = tostring((tonumber(redis.call('HGET', key or KEYS[1], 'rev')) or 0) + 1)
+end
+-- A curation or an erasure fixes the preference's past (model::timeline): what ingest replayed
+-- is replaced by this write, so its voicings go, and a voicing from before `now` that arrives
+-- later lands nowhere. The record as written is where the next voicing's replay starts.
+local function fix_past(fields, now)
+  fields[#fields + 1] = 'voicings'; fields[#fields + 1] = ''
+  fields[#fields + 1] = 'baseline'; fields[#fields + 1] = ''
+  fields[#fields + 1] = 'voiced_from'; fields[#fields + 1] = now
 end
 -- Brings the persona's structures in step with the hash of preference `id` after a write.
 -- `old_users`: the related users before the write (their about-entries go); `vector_changed`:
@@ -190,6 +208,34 @@ return {1, ARGV[8]}
     ))
 });
 
+/// Writes what ingest replayed from a preference's timeline (`model::timeline`): ARGV[6] the
+/// revision the timeline was read at ("" for a record without one), ARGV[7] "1" when the
+/// vector changed (the embedding is among the fields), ARGV[8..] field/value pairs. Refused
+/// with [`CONFLICT`] when the record was written since it was read (the replay would undo that
+/// write). Returns nil when missing, else `{applied, id}`.
+pub static APPLY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{GUARD}{}",
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local h = redis.call('HMGET', KEYS[1], 'id', 'rev', 'related_user_ids')
+local done = applied_to(h[1])
+if type(done) == 'table' then return done end
+if done then return {0, h[1]} end
+if (h[2] or '') ~= ARGV[6] then
+  return redis.error_reply('CONFLICT ' .. h[1])
+end
+local fields = {}
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+with_next_rev(fields)
+redis.call('HSET', KEYS[1], unpack(fields))
+record_effect(h[1])
+sync(h[1], decode_list(h[3]), ARGV[7] == '1')
+return {1, h[1]}
+"#
+    ))
+});
+
 /// ARGV[6] rate, ARGV[7] now, ARGV[8] the user whose conversation reinforced it ("" = none),
 /// ARGV[9] the reinforcement's log entry (JSON), ARGV[10] how many log entries to keep,
 /// ARGV[11] how many evidence users to keep.
@@ -232,6 +278,8 @@ if keep > 0 then
   fields[#fields + 1] = 'reinforcements'
   fields[#fields + 1] = encode_list(log)
 end
+with_next_rev(fields)
+fix_past(fields, ARGV[7])
 redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 sync(h[1], {}, false)
@@ -252,7 +300,7 @@ pub static EVOLVE: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'evidence_user_ids',
   'evolution_history', 'evidence_users_dropped', 'history_entries_dropped', 'stance', 'active',
-  'version')
+  'version', 'reinforcement_count')
 local log = decode_list(h[6])
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
@@ -260,10 +308,11 @@ if done then
   return {0, h[1], h[2], h[3], h[4] or '0', tostring(#log + (tonumber(h[8]) or 0))}
 end
 local version = current_version(h[11], log, h[8])
+-- A new version starts its own count of reinforcements; the old one keeps its count.
 local fields = {'opinion', ARGV[6], 'embedding', ARGV[7], 'strength', ARGV[8],
-  'last_reinforced', ARGV[9], 'version', tostring(version + 1)}
+  'last_reinforced', ARGV[9], 'version', tostring(version + 1), 'reinforcement_count', '0'}
 local evolutions = add_history(fields, log, version_entry('evolution', version,
-  {opinion = h[3], stance = h[9], strength = h[4], active = h[10]},
+  {opinion = h[3], stance = h[9], strength = h[4], active = h[10], count = h[12]},
   {new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}), tonumber(ARGV[15]), h[8])
 if ARGV[11] ~= '' then
   fields[#fields + 1] = 'stance'; fields[#fields + 1] = ARGV[11]
@@ -277,6 +326,8 @@ if dropped > 0 then
   fields[#fields + 1] = 'evidence_users_dropped'
   fields[#fields + 1] = tostring((tonumber(h[7]) or 0) + dropped)
 end
+with_next_rev(fields)
+fix_past(fields, ARGV[9])
 redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 sync(h[1], {}, true)
@@ -294,7 +345,7 @@ pub static RETRACT: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history',
-  'history_entries_dropped', 'stance', 'strength', 'active', 'version')
+  'history_entries_dropped', 'stance', 'strength', 'active', 'version', 'reinforcement_count')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then return {0, h[1], h[2]} end
@@ -304,8 +355,10 @@ local log = decode_list(h[4])
 local version = current_version(h[9], log, h[5])
 fields[#fields + 1] = 'version'; fields[#fields + 1] = tostring(version + 1)
 add_history(fields, log, version_entry('retraction', version,
-  {opinion = h[3], stance = h[6], strength = h[7], active = h[8]},
+  {opinion = h[3], stance = h[6], strength = h[7], active = h[8], count = h[10]},
   {timestamp = ARGV[7], reason = ARGV[6]}), tonumber(ARGV[8]), h[5])
+with_next_rev(fields)
+fix_past(fields, ARGV[7])
 redis.call('HSET', KEYS[1], unpack(fields))
 record_effect(h[1])
 sync(h[1], {}, false)
@@ -326,7 +379,7 @@ pub static RESTORE: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'stance', 'active',
-  'evolution_history', 'history_entries_dropped', 'version')
+  'evolution_history', 'history_entries_dropped', 'version', 'reinforcement_count')
 local log = decode_list(h[7])
 local dropped = tonumber(h[8]) or 0
 local current = current_version(h[9], log, h[8])
@@ -354,12 +407,18 @@ end
 local active = '1'
 if target.old_active == false then active = '0' end
 fields[#fields + 1] = 'active'; fields[#fields + 1] = active
+if tonumber(target.old_reinforcement_count) then
+  fields[#fields + 1] = 'reinforcement_count'
+  fields[#fields + 1] = tostring(target.old_reinforcement_count)
+end
 local reason = ARGV[8]
 if reason == '' then reason = 'restored version ' .. wanted end
 add_history(fields, log, version_entry('restore', current,
-  {opinion = h[3], stance = h[5], strength = h[4], active = h[6]},
+  {opinion = h[3], stance = h[5], strength = h[4], active = h[6], count = h[10]},
   {new_opinion = opinion, timestamp = ARGV[7], reason = reason, restored = wanted}),
   tonumber(ARGV[9]), h[8])
+with_next_rev(fields)
+fix_past(fields, ARGV[7])
 redis.call('HSET', KEYS[1], unpack(fields))
 sync(h[1], {}, false)
 return {1, h[1], h[2], opinion, tostring(current + 1), active}
@@ -390,6 +449,7 @@ local function read(key)
   return record
 end
 local a, b = read(KEYS[1]), read(KEYS[8])
+a.count, b.count = a.reinforcement_count, b.reinforcement_count
 local function active(record) return record.active == '1' or record.active == 'true' end
 if not active(a) or not active(b) then
   return {0, a.id, a.reinforcement_count or '0', a.strength or '0'}
@@ -437,6 +497,10 @@ local b_fields = {'active', '0', 'version', tostring(b_version + 1)}
 add_history(b_fields, b_history, version_entry('consolidation', b_version, b,
   {timestamp = now, merged_into = a.id, reason = 'merged into ' .. a.id .. ': ' .. (a.opinion or '')}),
   history_cap, b.history_entries_dropped)
+with_next_rev(fields)
+fix_past(fields, now)
+with_next_rev(b_fields, KEYS[8])
+fix_past(b_fields, now)
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('HSET', KEYS[8], unpack(b_fields))
 sync(a.id, old_users, false)
@@ -458,7 +522,7 @@ pub static PURGE_USER: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local user, pseudonym = ARGV[6], ARGV[7]
-local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength')
+local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength', 'reinforcement_count', 'voicings', 'baseline')
 -- The list with the user replaced by the pseudonym, without duplicates: one pass, with a set
 -- of what is kept (a nested scan was quadratic and blocked Redis on long lists).
 local function replace(list)
@@ -503,7 +567,14 @@ for _, entry in ipairs(history) do
     entry.reason = reason
   end
 end
-if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed or history_changed) then return {0, 0} end
+-- The timeline (model::timeline) quotes each voicing's users; it is not rewritten piece by
+-- piece: the erasure fixes the preference's past below, which drops it whole.
+local function names_user(raw)
+  -- HMGET answers false for a field the hash does not have.
+  return type(raw) == 'string' and raw ~= '' and string.find(raw, cjson.encode(user), 1, true) ~= nil
+end
+local timeline_changed = names_user(h[15]) or names_user(h[16])
+if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed or history_changed or timeline_changed) then return {0, 0} end
 local only_evidence
 if (tonumber(h[9]) or 0) > 0 then
   -- Evidence users beyond the cap were other users: the erased one was not the only one.
@@ -523,12 +594,14 @@ if only_evidence and h[4] == '1' then
   fields[#fields + 1] = 'active'; fields[#fields + 1] = '0'
   fields[#fields + 1] = 'version'; fields[#fields + 1] = tostring(version + 1)
   add_history(fields, history, version_entry('retraction', version,
-    {opinion = h[5], stance = h[12], strength = h[13], active = h[4]},
+    {opinion = h[5], stance = h[12], strength = h[13], active = h[4], count = h[14]},
     {timestamp = ARGV[8], reason = 'erasure: its only evidence was an erased user'}), tonumber(ARGV[9]), h[10])
   retracted = 1
 elseif history_changed then
   fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = encode_list(history)
 end
+with_next_rev(fields)
+fix_past(fields, ARGV[8])
 redis.call('HSET', KEYS[1], unpack(fields))
 sync(h[8], old_related, false)
 return {1, retracted}
@@ -544,7 +617,9 @@ pub static SET_EMBEDDING: LazyLock<Script> = LazyLock::new(|| {
         "{GUARD}{}",
         r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'embedding', ARGV[6])
+local fields = {'embedding', ARGV[6]}
+with_next_rev(fields)
+redis.call('HSET', KEYS[1], unpack(fields))
 sync(ARGV[7], {}, true)
 return 1
 "#

@@ -5,8 +5,9 @@ use std::time::Instant;
 
 use redis::Value;
 
-use super::query::{self, vector_to_bytes};
+use super::query::vector_to_bytes;
 use super::record::field;
+use super::timeline::record_fields;
 use super::{
     AddOutcome, Evolution, EvolveOutcome, HistoryEntry, LockToken, NewPreference, Preference,
     PreferenceStore, Provenance, ReinforceOutcome, Reinforcement, RetractOutcome, Stance,
@@ -30,7 +31,6 @@ impl PreferenceStore {
         new: NewPreference,
         guard: WriteGuard<'_>,
     ) -> Result<AddOutcome, StoreError> {
-        let started = Instant::now();
         let config = &self.settings.store;
         validate::persona_id(&new.persona_id)?;
         validate::embedding(&new.embedding, config.embedding_dims)?;
@@ -100,6 +100,7 @@ impl PreferenceStore {
                     old_stance: Some(base.stance.map(Stance::as_str).unwrap_or("").into()),
                     old_strength: Some(base.strength),
                     old_active: Some(true),
+                    old_reinforcement_count: None,
                     restored: None,
                     merged: None,
                     merged_into: None,
@@ -118,147 +119,10 @@ impl PreferenceStore {
                 .evidence_user_ids
                 .push(preference.provenance.triggering_user_id.clone());
         }
-        let json = |value: &Vec<String>| serde_json::to_string(value).expect("strings serialise");
-        let fields: Vec<(&str, Vec<u8>)> = vec![
-            (field::ID, preference.id.clone().into_bytes()),
-            (
-                field::PERSONA_ID,
-                preference.persona_id.clone().into_bytes(),
-            ),
-            (field::NAME, preference.name.clone().into_bytes()),
-            (field::OPINION, preference.opinion.clone().into_bytes()),
-            (field::CATEGORY, preference.category.clone().into_bytes()),
-            (
-                field::STRENGTH,
-                format_float(preference.strength).into_bytes(),
-            ),
-            (
-                field::STANCE,
-                preference
-                    .stance
-                    .map(Stance::as_str)
-                    .unwrap_or("")
-                    .as_bytes()
-                    .to_vec(),
-            ),
-            (field::STANCE_AT, preference.stance_at.clone().into_bytes()),
-            (
-                field::TRIGGERING_USER_ID,
-                preference
-                    .provenance
-                    .triggering_user_id
-                    .clone()
-                    .into_bytes(),
-            ),
-            (
-                field::TRIGGERING_MESSAGE_ID,
-                preference
-                    .provenance
-                    .triggering_message_id
-                    .clone()
-                    .into_bytes(),
-            ),
-            (
-                field::PERSONA_MESSAGE_ID,
-                preference
-                    .provenance
-                    .persona_message_id
-                    .clone()
-                    .into_bytes(),
-            ),
-            (
-                field::SOURCE_PLATFORM,
-                preference.provenance.source_platform.clone().into_bytes(),
-            ),
-            (
-                field::SOURCE_CHANNEL_ID,
-                preference.provenance.source_channel_id.clone().into_bytes(),
-            ),
-            (
-                field::RELATED_USER_IDS,
-                json(&preference.related_user_ids).into_bytes(),
-            ),
-            (
-                field::RELATED_USER_IDS_INDEX,
-                preference.related_user_ids.join(",").into_bytes(),
-            ),
-            (
-                field::RELATED_KG_UUIDS,
-                json(&preference.related_kg_uuids).into_bytes(),
-            ),
-            (
-                field::EVIDENCE_USER_IDS,
-                json(&preference.evidence_user_ids).into_bytes(),
-            ),
-            (
-                field::EVOLUTION_HISTORY,
-                if preference.evolution_history.is_empty() {
-                    b"[]".to_vec()
-                } else {
-                    serde_json::to_vec(&preference.evolution_history).map_err(|e| {
-                        StoreError::UnexpectedReply(format!("encoding history: {e}"))
-                    })?
-                },
-            ),
-            (field::VERSION, preference.version.to_string().into_bytes()),
-            (
-                field::INHERITED_FROM,
-                preference.inherited_from.clone().into_bytes(),
-            ),
-            (field::EMBEDDING, vector_to_bytes(&new.embedding)),
-            (field::ACTIVE, b"1".to_vec()),
-            (
-                field::CREATED_AT,
-                preference.created_at.clone().into_bytes(),
-            ),
-            (
-                field::LAST_REINFORCED,
-                preference.last_reinforced.clone().into_bytes(),
-            ),
-            (field::REINFORCEMENT_COUNT, b"0".to_vec()),
-        ];
-        let mut invocation =
-            self.invocation(&scripts::ADD, &preference.persona_id, &preference.id, guard)?;
-        invocation.arg(
-            guard
-                .message
-                .map(|message| message.on_preference(&preference.id))
-                .unwrap_or_default(),
-        );
-        for (name, value) in &fields {
-            invocation.arg(*name).arg(value.as_slice());
-        }
-        let reply: Value = self.write(invocation, &preference.persona_id).await?;
-        let (applied, id) = match reply {
-            Value::Array(items) if items.len() == 2 => (
-                matches!(items[0], Value::Int(1)),
-                query::value_to_string(&items[1]),
-            ),
-            other => {
-                return Err(StoreError::UnexpectedReply(format!(
-                    "add script returned {other:?}"
-                )));
-            }
-        };
-        telemetry::store_op("add", started.elapsed());
-        if applied {
-            return Ok(AddOutcome {
-                preference,
-                applied,
-            });
-        }
-        let existing = self
-            .get_preference(&preference.persona_id, &id)
-            .await?
-            .ok_or_else(|| {
-                StoreError::UnexpectedReply(format!(
-                    "effect record points at preference {id}, which is gone"
-                ))
-            })?;
-        Ok(AddOutcome {
-            preference: existing,
-            applied,
-        })
+        let mut fields = record_fields(&preference)?;
+        fields.push((field::EMBEDDING, vector_to_bytes(&new.embedding)));
+        fields.push((field::REV, b"1".to_vec()));
+        self.run_add(preference, fields, guard).await
     }
 
     /// Raises strength on the diminishing-returns curve `s' = s + rate·(1 − s)`, counts the
@@ -471,14 +335,5 @@ impl PreferenceStore {
             .arg(config.vector_quantisation.vadd_option())
             .arg(config.embedding_dims * 4);
         Ok(invocation)
-    }
-
-    fn coerce_category(&self, category: &str) -> String {
-        let lowered = category.trim().to_ascii_lowercase();
-        if self.settings.store.categories.contains(&lowered) {
-            lowered
-        } else {
-            self.settings.store.fallback_category.clone()
-        }
     }
 }

@@ -145,6 +145,7 @@ mod tests {
             old_stance: Some("for".into()),
             old_strength: Some(old_strength),
             old_active: Some(true),
+            old_reinforcement_count: None,
             restored: None,
             merged: None,
             merged_into: None,
