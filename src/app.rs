@@ -62,8 +62,8 @@ impl App {
         let nats = connect_nats(&config).await?;
         let js = jetstream::new(nats.clone());
         let embedder = embed::from_config(&config.embed)?;
-        let extractor = extract::from_config(&config.extract, &config.store.categories)?;
-        let adjudicator = extract::adjudicator_from_config(&config.extract)?;
+        let (extractor, adjudicator) =
+            extract::stages_from_config(&config.extract, &config.store.categories)?;
         Ok(App {
             config: Arc::new(config),
             store,

@@ -118,7 +118,7 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
     (
         "persona_prefs_llm_requests_total",
         MetricKind::Counter,
-        "LLM requests by outcome: ok, timeout, rate_limited, server_error, rejected, malformed.",
+        "LLM requests by outcome: ok, timeout, connection_error, rate_limited, server_error, rejected, malformed, cut_off (the reply hit max_tokens).",
     ),
     (
         "persona_prefs_llm_request_seconds",
@@ -139,6 +139,11 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
         "persona_prefs_embed_batch_size",
         MetricKind::Histogram,
         "Texts per embedding batch.",
+    ),
+    (
+        "persona_prefs_llm_concurrency_limit",
+        MetricKind::Gauge,
+        "Requests the LLM server is given at once: its reported slots, then adapted to its answers (halved on timeouts and 429/503, raised while answers come in good time).",
     ),
     (
         "persona_prefs_in_flight_events",
@@ -210,6 +215,7 @@ pub const COUNTER_LABELS: &[(&str, &str, &[&str])] = &[
             "server_error",
             "rejected",
             "malformed",
+            "cut_off",
         ],
     ),
     (
@@ -331,6 +337,10 @@ pub fn llm_tokens(prompt: u64, completion: u64) {
 pub fn embed_batch(size: usize, took: Duration) {
     histogram!("persona_prefs_embed_batch_size").record(size as f64);
     histogram!("persona_prefs_embed_batch_seconds").record(took.as_secs_f64());
+}
+
+pub fn llm_concurrency_limit(limit: usize) {
+    gauge!("persona_prefs_llm_concurrency_limit").set(limit as f64);
 }
 
 pub fn in_flight(count: usize) {

@@ -81,7 +81,18 @@ async fn canned_opinions_are_validated_against_the_persona_message() {
 
     let request = &fake.received()[0];
     assert_eq!(request.path, "/v1/chat/completions");
-    assert_eq!(request.body["response_format"]["type"], "json_object");
+    // The nested OpenAI shape, which llama.cpp enforces by grammar (it ignores a flat one).
+    assert_eq!(request.body["response_format"]["type"], "json_schema");
+    let schema = &request.body["response_format"]["json_schema"]["schema"];
+    assert_eq!(
+        schema["properties"]["opinions"]["items"]["required"][0], "evidence",
+        "evidence first"
+    );
+    assert_eq!(
+        request.body["max_tokens"],
+        Config::defaults().extract.llm.max_tokens,
+        "a budget is always sent"
+    );
     assert_eq!(persona_message(&request.body), MESSAGE);
 }
 
@@ -161,7 +172,7 @@ async fn a_timeout_is_retried() {
 }
 
 #[tokio::test]
-async fn malformed_output_is_asked_again_then_reported_as_retryable() {
+async fn malformed_output_is_asked_again_then_reported_as_unusable_with_what_the_model_said() {
     let fake = FakeOpenAi::start().await;
     fake.script([
         Reply::chat("Sure! Here are the opinions: thunderstorms."),
@@ -179,9 +190,10 @@ async fn malformed_output_is_asked_again_then_reported_as_retryable() {
     fake.script([Reply::chat("not json"), Reply::chat("still not json")]);
     let error = extractor(&fake).extract(&input(&[])).await.unwrap_err();
     assert!(
-        matches!(error, ExtractError::Unavailable(_)) && error.is_retryable(),
-        "{error}"
+        matches!(error, ExtractError::Unusable(_)) && !error.is_retryable(),
+        "asking again later gets the same answer: {error}"
     );
+    assert!(error.to_string().contains("still not json"), "{error}");
 
     fake.script(std::iter::repeat_n(
         Reply::Garbage(200, "<html>proxy error</html>".into()),
@@ -613,4 +625,256 @@ async fn the_labelled_set_replayed_through_the_llm_path_scores_what_the_answers_
         asked >= 400,
         "every utterance went through the prompt: {asked}"
     );
+}
+
+/// A server that computes one request at a time, a second each (a llama.cpp server with one
+/// slot), takes 50 events with no timeout and no dead letter: it is given as many requests as
+/// it reports slots, and the time a request waits for its turn is not part of its timeout.
+/// With the old fixed cap (32 at once) the 21st request in the server's queue timed out, and
+/// its retries refilled the queue.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_slot_server_a_second_a_request_settles_50_events_with_no_timeout() {
+    let fake = FakeOpenAi::start().await;
+    fake.with_slots(1, Duration::from_secs(1));
+    fake.respond_with(|_, _| {
+        Reply::opinions(json!([{"evidence": "I love owls", "name": "owls", "stance": "for",
+            "strength": 0.7, "category": "nature", "opinion": "I love owls.", "related_user_ids": []}]))
+    });
+    let mut config = test_config("oneslot");
+    config.extract.kind = ExtractorKind::Llm;
+    config.extract.llm.base_url = fake.base_url.clone();
+    config.extract.llm.timeout_ms = Config::defaults().extract.llm.timeout_ms;
+    config.ingest.max_deliver = 2;
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker(config.clone()).await;
+    let events = 50;
+    for n in 0..events {
+        running
+            .publish_event(&json!({"event_id": format!("owl-{n}"), "persona_id": "ada", "platform": "p",
+                "channel_id": "c", "messages": [{"message_id": format!("owl-{n}-m"), "role": "persona",
+                "content": "I love owls.", "timestamp": format!("2026-11-20T08:{:02}:00Z", n)}]}))
+            .await;
+    }
+    persona_prefs::app::wait_until_drained(
+        &running.app.js,
+        running.consumer.clone(),
+        Duration::from_secs(240),
+    )
+    .await
+    .unwrap();
+    let asked = fake
+        .received()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .count();
+    assert_eq!(asked, events, "each event asked once: no timeout, no retry");
+    assert!(
+        fake.max_in_flight() <= 2,
+        "one computing, at most one waiting in the server: {}",
+        fake.max_in_flight()
+    );
+    let dlq = running
+        .app
+        .js
+        .get_stream(&config.ingest.dlq_stream)
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .state
+        .messages;
+    assert_eq!(dlq, 0, "nothing dead-lettered");
+    let owls = common::active_preferences(&running.app.store, "ada").await;
+    assert_eq!(owls.len(), 1);
+    assert_eq!(owls[0].reinforcement_count, events as u64 - 1);
+    running.stop().await;
+}
+
+/// Time spent waiting for a turn does not count against a request's timeout: five questions
+/// at once to a one-slot server that takes 300 ms each, with an 800 ms timeout, all answered
+/// (all five in the server's own queue, the third would wait 600 ms there and time out).
+#[tokio::test]
+async fn waiting_for_a_turn_is_not_part_of_a_requests_timeout() {
+    let fake = FakeOpenAi::start().await;
+    fake.with_slots(1, Duration::from_millis(300));
+    let mut config = llm_config(&fake);
+    config.timeout_ms = 800;
+    let extractor = LlmExtractor::new(&config, 8, &Config::defaults().store.categories).unwrap();
+    let input = input(&[]);
+    let results = futures::future::join_all((0..5).map(|_| extractor.extract(&input))).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(
+        fake.received().len(),
+        5,
+        "no request timed out and was sent again"
+    );
+    assert!(
+        fake.max_in_flight() <= 2,
+        "one computing, at most one waiting: {}",
+        fake.max_in_flight()
+    );
+}
+
+/// A server that refuses a JSON Schema (400) is asked with its JSON mode, and from then on
+/// only so; one that refuses that too, then plain text with a temperature, is asked plainly
+/// without a temperature.
+#[tokio::test]
+async fn a_server_refusing_a_request_shape_is_asked_more_plainly_and_that_is_remembered() {
+    let fake = FakeOpenAi::start().await;
+    fake.respond_with(|_, body| {
+        if body["response_format"]["type"] == "json_schema" {
+            Reply::bad_request()
+        } else {
+            Reply::opinions(json!([]))
+        }
+    });
+    let extractor = extractor(&fake);
+    extractor.extract(&input(&[])).await.unwrap();
+    extractor.extract(&input(&[])).await.unwrap();
+    let shapes: Vec<String> = fake
+        .received()
+        .iter()
+        .map(|r| {
+            r.body["response_format"]["type"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(shapes, ["json_schema", "json_object", "json_object"]);
+
+    let strict = FakeOpenAi::start().await;
+    strict.respond_with(|_, body| {
+        if body.get("response_format").is_some() || body.get("temperature").is_some() {
+            Reply::bad_request()
+        } else {
+            Reply::opinions(json!([]))
+        }
+    });
+    let extractor = self::extractor(&strict);
+    extractor.extract(&input(&[])).await.unwrap();
+    extractor.extract(&input(&[])).await.unwrap();
+    let received = strict.received();
+    assert_eq!(
+        received.len(),
+        5,
+        "schema, JSON mode, plain, plain without temperature; then that"
+    );
+    assert!(received[4].body.get("temperature").is_none());
+    assert!(received[4].body.get("response_format").is_none());
+    assert!(
+        received[4].body["max_tokens"].is_u64(),
+        "a budget is always sent"
+    );
+
+    let refusing = FakeOpenAi::start().await;
+    refusing.respond_with(|_, _| Reply::bad_request());
+    let error = self::extractor(&refusing)
+        .extract(&input(&[]))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ExtractError::Rejected(_)), "{error}");
+}
+
+/// A reply cut off at its token budget is asked again once with twice the budget; cut off
+/// again, it is unusable, with what the model began to say.
+#[tokio::test]
+async fn a_reply_cut_off_is_asked_again_with_a_larger_budget_then_reported() {
+    let fake = FakeOpenAi::start().await;
+    fake.script([
+        Reply::cut_off("{\"opinions\": [{\"evid"),
+        Reply::opinions(json!([])),
+    ]);
+    let extractor = extractor(&fake);
+    extractor.extract(&input(&[])).await.unwrap();
+    let budgets: Vec<u64> = fake
+        .received()
+        .iter()
+        .map(|r| r.body["max_tokens"].as_u64().unwrap())
+        .collect();
+    let first = Config::defaults().extract.llm.max_tokens as u64;
+    assert_eq!(budgets, [first, 2 * first]);
+
+    fake.script([
+        Reply::cut_off("{\"opinions\": [{\"evid"),
+        Reply::cut_off("{\"opinions\": [{\"evidence\": \"I adore"),
+    ]);
+    let error = extractor.extract(&input(&[])).await.unwrap_err();
+    assert!(
+        matches!(error, ExtractError::Unusable(_)) && !error.is_retryable(),
+        "{error}"
+    );
+    assert!(error.to_string().contains("cut off"), "{error}");
+    assert!(error.to_string().contains("I adore"), "{error}");
+}
+
+/// JSON wrapped in a think block, prose and a code fence is recovered.
+#[tokio::test]
+async fn json_in_a_think_block_prose_and_a_fence_is_recovered() {
+    let fake = FakeOpenAi::start().await;
+    let answer =
+        json!({"opinions": [opinion("thunderstorms", "for", "I adore thunderstorms", &[])]});
+    fake.script([Reply::chat(&format!(
+        "<think>The persona says {{storms}}.</think>\nHere you go:\n```json\n{answer}\n```\nAnything else?"
+    ))]);
+    let found = extractor(&fake).extract(&input(&[])).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].name, "thunderstorms");
+}
+
+/// Through the worker: a model that answers something unusable gets the event dead-lettered at
+/// once (asking again later gets the same answer), with what it said, cut short and redacted,
+/// in the reason.
+#[tokio::test]
+async fn an_unusable_reply_dead_letters_the_event_with_what_the_model_said() {
+    let fake = FakeOpenAi::start().await;
+    let secret = format!("sk-{}", "x1".repeat(20));
+    let said = format!(
+        "I am sorry, I cannot do that. My key is {secret}. {}",
+        "blah ".repeat(200)
+    );
+    fake.respond_with(move |_, _| Reply::chat(&said));
+    let mut config = test_config("unusable");
+    config.extract.kind = ExtractorKind::Llm;
+    config.extract.llm = llm_config(&fake);
+    config.ingest.max_deliver = 3;
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker(config.clone()).await;
+    running
+        .publish_event(
+            &json!({"event_id": "e", "persona_id": "ada", "platform": "p", "channel_id": "c",
+            "messages": [{"message_id": "e-m", "role": "persona", "content": "I adore storms.",
+            "timestamp": "2026-11-20T08:00:00Z"}]}),
+        )
+        .await;
+    running.drain().await;
+    let dlq = running
+        .app
+        .js
+        .get_stream(&config.ingest.dlq_stream)
+        .await
+        .unwrap();
+    let letter = dlq.get_raw_message(1).await.expect("dead letter");
+    assert_eq!(
+        letter.headers.get(HEADER_REASON_CODE).unwrap().as_str(),
+        "permanent",
+        "not retried until max_deliver"
+    );
+    let reason = letter
+        .headers
+        .get(persona_prefs::ingest::worker::HEADER_REASON)
+        .unwrap()
+        .as_str()
+        .to_string();
+    assert!(reason.contains("I am sorry, I cannot do that"), "{reason}");
+    assert!(!reason.contains(&secret), "{reason}");
+    assert!(reason.contains("[redacted]"), "{reason}");
+    assert!(reason.len() < 1024, "cut short: {}", reason.len());
+    assert_eq!(
+        fake.received().len(),
+        2,
+        "asked once more in the call, never again"
+    );
+    running.stop().await;
 }

@@ -64,7 +64,7 @@ impl Embedder for OpenAiEmbedder {
                 .await
                 .map_err(|error| match error {
                     ApiError::Unavailable(m) => EmbedError::Unavailable(m),
-                    ApiError::Rejected(m) => EmbedError::Rejected(m),
+                    ApiError::Rejected(m) | ApiError::BadRequest(m) => EmbedError::Rejected(m),
                 })?;
             let data = reply["data"]
                 .as_array()

@@ -10,15 +10,14 @@
 //! no second call until either side changes.
 
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::chat::{ChatModel, Question};
 use super::{AdjudicationConfig, ExtractError, LlmConfig};
-use crate::openai_http::{ApiClient, ApiError};
 use crate::store::Stance;
 use crate::telemetry;
 
@@ -68,7 +67,23 @@ const PROMPT: &str = r#"You compare two statements by the same persona: an exist
 Decide:
 - same_topic: true only if both are about the same thing (the same food, work, activity, idea), not merely related things of one kind ("board games" and "video games" are different topics; "running" and "jogging" are the same).
 - same_stance: when same_topic, true if B agrees with A (both for, or both against), false if B contradicts A.
-Reply with one JSON object and nothing else: {"same_topic": true or false, "same_stance": true or false}"#;
+Reply with one JSON object with the two booleans, same_topic and same_stance, and nothing else."#;
+
+/// The verdict's JSON Schema.
+static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["same_topic", "same_stance"],
+        "properties": {
+            "same_topic": {"type": "boolean"},
+            "same_stance": {"type": "boolean"},
+        },
+    })
+});
+
+/// A verdict is a few tokens; this leaves room for a model that spaces its JSON out.
+const VERDICT_TOKENS: u32 = 64;
 
 #[derive(Deserialize)]
 struct Reply {
@@ -78,9 +93,7 @@ struct Reply {
 }
 
 pub struct LlmAdjudicator {
-    client: ApiClient,
-    model: String,
-    temperature: f64,
+    model: Arc<ChatModel>,
     grey_zone_low: f64,
     cache: Mutex<lru::LruCache<String, Verdict>>,
 }
@@ -90,16 +103,21 @@ impl LlmAdjudicator {
         llm: &LlmConfig,
         config: &AdjudicationConfig,
     ) -> Result<LlmAdjudicator, ExtractError> {
-        let client = llm.api_client()?;
-        Ok(LlmAdjudicator {
-            client,
-            model: llm.model.clone(),
-            temperature: llm.temperature,
+        Ok(LlmAdjudicator::with_model(
+            Arc::new(ChatModel::new(llm)?),
+            config,
+        ))
+    }
+
+    /// An adjudicator asking `model` (shared with the extractor: one server, one limit).
+    pub fn with_model(model: Arc<ChatModel>, config: &AdjudicationConfig) -> LlmAdjudicator {
+        LlmAdjudicator {
+            model,
             grey_zone_low: config.grey_zone_low,
             cache: Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(config.cache_size.max(1)).expect("at least one"),
             )),
-        })
+        }
     }
 
     fn cache_key(candidate: &Statement, existing_id: &str, existing: &Statement) -> String {
@@ -139,36 +157,15 @@ impl Adjudicator for LlmAdjudicator {
                 json!({"topic": s.topic, "opinion": s.opinion,
                        "stance": s.stance.map(Stance::as_str).unwrap_or("unstated")})
             };
-            let body = json!({
-                "model": self.model,
-                "temperature": self.temperature,
-                "response_format": {"type": "json_object"},
-                "messages": [
-                    {"role": "system", "content": PROMPT},
-                    {"role": "user", "content": json!({"A": side(existing), "B": side(candidate)}).to_string()},
-                ],
-            });
-            let record =
-                |outcome: &'static str, took: Duration| telemetry::llm_request(outcome, took);
-            let reply = self
-                .client
-                .post_json("chat/completions", &body, &record)
-                .await
-                .map_err(|error| {
-                    telemetry::adjudication("failed", false);
-                    match error {
-                        ApiError::Unavailable(m) => ExtractError::Unavailable(m),
-                        ApiError::Rejected(m) => ExtractError::Rejected(m),
-                    }
-                })?;
-            let content = reply["choices"][0]["message"]["content"]
-                .as_str()
-                .unwrap_or_default();
-            let parsed: Reply = super::llm::parse_json_content(content).map_err(|error| {
+            let question = Question {
+                system: PROMPT,
+                user: json!({"A": side(existing), "B": side(candidate)}).to_string(),
+                schema_name: "verdict",
+                schema: &SCHEMA,
+                max_tokens: Some(VERDICT_TOKENS),
+            };
+            let parsed: Reply = self.model.ask(&question).await.inspect_err(|_| {
                 telemetry::adjudication("failed", false);
-                ExtractError::Unavailable(format!(
-                    "the LLM's adjudication is not the JSON asked for: {error}"
-                ))
             })?;
             let verdict = Verdict {
                 same_topic: parsed.same_topic,

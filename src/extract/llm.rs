@@ -5,43 +5,83 @@
 //! - `stance` must be "for" or "against"; `strength` is clamped to [0, 1];
 //! - `related_user_ids` are kept only when they are participants of the conversation.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::chat::{ChatModel, Question};
 use super::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, LlmConfig, evidence_in_message,
 };
-use crate::openai_http::{ApiClient, ApiError};
 use crate::store::Stance;
-use crate::telemetry;
 
 pub struct LlmExtractor {
-    client: ApiClient,
-    /// Bounds requests in flight across every event (`extract.llm.max_concurrent_requests`).
-    permits: tokio::sync::Semaphore,
-    model: String,
-    temperature: f64,
+    model: Arc<ChatModel>,
     max_opinions: usize,
     system_prompt: String,
+    /// The answer's JSON Schema: evidence first (a model writes in schema order, so it quotes
+    /// before it names), lengths bounded, stance and category from their lists.
+    schema: Value,
 }
+
+/// Longest quote, topic and opinion the schema lets a model write (in characters); a
+/// constrained server stops a string there.
+const MAX_EVIDENCE_CHARS: u64 = 300;
+const MAX_TOPIC_CHARS: u64 = 60;
+const MAX_OPINION_CHARS: u64 = 300;
 
 const PROMPT: &str = r#"You extract the opinions, preferences and ideals that the PERSONA itself expresses in its latest message.
 Only the persona's own message counts. Never extract what a user said, asked or claimed, and never extract from quoted or injected context.
 What counts: a liking or dislike ("I love X", "not a fan of X", "X is the worst"), a judgement stated as fact ("X is underrated"), a comparison (the preferred thing "for", the other "against"), a value or ideal ("honesty matters to me").
 What does not count: questions; hypotheticals ("if I could...", "I would love to..."); what others think, unless the persona says it agrees; views the persona held once but not now ("as a kid I loved X"); a remark on one moment or event ("the weather was awful yesterday"); thanks and pleasantries about the chat or the user ("nice talking to you"); jokes meant as jokes; sarcasm read literally (read what it means).
 The topic ("name") is the thing itself, as the persona would name it again: never a pronoun, a filler word ("honestly", "haha"), or "that movie" / "the one" unless earlier messages name it, in which case use that name.
-Reply with one JSON object and nothing else:
-{"opinions": [{"name": "short topic, 1-6 words", "opinion": "first-person sentence, understandable on its own", "category": one of CATEGORIES, "stance": "for" or "against", "strength": number 0..1 (0.8-0.9 for strong words like love or hate, 0.4-0.6 for mild or hedged ones), "related_user_ids": ["ids of users the opinion is about"], "evidence": "verbatim quote of the persona message that expresses it"}]}
-Return {"opinions": []} when the persona expresses no opinion. At most MAX opinions."#;
+Reply with one JSON object, {"opinions": [...]}, and nothing else. Each opinion has, in this order:
+- evidence: the words of the persona's message that express it, copied exactly;
+- name: the topic, one to six words;
+- stance: for or against;
+- strength: from 0 to 1; 0.8 to 0.9 for strong words like love or hate, 0.4 to 0.6 for mild or hedged ones;
+- category: one of CATEGORIES;
+- opinion: the opinion as a first-person sentence that is understandable on its own;
+- related_user_ids: ids of participants the opinion is about, usually none.
+At most MAX opinions; {"opinions": []} when the persona expresses none.
+Example. The persona's message: "Honestly, I can't stand jazz, but green tea is lovely."
+Reply: {"opinions": [{"evidence": "I can't stand jazz", "name": "jazz", "stance": "against", "strength": 0.8, "category": "musical", "opinion": "I can't stand jazz.", "related_user_ids": []}, {"evidence": "green tea is lovely", "name": "green tea", "stance": "for", "strength": 0.6, "category": "culinary", "opinion": "I find green tea lovely.", "related_user_ids": []}]}"#;
 
 /// The system prompt with the categories and the limit filled in.
 fn system_prompt(max_opinions: usize, categories: &[String]) -> String {
     PROMPT
         .replace("CATEGORIES", &format!("{categories:?}"))
         .replace("MAX", &max_opinions.to_string())
+}
+
+/// The reply's JSON Schema.
+fn reply_schema(max_opinions: usize, categories: &[String]) -> Value {
+    let text = |max: u64| json!({"type": "string", "minLength": 1, "maxLength": max});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["opinions"],
+        "properties": {"opinions": {
+            "type": "array",
+            "maxItems": max_opinions,
+            "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["evidence", "name", "stance", "strength", "category", "opinion", "related_user_ids"],
+                "properties": {
+                    "evidence": text(MAX_EVIDENCE_CHARS),
+                    "name": text(MAX_TOPIC_CHARS),
+                    "stance": {"type": "string", "enum": ["for", "against"]},
+                    "strength": {"type": "number", "minimum": 0, "maximum": 1},
+                    "category": {"type": "string", "enum": categories},
+                    "opinion": text(MAX_OPINION_CHARS),
+                    "related_user_ids": {"type": "array", "maxItems": 8, "items": text(256)},
+                },
+            },
+        }},
+    })
 }
 
 #[derive(Deserialize)]
@@ -74,35 +114,46 @@ impl LlmExtractor {
         max_opinions: usize,
         categories: &[String],
     ) -> Result<LlmExtractor, ExtractError> {
-        let client = config.api_client()?;
-        let system_prompt = system_prompt(max_opinions, categories);
-        Ok(LlmExtractor {
-            client,
-            permits: tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1)),
-            model: config.model.clone(),
-            temperature: config.temperature,
+        Ok(LlmExtractor::with_model(
+            Arc::new(ChatModel::new(config)?),
             max_opinions,
-            system_prompt,
-        })
+            categories,
+        ))
     }
 
-    fn request_body(&self, input: &ExtractionInput<'_>) -> Value {
+    /// An extractor asking `model` (shared with the adjudicator: one server, one limit).
+    pub fn with_model(
+        model: Arc<ChatModel>,
+        max_opinions: usize,
+        categories: &[String],
+    ) -> LlmExtractor {
+        LlmExtractor {
+            model,
+            max_opinions,
+            system_prompt: system_prompt(max_opinions, categories),
+            schema: reply_schema(max_opinions, categories),
+        }
+    }
+
+    /// The model this extractor asks.
+    pub fn model(&self) -> &Arc<ChatModel> {
+        &self.model
+    }
+
+    fn question(&self, input: &ExtractionInput<'_>) -> Question<'_> {
         let conversation = json!({
             "earlier_messages": input.context,
             "participants": input.participants,
             "persona_message": input.persona_message,
         });
-        json!({
-            "model": self.model,
-            "temperature": self.temperature,
-            "response_format": {"type": "json_object"},
-            "messages": [
-                {"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": conversation.to_string()},
-            ],
-        })
+        Question {
+            system: &self.system_prompt,
+            user: conversation.to_string(),
+            schema_name: "opinions",
+            schema: &self.schema,
+            max_tokens: None,
+        }
     }
-
     /// Keeps the opinions that pass validation; drops (and logs) the rest.
     fn validate(&self, reply: Reply, input: &ExtractionInput<'_>) -> Vec<ExtractedOpinion> {
         let mut kept = Vec::new();
@@ -151,73 +202,58 @@ impl Extractor for LlmExtractor {
         input: &'a ExtractionInput<'a>,
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move {
-            // Held through retries and backoff too: a rate-limited API gets fewer callers.
-            let _permit = self
-                .permits
-                .acquire()
-                .await
-                .map_err(|_| ExtractError::Rejected("extractor closed".into()))?;
-            let body = self.request_body(input);
-            let record =
-                |outcome: &'static str, took: Duration| telemetry::llm_request(outcome, took);
-            // A reply whose content is not the JSON asked for is retried like a 5xx: models
-            // occasionally wrap JSON in prose, and a second sample usually complies.
-            let mut last_error = String::new();
-            for _ in 0..2 {
-                let reply = self
-                    .client
-                    .post_json("chat/completions", &body, &record)
-                    .await
-                    .map_err(|error| match error {
-                        ApiError::Unavailable(m) => ExtractError::Unavailable(m),
-                        ApiError::Rejected(m) => ExtractError::Rejected(m),
-                    })?;
-                if let Some(usage) = reply.get("usage") {
-                    telemetry::llm_tokens(
-                        usage["prompt_tokens"].as_u64().unwrap_or(0),
-                        usage["completion_tokens"].as_u64().unwrap_or(0),
-                    );
-                }
-                let content = reply["choices"][0]["message"]["content"]
-                    .as_str()
-                    .unwrap_or_default();
-                match parse_content(content) {
-                    Ok(parsed) => return Ok(self.validate(parsed, input)),
-                    Err(error) => {
-                        telemetry::llm_request("malformed", Duration::ZERO);
-                        last_error = error;
-                    }
-                }
-            }
-            Err(ExtractError::Unavailable(format!(
-                "LLM reply is not the JSON asked for: {last_error}"
-            )))
+            let reply: Reply = self.model.ask(&self.question(input)).await?;
+            Ok(self.validate(reply, input))
         })
     }
 }
 
-/// Parses the model's content, tolerating a Markdown code fence around the JSON.
-fn parse_content(content: &str) -> Result<Reply, String> {
-    parse_json_content(content)
-}
-
-/// The model's content as `T`, tolerating a Markdown code fence around the JSON (both LLM
-/// stages ask for strict JSON; models still fence it now and then).
-pub(super) fn parse_json_content<T: serde::de::DeserializeOwned>(
-    content: &str,
-) -> Result<T, String> {
-    let trimmed = content.trim();
-    let unfenced = trimmed
-        .strip_prefix("```json")
-        .or_else(|| trimmed.strip_prefix("```"))
-        .and_then(|rest| rest.strip_suffix("```"))
-        .unwrap_or(trimmed);
-    serde_json::from_str::<T>(unfenced.trim()).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::system_prompt;
+    use super::*;
+
+    /// The example in the prompt is a real one: its reply is what the validation keeps for
+    /// its message, in the schema's order, with nothing a model could copy as a placeholder.
+    #[test]
+    fn the_prompts_example_is_a_real_answer_to_its_message() {
+        let prompt = system_prompt(8, &["culinary".into(), "musical".into()]);
+        let message = prompt
+            .split("The persona's message: \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap();
+        let reply = prompt.split("Reply: ").nth(1).unwrap();
+        let parsed: Reply = serde_json::from_str(reply).unwrap();
+        assert_eq!(parsed.opinions.len(), 2);
+        for opinion in &parsed.opinions {
+            assert!(
+                evidence_in_message(&opinion.evidence, message),
+                "{}",
+                opinion.evidence
+            );
+        }
+        let value: Value = serde_json::from_str(reply).unwrap();
+        let keys: Vec<&str> = value["opinions"][0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let schema = reply_schema(8, &["culinary".into()]);
+        let required: Vec<&str> = schema["properties"]["opinions"]["items"]["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort();
+        let mut sorted_required = required.clone();
+        sorted_required.sort();
+        assert_eq!(sorted_keys, sorted_required, "the example has every field");
+        assert_eq!(required[0], "evidence", "evidence comes first");
+        assert!(!reply.contains("1-6") && !reply.contains("short topic"));
+    }
 
     /// The model is told the conventions the labelled sets follow, so that a real model's
     /// figures from `evaluate-extraction` measure it against the same reading of an opinion.

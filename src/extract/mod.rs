@@ -9,6 +9,7 @@
 //! into an opinion, and text injected into the prompt is never re-mined.
 
 pub mod adjudicate;
+pub mod chat;
 pub mod evaluate;
 pub mod llm;
 pub mod redact;
@@ -71,13 +72,18 @@ pub enum ExtractError {
     /// The LLM refused the request (bad key, bad model name, request too large).
     #[error("extractor rejected the request: {0}")]
     Rejected(String),
+    /// The LLM answered, twice, with what cannot be used (not the JSON asked for, or cut off
+    /// at its token budget); says what it answered, cut short and redacted. Asking again later
+    /// gets the same answer, so the event is dead-lettered with this reason.
+    #[error("LLM reply unusable: {0}")]
+    Unusable(String),
 }
 
 impl ExtractError {
     pub fn is_retryable(&self) -> bool {
         // A refused request is usually configuration (key, model) rather than this message,
         // so it is retried too; max_deliver bounds it and dead-letters with the reason.
-        true
+        !matches!(self, ExtractError::Unusable(_))
     }
 }
 
@@ -86,15 +92,41 @@ pub fn from_config(
     config: &ExtractConfig,
     categories: &[String],
 ) -> Result<Arc<dyn Extractor>, ExtractError> {
+    Ok(stages_from_config(config, categories)?.0)
+}
+
+/// The extractor and the adjudicator, if there is one.
+pub type Stages = (Arc<dyn Extractor>, Option<Arc<dyn adjudicate::Adjudicator>>);
+
+/// The configured extractor and, with the LLM extractor and adjudication on, the adjudicator.
+/// Both ask one [`chat::ChatModel`]: the same server, whose slots one limit counts.
+pub fn stages_from_config(
+    config: &ExtractConfig,
+    categories: &[String],
+) -> Result<Stages, ExtractError> {
     Ok(match config.kind {
-        ExtractorKind::Rules => {
-            Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message))
+        ExtractorKind::Rules => (
+            Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
+            None,
+        ),
+        ExtractorKind::Llm => {
+            let model = Arc::new(chat::ChatModel::new(&config.llm)?);
+            let adjudicator: Option<Arc<dyn adjudicate::Adjudicator>> =
+                config.adjudication.enabled.then(|| {
+                    Arc::new(adjudicate::LlmAdjudicator::with_model(
+                        model.clone(),
+                        &config.adjudication,
+                    )) as Arc<dyn adjudicate::Adjudicator>
+                });
+            (
+                Arc::new(llm::LlmExtractor::with_model(
+                    model,
+                    config.max_opinions_per_message,
+                    categories,
+                )),
+                adjudicator,
+            )
         }
-        ExtractorKind::Llm => Arc::new(llm::LlmExtractor::new(
-            &config.llm,
-            config.max_opinions_per_message,
-            categories,
-        )?),
     })
 }
 
@@ -146,19 +178,6 @@ impl LlmConfig {
     }
 }
 
-/// The adjudicator the configuration asks for: with the LLM extractor and adjudication on.
-pub fn adjudicator_from_config(
-    config: &ExtractConfig,
-) -> Result<Option<Arc<dyn adjudicate::Adjudicator>>, ExtractError> {
-    if config.kind != ExtractorKind::Llm || !config.adjudication.enabled {
-        return Ok(None);
-    }
-    Ok(Some(Arc::new(adjudicate::LlmAdjudicator::new(
-        &config.llm,
-        &config.adjudication,
-    )?)))
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExtractorKind {
@@ -176,7 +195,12 @@ pub struct LlmConfig {
     pub max_retries: u32,
     pub max_backoff_ms: u64,
     pub temperature: f64,
+    /// The most requests in flight at once; fewer when the server reports fewer slots or
+    /// answers slowly (`openai_http::limit`).
     pub max_concurrent_requests: usize,
+    /// Tokens an answer may take (sent as `max_tokens`); a reply cut off there is asked again
+    /// once with twice as many.
+    pub max_tokens: u32,
 }
 
 impl ExtractConfig {
@@ -202,6 +226,9 @@ impl ExtractConfig {
                 "extract.llm.max_concurrent_requests",
                 "must be positive".into(),
             ));
+        }
+        if self.llm.max_tokens == 0 {
+            return Err(invalid("extract.llm.max_tokens", "must be positive".into()));
         }
         if self.llm.timeout_ms == 0 {
             return Err(invalid("extract.llm.timeout_ms", "must be positive".into()));

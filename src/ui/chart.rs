@@ -44,9 +44,16 @@ pub fn strength_history(preference: &Preference, reinforce_rate: f64) -> Vec<Str
             Change::Replaced(old) => old.unwrap_or(strength),
         };
     }
-    if let Ok(created) = Timestamp::parse(&preference.created_at) {
+    // Ingest stamps changes with when they were said, which can be before the record was made
+    // (a conversation published later): the curve starts at whichever came first.
+    let first_change = points.last().map(|point| point.at);
+    let created = Timestamp::parse(&preference.created_at).ok();
+    if let Some(start) = match (created, first_change) {
+        (Some(created), Some(first)) => Some(created.min(first)),
+        (created, first) => created.or(first),
+    } {
         points.push(StrengthPoint {
-            at: created,
+            at: start,
             strength,
         });
     }

@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// A server's slots: how many, one permit each, and how long each request takes.
+type Slots = Option<(Arc<tokio::sync::Semaphore>, usize, Duration)>;
+
 /// One scripted reply.
 #[derive(Clone)]
 pub enum Reply {
@@ -48,6 +51,22 @@ impl Reply {
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
         }))
     }
+    /// A chat completion cut off at its token budget (`finish_reason: "length"`).
+    pub fn cut_off(content: &str) -> Reply {
+        Reply::ok(json!({
+            "id": "chatcmpl-test", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        }))
+    }
+    /// A 400 as a server answers a request shape it does not take.
+    pub fn bad_request() -> Reply {
+        Reply::Json(
+            400,
+            json!({"error": {"code": 400, "message": "unsupported", "type": "invalid_request_error"}}),
+            Vec::new(),
+        )
+    }
     /// A chat completion returning `{"opinions": opinions}`.
     pub fn opinions(opinions: Value) -> Reply {
         Reply::chat(&json!({ "opinions": opinions }).to_string())
@@ -75,6 +94,10 @@ pub struct FakeOpenAi {
     default: Arc<Mutex<Responder>>,
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
     max_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Like a llama.cpp server with this many slots: `/props` reports them, and POSTs are
+    /// computed that many at a time (each taking `compute`, and finished even when the client
+    /// has gone), the rest waiting in the server. `None`: no `/props`, every request at once.
+    slots: Arc<Mutex<Slots>>,
 }
 
 impl FakeOpenAi {
@@ -91,6 +114,7 @@ impl FakeOpenAi {
             }))),
             in_flight: Default::default(),
             max_in_flight: Default::default(),
+            slots: Default::default(),
         };
         let server = fake.clone();
         tokio::spawn(async move {
@@ -103,6 +127,12 @@ impl FakeOpenAi {
             }
         });
         fake
+    }
+
+    /// Behaves like a llama.cpp server with `slots` slots, each request taking `compute`.
+    pub fn with_slots(&self, slots: usize, compute: Duration) {
+        *self.slots.lock().unwrap() =
+            Some((Arc::new(tokio::sync::Semaphore::new(slots)), slots, compute));
     }
 
     /// Replies served, in order, before the default responder.
@@ -155,6 +185,18 @@ impl FakeOpenAi {
                 serde_json::from_slice(&buffer[header_end + 4..header_end + 4 + length])
                     .unwrap_or(Value::Null);
             let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            if head.starts_with("GET ") {
+                // llama.cpp's `/props`, when this server plays one; nothing else is served.
+                let slots = self.slots.lock().unwrap().as_ref().map(|(_, n, _)| *n);
+                let reply = match (path.as_str(), slots) {
+                    ("/props", Some(slots)) => Reply::ok(json!({"total_slots": slots})),
+                    _ => Reply::Json(404, json!({"error": "not found"}), Vec::new()),
+                };
+                if !self.write(&mut socket, reply).await {
+                    return;
+                }
+                continue;
+            }
             let header = |wanted: &str| {
                 head.lines().find_map(|line| {
                     let (name, value) = line.split_once(':')?;
@@ -181,6 +223,15 @@ impl FakeOpenAi {
                     let responder = self.default.lock().unwrap().clone();
                     responder(&path, &body)
                 }
+            };
+            let slots = self.slots.lock().unwrap().clone();
+            let reply = match slots {
+                Some((slot, _, compute)) => {
+                    let _computing = slot.acquire_owned().await.unwrap();
+                    tokio::time::sleep(compute).await;
+                    reply
+                }
+                None => reply,
             };
             let written = self.write(&mut socket, reply).await;
             self.in_flight.fetch_sub(1, SeqCst);

@@ -1,8 +1,15 @@
 //! A small client for OpenAI-compatible HTTP APIs (OpenAI, Ollama, vLLM, llama.cpp server),
 //! shared by the LLM extractor and the remote embedder: JSON POST with a timeout, retries with
-//! exponential backoff on 429, 5xx, timeouts and connection errors, honouring `Retry-After`.
+//! exponential backoff on 429, 5xx, timeouts and connection errors, honouring `Retry-After`;
+//! with an [`AdaptiveLimit`], as many requests at once as the server can take (`limit.rs`).
 
+pub mod limit;
+
+use std::sync::Arc;
 use std::time::Duration;
+
+pub use limit::AdaptiveLimit;
+use limit::Outcome;
 
 use backon::Retryable;
 use serde_json::Value;
@@ -14,9 +21,14 @@ pub enum ApiError {
     /// Worth retrying later: the service was down, slow or rate-limited through every retry.
     #[error("{0}")]
     Unavailable(String),
-    /// The service refused the request (4xx other than 429) or answered something unusable.
+    /// The service refused the request (4xx other than 400, 422 and 429) or answered something
+    /// unusable.
     #[error("{0}")]
     Rejected(String),
+    /// The service refused the request's shape (400, 422): a server may not take a parameter
+    /// (a JSON Schema, a temperature) that another does; the caller may ask another way.
+    #[error("{0}")]
+    BadRequest(String),
 }
 
 #[derive(Clone)]
@@ -26,6 +38,8 @@ pub struct ApiClient {
     api_key: Option<String>,
     max_retries: u32,
     max_backoff: Duration,
+    /// Requests in flight, adapted to the server; none: the caller bounds them.
+    limit: Option<Arc<AdaptiveLimit>>,
 }
 
 pub struct ApiClientSettings<'a> {
@@ -54,7 +68,37 @@ impl ApiClient {
             api_key,
             max_retries: settings.max_retries,
             max_backoff: settings.max_backoff,
+            limit: None,
         })
+    }
+
+    /// Every attempt takes a permit of `limit` before it is sent, and reports how it went. A
+    /// retry's backoff holds no permit.
+    pub fn with_limit(mut self, limit: Arc<AdaptiveLimit>) -> ApiClient {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The limit attempts take their permits from.
+    pub fn limit(&self) -> Option<&Arc<AdaptiveLimit>> {
+        self.limit.as_ref()
+    }
+
+    /// GETs `{root}/{path}`, where root is the base URL without a trailing `/v1` (llama.cpp
+    /// serves `/props` and `/health` there): once, no retries. `None` when it does not answer
+    /// with JSON (a hosted API has no such endpoint).
+    pub async fn get_root_json(&self, path: &str) -> Option<Value> {
+        let root = self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url);
+        let url = format!("{root}/{}", path.trim_start_matches('/'));
+        let mut request = self.http.get(&url).timeout(Duration::from_secs(5));
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        response.json::<Value>().await.ok()
     }
 
     /// POSTs `body` to `{base_url}/{path}` and returns the JSON reply, retrying transient
@@ -78,6 +122,16 @@ impl ApiClient {
                 retryable: true,
                 retry_after,
             };
+            // Taken before the request's own time starts: waiting here is not its timeout.
+            let permit = match &self.limit {
+                Some(limit) => Some(limit.acquire().await),
+                None => None,
+            };
+            let report = |outcome: Outcome| {
+                if let Some(permit) = permit {
+                    permit.finish(outcome);
+                }
+            };
             let started = std::time::Instant::now();
             let mut request = self.http.post(&url).json(body);
             // The event's or request's span is this call's parent (W3C Trace Context).
@@ -90,6 +144,11 @@ impl ApiClient {
             let response = match request.send().await {
                 Ok(response) => response,
                 Err(error) => {
+                    report(if error.is_timeout() {
+                        Outcome::Overloaded
+                    } else {
+                        Outcome::Ignored
+                    });
                     on_attempt(
                         if error.is_timeout() {
                             "timeout"
@@ -115,6 +174,7 @@ impl ApiClient {
             let text = match response.text().await {
                 Ok(text) => text,
                 Err(error) => {
+                    report(Outcome::Overloaded);
                     on_attempt("timeout", started.elapsed());
                     return Err(transient(
                         ApiError::Unavailable(format!(
@@ -125,6 +185,14 @@ impl ApiClient {
                     ));
                 }
             };
+            let busy = status.as_u16() == 429 || status.as_u16() == 503;
+            report(if busy {
+                Outcome::Overloaded
+            } else if status.is_success() {
+                Outcome::Answered
+            } else {
+                Outcome::Ignored
+            });
             if status.as_u16() == 429 || status.is_server_error() {
                 on_attempt(
                     if status.as_u16() == 429 {
@@ -144,11 +212,13 @@ impl ApiClient {
             }
             if !status.is_success() {
                 on_attempt("rejected", started.elapsed());
+                let message = format!("POST {shown}: HTTP {status}{}", error_code(&text));
                 return Err(Failure {
-                    error: ApiError::Rejected(format!(
-                        "POST {shown}: HTTP {status}{}",
-                        error_code(&text)
-                    )),
+                    error: if matches!(status.as_u16(), 400 | 422) {
+                        ApiError::BadRequest(message)
+                    } else {
+                        ApiError::Rejected(message)
+                    },
                     retryable: false,
                     retry_after: None,
                 });
