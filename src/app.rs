@@ -100,7 +100,7 @@ impl App {
             nats: self.nats.clone(),
             store: self.store.clone(),
             embedder: self.embedder.clone(),
-            eraser: Eraser::new(self.store.clone(), self.js.clone(), &self.config),
+            eraser: Eraser::new(self.store.clone(), self.js.clone(), &self.config.ingest),
             config: self.config.serve.clone(),
             max_payload_bytes: self.config.nats.max_payload_bytes,
             locks: PersonaLock::new(

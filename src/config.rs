@@ -30,6 +30,8 @@ pub use crate::embed::EmbedConfig;
 pub use crate::extract::ExtractConfig;
 pub use crate::ingest::IngestConfig;
 pub use crate::serve::ServeConfig;
+pub use crate::settings::{ConfigError, Secret, TlsFiles, redact_url};
+pub use crate::store::config::{RedisConfig, StoreConfig, VectorQuantisation};
 
 const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 const ENV_PREFIX: &str = "PERSONA_PREFS__";
@@ -76,123 +78,6 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RedisConfig {
-    pub url: String,
-    /// Seed nodes of a Redis Cluster (`redis://host:port` each). Non-empty: cluster mode, and
-    /// `url` is not used.
-    pub cluster_nodes: Vec<String>,
-    /// Replicas that must hold a write before it counts as stored (`WAIT`); 0 = the master's
-    /// answer suffices.
-    pub min_replicas_acked: u64,
-    pub key_prefix: String,
-    pub index_name: String,
-    pub response_timeout_ms: u64,
-    pub tls_ca_file: String,
-    pub tls_client_cert_file: String,
-    pub tls_client_key_file: String,
-}
-
-impl RedisConfig {
-    pub fn tls(&self) -> TlsFiles<'_> {
-        TlsFiles {
-            ca_file: &self.tls_ca_file,
-            client_cert_file: &self.tls_client_cert_file,
-            client_key_file: &self.tls_client_key_file,
-        }
-    }
-}
-
-/// A secret from the configuration: never shown by `Debug`.
-#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_empty() { "\"\"" } else { "***" })
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    /// The key of erasure records' digests (HMAC-SHA256 of persona and user id), so a record
-    /// cannot be reversed by trying every user id. Empty: a random key kept in Redis.
-    pub erasure_secret: Secret,
-    pub embedding_dims: usize,
-    pub reinforce_rate: f64,
-    pub evolved_strength: f64,
-    pub default_strength: f64,
-    pub categories: Vec<String>,
-    pub fallback_category: String,
-    pub max_name_chars: usize,
-    pub max_opinion_chars: usize,
-    pub conflict_top_k: usize,
-    pub conflict_threshold: f64,
-    /// How many candidates `VSIM` explores on the hot paths (its `EF`; Redis defaults to 100,
-    /// or COUNT when larger). Chosen by recall against exact search (benches/search_effort.rs).
-    pub vector_search_ef: usize,
-    pub user_relevance_floor: f64,
-    pub min_semantic_relevance: f64,
-    pub max_top_k: usize,
-    pub max_injection_count: usize,
-    pub max_injection_chars: usize,
-    pub max_related_ids: usize,
-    /// Reinforcements kept, with provenance, per preference (the most recent; 0 keeps none).
-    pub max_reinforcement_log: usize,
-    /// Evidence users kept per preference (the most recent); more are counted, not listed.
-    pub max_evidence_users: usize,
-    /// History entries (changes of mind, retractions) kept per preference (the newest).
-    pub max_evolution_history: usize,
-    /// Voicings kept in each preference's timeline (`model::timeline`): a late opinion lands
-    /// where it was said as long as it is newer than the oldest kept; older ones are folded in.
-    pub max_voicings: usize,
-    /// Half-life of strength while a preference is not voiced again, in days; 0: no decay.
-    pub strength_half_life_days: f64,
-    /// Base personas per persona, and how deep bases of bases are followed.
-    pub max_bases: usize,
-    pub max_base_depth: usize,
-    /// Lifetime of idempotency records, in hours; 0 keeps them for ever.
-    pub effect_ttl_hours: u64,
-    /// How each persona's vector set stores its vectors: "q8", "fp32" or "bin".
-    pub vector_quantisation: VectorQuantisation,
-    /// The per-persona lock (ingest's decide-and-write, and erasure): its lifetime without
-    /// renewal, and how long a caller waits for it.
-    pub lock_ttl_ms: u64,
-    pub lock_patience_ms: u64,
-}
-
-/// Vector set quantisation (`VADD … Q8 | NOQUANT | BIN`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VectorQuantisation {
-    Q8,
-    Fp32,
-    Bin,
-}
-
-impl VectorQuantisation {
-    /// The VADD option.
-    pub fn vadd_option(self) -> &'static str {
-        match self {
-            VectorQuantisation::Q8 => "Q8",
-            VectorQuantisation::Fp32 => "NOQUANT",
-            VectorQuantisation::Bin => "BIN",
-        }
-    }
-
-    /// What `VINFO` reports as `quant-type`.
-    pub fn vinfo_name(self) -> &'static str {
-        match self {
-            VectorQuantisation::Q8 => "int8",
-            VectorQuantisation::Fp32 => "f32",
-            VectorQuantisation::Bin => "bin",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NatsConfig {
     pub url: String,
     /// Upper bound on one request or event payload, in bytes.
@@ -218,96 +103,11 @@ impl NatsConfig {
     }
 }
 
-/// The TLS files of one connection; "" means unused.
-#[derive(Debug, Clone, Copy)]
-pub struct TlsFiles<'a> {
-    pub ca_file: &'a str,
-    pub client_cert_file: &'a str,
-    pub client_key_file: &'a str,
-}
-
-impl TlsFiles<'_> {
-    pub fn any(&self) -> bool {
-        !(self.ca_file.is_empty()
-            && self.client_cert_file.is_empty()
-            && self.client_key_file.is_empty())
-    }
-
-    /// Each file that is set must be readable; a client certificate needs its key and the
-    /// other way round. Errors name `<section>.<key>`.
-    fn validate(&self, section: &str) -> Result<(), ConfigError> {
-        for (key, path) in [
-            ("tls_ca_file", self.ca_file),
-            ("tls_client_cert_file", self.client_cert_file),
-            ("tls_client_key_file", self.client_key_file),
-        ] {
-            if !path.is_empty()
-                && let Err(error) = std::fs::File::open(path)
-            {
-                return Err(ConfigError::Invalid {
-                    key: format!("{section}.{key}"),
-                    message: format!("cannot read {path:?}: {error}"),
-                });
-            }
-        }
-        if self.client_cert_file.is_empty() != self.client_key_file.is_empty() {
-            let missing = if self.client_cert_file.is_empty() {
-                "tls_client_cert_file"
-            } else {
-                "tls_client_key_file"
-            };
-            return Err(ConfigError::Invalid {
-                key: format!("{section}.{missing}"),
-                message: "a client certificate and its key go together; set both or neither".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// A URL fit for logs and error messages: any user or password in it is replaced by `***`.
-/// Every form: with or without a scheme, and comma-separated lists of servers (a NATS
-/// cluster's URL), each redacted on its own.
-pub fn redact_url(url: &str) -> String {
-    url.split(',')
-        .map(redact_one_url)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn redact_one_url(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (Some(scheme), rest),
-        None => (None, url),
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => match scheme {
-            Some(scheme) => format!("{scheme}://***@{}", &rest[at + 1..]),
-            None => format!("***@{}", &rest[at + 1..]),
-        },
-        None => url.to_string(),
-    }
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Address of the Prometheus `/metrics`, `/healthz` and `/readyz` listener; empty disables it.
     pub listen: String,
-}
-
-/// A configuration problem, always naming the key (or variable, or file) at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("config file {path}: {message}")]
-    File { path: String, message: String },
-    #[error("environment variable {variable}: {message}")]
-    Env { variable: String, message: String },
-    #[error("config: {message}")]
-    Parse { message: String },
-    #[error("config key `{key}`: {message}")]
-    Invalid { key: String, message: String },
 }
 
 impl Config {

@@ -14,7 +14,6 @@ use std::time::Duration;
 use async_nats::jetstream;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
 use crate::ingest::IngestConfig;
 use crate::ingest::erasure::{StoredEventsReport, erase_stored_events};
 use crate::store::{PersonaLock, PreferenceStore, PurgeReport, StoreError, WriteGuard, validate};
@@ -61,16 +60,16 @@ pub struct Eraser {
 }
 
 impl Eraser {
-    pub fn new(store: PreferenceStore, js: jetstream::Context, config: &Config) -> Eraser {
+    /// An eraser over `store`, taking the persona lock as `store.lock_*` say, and erasing
+    /// stored events from the streams `streams` names.
+    pub fn new(store: PreferenceStore, js: jetstream::Context, streams: &IngestConfig) -> Eraser {
+        let config = store.config();
         Eraser {
-            locks: PersonaLock::new(
-                store.clone(),
-                Duration::from_millis(config.store.lock_ttl_ms),
-            ),
+            locks: PersonaLock::new(store.clone(), Duration::from_millis(config.lock_ttl_ms)),
+            lock_patience: Duration::from_millis(config.lock_patience_ms),
             store,
-            lock_patience: Duration::from_millis(config.store.lock_patience_ms),
             js,
-            streams: config.ingest.clone(),
+            streams: streams.clone(),
         }
     }
 
@@ -101,7 +100,7 @@ impl Eraser {
         });
         let lock = self
             .locks
-            .acquire(persona_id, self.lock_patience)
+            .hold(persona_id, self.lock_patience)
             .await?
             .ok_or_else(|| ErasureError::Busy(persona_id.to_string()))?;
         let purged = self
@@ -117,8 +116,7 @@ impl Eraser {
                 },
             )
             .await;
-        // A failed release only delays the next holder by the lock's lifetime.
-        let _ = self.locks.release(lock).await;
+        lock.release().await;
         let memory = purged?;
         let stored_events =
             erase_stored_events(&self.js, &self.store, &self.streams, persona_id, user_id)

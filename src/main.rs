@@ -171,7 +171,8 @@ fn install_tracing(verbose: bool, format: LogFormat) {
 }
 
 fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
-    persona_prefs::telemetry::install_recorder().context("installing the Prometheus recorder")
+    persona_prefs::telemetry::install_recorder(&persona_prefs::serve::Endpoint::names())
+        .context("installing the Prometheus recorder")
 }
 
 /// A flag that turns true on SIGTERM or SIGINT. A second signal exits at once.

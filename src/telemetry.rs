@@ -1,6 +1,9 @@
 //! Telemetry as typed events: each function here is one event, recording its metric (and,
 //! where useful, a log line) in one place. Metric names are `persona_prefs_<noun>_<unit>`;
 //! labels are bounded sets (operation, action, outcome, reason), never persona or user ids.
+//!
+//! **Invariant:** this module imports nothing of the crate: every stage records through it, so
+//! an import the other way would tie every stage to every other (`tests/architecture.rs`).
 
 use std::time::Duration;
 
@@ -33,9 +36,12 @@ pub const SIMILARITY_BUCKETS: &[f64] = &[
 pub const BATCH_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 
 /// Installs the Prometheus recorder with every histogram's buckets, registers the metrics'
-/// descriptions and their zero values, and returns the handle `/metrics` renders.
-pub fn install_recorder()
--> Result<metrics_exporter_prometheus::PrometheusHandle, metrics_exporter_prometheus::BuildError> {
+/// descriptions and their zero values (the requests of each of `endpoints`, the service's
+/// endpoint names, too), and returns the handle `/metrics` renders.
+pub fn install_recorder(
+    endpoints: &[&'static str],
+) -> Result<metrics_exporter_prometheus::PrometheusHandle, metrics_exporter_prometheus::BuildError>
+{
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
@@ -48,7 +54,7 @@ pub fn install_recorder()
             BATCH_SIZE_BUCKETS,
         )?
         .install_recorder()?;
-    describe();
+    describe(endpoints);
     Ok(handle)
 }
 
@@ -227,7 +233,7 @@ pub const COUNTER_LABELS: &[(&str, &str, &[&str])] = &[
 
 /// Registers descriptions so `/metrics` documents itself, the build's identity, and every
 /// counter at zero ([`COUNTER_LABELS`]; unlabelled counters and each endpoint's requests too).
-pub fn describe() {
+pub fn describe(endpoints: &[&'static str]) {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     for &(name, kind, help) in METRICS {
         match kind {
@@ -274,9 +280,9 @@ pub fn describe() {
                 .absolute(0);
         }
     }
-    for endpoint in crate::serve::Endpoint::ALL {
+    for &endpoint in endpoints {
         for status in ["200", "400", "404", "500", "503"] {
-            counter!("persona_prefs_requests_total", "endpoint" => endpoint.name(), "status" => status)
+            counter!("persona_prefs_requests_total", "endpoint" => endpoint, "status" => status)
                 .absolute(0);
         }
     }
@@ -401,7 +407,9 @@ pub async fn serve_http(
             }),
         );
     let served = axum::serve(listener, routes)
-        .with_graceful_shutdown(async move { crate::ingest::worker::stopped(&mut shutdown).await })
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
         .await;
     if let Err(error) = served {
         tracing::warn!(%error, "metrics listener stopped");

@@ -33,7 +33,9 @@ async fn get(address: std::net::SocketAddr, path: &str) -> (String, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_health_and_readiness_report_the_pipeline() {
     // This test process owns the global recorder (nextest runs each test in its own process).
-    let handle = persona_prefs::telemetry::install_recorder().unwrap();
+    let handle =
+        persona_prefs::telemetry::install_recorder(&persona_prefs::serve::Endpoint::names())
+            .unwrap();
     let mut config = test_config("metrics");
     config.metrics.listen = "127.0.0.1:0".into();
     let _cleanup = Cleanup(config.clone());

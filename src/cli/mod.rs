@@ -114,6 +114,10 @@ pub enum ClientCommand {
         /// Utterances sent to the extractor at once.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
+        /// Read only this many utterances of each set, spread evenly through it (a local
+        /// model on a CPU takes seconds an utterance; the sets hold 5 600).
+        #[arg(long)]
+        sample: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -509,8 +513,9 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             sets,
             show_misses,
             concurrency,
+            sample,
             json,
-        } => evaluate_extraction(&config, &sets, show_misses, concurrency, json).await,
+        } => evaluate_extraction(&config, &sets, show_misses, concurrency, sample, json).await,
         ClientCommand::Status { listen_ms, json } => {
             let status = persona_prefs::status::collect(
                 &config,
@@ -760,9 +765,12 @@ async fn evaluate_extraction(
     sets: &[std::path::PathBuf],
     show_misses: bool,
     concurrency: usize,
+    sample: Option<usize>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    use persona_prefs::extract::evaluate::{SHIPPED_SETS, evaluate, parse_labelled};
+    use persona_prefs::extract::evaluate::{
+        SHIPPED_SETS, Score, evaluate, evenly_spaced, parse_labelled, register_of, wilson_interval,
+    };
     let named: Vec<(String, String)> = if sets.is_empty() {
         SHIPPED_SETS
             .iter()
@@ -778,21 +786,103 @@ async fn evaluate_extraction(
             .collect::<anyhow::Result<_>>()?
     };
     let extractor = persona_prefs::extract::from_config(&config.extract, &config.store.categories)?;
+    // An LLM is measured beside the rules, on the same utterances.
+    let rules = (config.extract.kind == persona_prefs::extract::ExtractorKind::Llm).then(|| {
+        persona_prefs::extract::rules::RulesExtractor::new(config.extract.max_opinions_per_message)
+    });
+    // A proportion of nothing is no figure: "-" rather than the 1.0 `Score` reports for it.
+    let proportion = |part: usize, whole: usize| {
+        if whole == 0 {
+            format!("- ({part}/{whole})")
+        } else {
+            let (low, high) = wilson_interval(part, whole);
+            format!(
+                "{:.3} [{low:.2}-{high:.2}] ({part}/{whole})",
+                part as f64 / whole as f64
+            )
+        }
+    };
+    let figures = |score: &Score| {
+        format!(
+            "precision {}, recall {}",
+            proportion(score.matched, score.found),
+            proportion(score.recalled, score.expected)
+        )
+    };
+    // Per register: (utterances, matched, found, recalled, expected) of the extractor, and of
+    // the rules beside it.
+    let mut pooled: std::collections::BTreeMap<&str, [usize; 10]> = Default::default();
     let mut scores = serde_json::Map::new();
     if !json {
-        println!("extractor: {:?}", config.extract.kind);
+        println!(
+            "extractor: {:?}{}",
+            config.extract.kind,
+            sample.map_or(String::new(), |n| format!(
+                " (a sample of at most {n} utterances a set, spread through it)"
+            ))
+        );
+        println!("precision and recall with their 95% Wilson intervals and counts");
     }
     for (name, text) in named {
         let labelled = parse_labelled(&text).map_err(|error| anyhow::anyhow!("{name}: {error}"))?;
+        let labelled = match sample {
+            Some(count) => evenly_spaced(&labelled, count),
+            None => labelled,
+        };
+        let started = std::time::Instant::now();
         let score = evaluate(extractor.as_ref(), &labelled, concurrency).await?;
+        let seconds_each = started.elapsed().as_secs_f64() / labelled.len().max(1) as f64;
+        let beside = match &rules {
+            Some(rules) => Some(evaluate(rules, &labelled, 4).await?),
+            None => None,
+        };
+        let register = register_of(&name);
+        let totals = pooled.entry(register).or_default();
+        for (slot, value) in [
+            score.utterances,
+            score.matched,
+            score.found,
+            score.recalled,
+            score.expected,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            totals[slot] += value;
+        }
+        if let Some(beside) = &beside {
+            for (slot, value) in [
+                beside.utterances,
+                beside.matched,
+                beside.found,
+                beside.recalled,
+                beside.expected,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                totals[5 + slot] += value;
+            }
+        }
         if json {
-            scores.insert(name, serde_json::to_value(&score)?);
+            let mut entry = serde_json::to_value(&score)?;
+            entry["seconds_per_utterance"] = serde_json::json!(seconds_each);
+            entry["register"] = serde_json::json!(register);
+            if let Some(beside) = &beside {
+                entry["rules"] = serde_json::to_value(beside)?;
+            }
+            scores.insert(name, entry);
             continue;
         }
         println!(
-            "{name}: {} utterances, {} labelled opinions, {} found: precision {:.3}, recall {:.3}",
-            score.utterances, score.expected, score.found, score.precision, score.recall
+            "{name}: {} utterances, {}; {:.2} s an utterance",
+            score.utterances,
+            figures(&score),
+            seconds_each
         );
+        if let Some(beside) = &beside {
+            println!("  rules on the same: {}", figures(beside));
+        }
         if show_misses {
             for miss in &score.misses {
                 println!("  {miss}");
@@ -801,6 +891,39 @@ async fn evaluate_extraction(
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&scores)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("pooled by register:");
+    for (register, totals) in pooled {
+        let pooled_score = |t: &[usize]| Score {
+            utterances: t[0],
+            expected: t[4],
+            found: t[2],
+            matched: t[1],
+            recalled: t[3],
+            precision: if t[2] == 0 {
+                1.0
+            } else {
+                t[1] as f64 / t[2] as f64
+            },
+            recall: if t[4] == 0 {
+                1.0
+            } else {
+                t[3] as f64 / t[4] as f64
+            },
+            misses: Vec::new(),
+        };
+        println!(
+            "  {register}: {} utterances, {}",
+            totals[0],
+            figures(&pooled_score(&totals[..5]))
+        );
+        if rules.is_some() {
+            println!(
+                "    rules on the same: {}",
+                figures(&pooled_score(&totals[5..]))
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,8 +13,8 @@ use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use super::{EmbedError, Embedder, LOCAL_DIMS};
-use crate::store::validate::truncate_chars;
 use crate::telemetry;
+use crate::text::truncate_chars;
 
 /// How the model is loaded. The defaults are what the service runs; the other values are the
 /// speed levers `benches/models.rs` measures.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use crate::settings::ConfigError;
 
 /// Text in, one vector per text out (same order), each of [`Embedder::dims`] dimensions.
 pub trait Embedder: Send + Sync {

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::{EmbedError, Embedder, OpenAiEmbedConfig};
 use crate::openai_http::{ApiClient, ApiClientSettings, ApiError};
-use crate::store::validate::truncate_chars;
 use crate::telemetry;
+use crate::text::truncate_chars;
 
 pub struct OpenAiEmbedder {
     client: ApiClient,

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::chat::{ChatModel, Question};
 use super::{AdjudicationConfig, ExtractError, LlmConfig};
-use crate::store::Stance;
+use crate::model::Stance;
 use crate::telemetry;
 
 /// One side of a pair put to the adjudicator.
@@ -29,24 +29,7 @@ pub struct Statement {
     pub stance: Option<Stance>,
 }
 
-/// What the adjudicator decided about a candidate and an existing preference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    pub same_topic: bool,
-    /// Meaningful only for the same topic.
-    pub same_stance: bool,
-}
-
-impl Verdict {
-    /// The metric label of this outcome.
-    pub fn outcome(self) -> &'static str {
-        match (self.same_topic, self.same_stance) {
-            (false, _) => "different_topic",
-            (true, true) => "same_stance",
-            (true, false) => "opposite_stance",
-        }
-    }
-}
+pub use crate::model::Verdict;
 
 pub trait Adjudicator: Send + Sync {
     /// Whether `candidate` (just voiced) and `existing` (the preference `existing_id`) are

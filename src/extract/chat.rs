@@ -99,6 +99,16 @@ impl ChatModel {
         })
     }
 
+    /// How the answer's shape is asked for now: `json_schema` until the server refused it,
+    /// then `json_object`, then `plain`.
+    pub fn reply_shape(&self) -> &'static str {
+        match Shape::from_u8(self.shape.load(Ordering::Relaxed)) {
+            Shape::Schema => "json_schema",
+            Shape::JsonObject => "json_object",
+            Shape::Plain => "plain",
+        }
+    }
+
     /// Requests the server is given at once now.
     pub fn concurrency_limit(&self) -> usize {
         self.client.limit().map_or(0, |limit| limit.limit())

@@ -15,7 +15,7 @@ use super::chat::{ChatModel, Question};
 use super::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, LlmConfig, evidence_in_message,
 };
-use crate::store::Stance;
+use crate::model::Stance;
 
 pub struct LlmExtractor {
     model: Arc<ChatModel>,

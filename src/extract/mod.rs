@@ -20,24 +20,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigError;
-use crate::store::Stance;
+use crate::settings::ConfigError;
 
-/// One opinion the persona expressed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExtractedOpinion {
-    /// What the opinion is about, short ("green tea", "rainy days"): the matching key.
-    pub name: String,
-    /// The opinion in the first person, readable on its own.
-    pub opinion: String,
-    pub category: String,
-    pub stance: Stance,
-    pub strength: f64,
-    #[serde(default)]
-    pub related_user_ids: Vec<String>,
-    /// A verbatim quote of the persona's message.
-    pub evidence: String,
-}
+pub use crate::model::ExtractedOpinion;
 
 /// A message of the conversation, as the extractor sees it.
 #[derive(Debug, Clone, Serialize)]

@@ -1,7 +1,6 @@
 //! Ingest stage: JetStream events → extract → embed → decide → store, acked only on success.
 //!
 //! - [`event`]: the event format and its validation;
-//! - [`decide`]: what one opinion does to memory, a pure function tested by tables;
 //! - [`pipeline`]: what a valid event does to the store (exactly-once effects);
 //! - [`turns`]: one persona's events take effect in stream order within a worker;
 //! - [`worker`]: the JetStream consumer loop, acks, retries, dead letters, shutdown;
@@ -9,7 +8,6 @@
 //! - [`erasure`]: erasing an erased user's stored events and dead letters (`purge_user`).
 
 pub mod dead_letters;
-pub mod decide;
 pub mod erasure;
 pub mod event;
 pub mod pipeline;
@@ -19,7 +17,7 @@ pub mod worker;
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use crate::settings::ConfigError;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

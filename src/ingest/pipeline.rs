@@ -1,9 +1,17 @@
-//! What one valid event does to the store: extract opinions from each persona message, redact
-//! secrets, embed each opinion's topic, then — holding the persona's lock — decide per opinion
-//! whether to reinforce, evolve or add, writing under an idempotency key.
-//!
-//! Extraction and embedding (the slow, parallel part) run before the lock is taken; only the
-//! decide-and-write step is serialised per persona, across all worker processes.
+//! What one valid event does to the store. It reads as three steps per opinion, after the
+//! slow part:
+//! - **read** (parallel, no lock): extract opinions from each persona message, redact secrets,
+//!   embed each opinion's topic;
+//! - then, holding the persona's lock (`store::lock`, a scoped guard) in the persona's turn
+//!   within this worker (`turns.rs`), for each opinion in turn:
+//!   - **gather** what the rules need: the erasures in force, the persona's nearest
+//!     preferences, the LLM's verdict on a grey-zone one;
+//!   - **plan** with the pure rules: `model::decide::plan` (erased, echo, add, or one more
+//!     voicing of a preference) and, for a voicing, `model::timeline::voice` over the
+//!     preference's timeline (which is read here) — where it lands, and what the preference
+//!     becomes;
+//!   - **apply** the plan: the one place an effect is written, under an effect id and fenced by
+//!     the lock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,17 +19,17 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::decide::{self, OpinionFacts, Plan};
 use super::event::{ConversationEvent, Role};
 use super::turns::Turn;
 use crate::embed::{EmbedError, Embedder};
 use crate::extract::{
     ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact,
 };
-use crate::model::timeline::{self, Placement, Voiced, Voicing};
+use crate::model::decide::{self, OpinionFacts, Plan};
+use crate::model::timeline::{self, Change, Placement, Voiced, Voicing};
 use crate::store::{
-    Erasure, MessageEffects, PersonaLock, PreferenceStore, Provenance, Stance, StoreError,
-    WriteGuard,
+    Erasure, InheritedView, LockToken, MessageEffects, PersonaLock, PreferenceStore, Provenance,
+    ScoredPreference, Stance, StoreError, StoredTimeline, WriteGuard,
 };
 use crate::telemetry;
 use crate::timestamp::Timestamp;
@@ -157,6 +165,56 @@ pub struct Pipeline {
     settings: Arc<PipelineSettings>,
 }
 
+/// What the rules need to know about one candidate besides the erasures (`Pipeline::gather`).
+#[derive(Default)]
+struct Gathered {
+    /// The persona's preferences nearest to the candidate's topic, nearest first.
+    neighbours: Vec<ScoredPreference>,
+    /// The LLM's verdict on a grey-zone neighbour.
+    adjudication: Option<decide::Adjudication>,
+}
+
+impl Gathered {
+    fn best_similarity(&self) -> Option<f64> {
+        self.neighbours.first().map(ScoredPreference::similarity)
+    }
+
+    /// The topic of neighbour `id` ("" when it is not one).
+    fn name_of(&self, id: &str) -> String {
+        self.neighbours
+            .iter()
+            .find(|hit| hit.preference.id == id)
+            .map(|hit| hit.preference.name.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// What one candidate comes to, decided by the pure rules (`decide::plan`, `model::timeline`)
+/// and ready to write (`Pipeline::apply`).
+enum Planned {
+    /// Nothing to write: erased, an echo, a contradiction older than a preference's fixed past,
+    /// or a repeat of a persona message the preference already holds.
+    Nothing {
+        action: Action,
+        preference_id: String,
+        name: String,
+    },
+    /// The candidate voices a preference again: what its record and timeline become.
+    Voice {
+        preference_id: String,
+        stored: Box<StoredTimeline>,
+        change: Box<Change>,
+        /// The new vector, when another voicing now opens the current version.
+        vector: Option<Vec<f32>>,
+    },
+    /// A new preference from its first voicing (taking over a base's view, if `inherited`).
+    Add {
+        persona_id: String,
+        voicing: Box<Voicing>,
+        inherited: Option<Box<InheritedView>>,
+    },
+}
+
 /// One opinion ready to be decided on.
 struct Candidate {
     opinion: ExtractedOpinion,
@@ -168,6 +226,21 @@ struct Candidate {
     embedding: Vec<f32>,
     /// Preferences that were in the prompt of the message that voiced it.
     injected_preference_ids: Vec<String>,
+}
+
+impl Candidate {
+    /// What `decide::plan` knows of it.
+    fn facts<'a>(&'a self, event: &'a ConversationEvent) -> OpinionFacts<'a> {
+        OpinionFacts {
+            persona_id: &event.persona_id,
+            stance: self.opinion.stance,
+            expressed_at: self.expressed_at,
+            received_at: event.received_at,
+            provenance: &self.provenance,
+            related_user_ids: &self.opinion.related_user_ids,
+            injected_preference_ids: &self.injected_preference_ids,
+        }
+    }
 }
 
 impl Pipeline {
@@ -219,23 +292,12 @@ impl Pipeline {
 
         let lock = self
             .locks
-            .acquire(&event.persona_id, self.settings.lock_patience)
+            .hold(&event.persona_id, self.settings.lock_patience)
             .await?
             .ok_or_else(|| PipelineError::LockBusy(event.persona_id.clone()))?;
-        let decided = async {
-            // Read under the lock, which an erasure holds too: an erasure is either wholly
-            // before this event's decisions or wholly after them.
-            let erasures = self.erasures(event, &candidates).await?;
-            let decisions = self
-                .decide_all(event, &candidates, &erasures, &lock)
-                .await?;
-            Ok::<_, PipelineError>((decisions, erasures))
-        }
-        .await;
-        // Release even after a failure; a failed release only delays the next holder by the TTL.
-        if let Err(error) = self.locks.release(lock).await {
-            tracing::warn!(persona_id = %event.persona_id, %error, "releasing persona lock failed");
-        }
+        let decided = self.decide_all(event, &candidates, &lock).await;
+        // Released after a failure too (and, should this be cancelled, by the guard's drop).
+        lock.release().await;
         let (decisions, erasures) = decided?;
         outcome.decisions = decisions;
         outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
@@ -380,13 +442,18 @@ impl Pipeline {
         Some(opinion)
     }
 
+    /// Decides and writes every candidate under the persona's lock, one after another: gather
+    /// what is known about it, plan with the pure rules, apply the plan. Also returns the
+    /// erasures read, for the caller's settling.
     async fn decide_all(
         &self,
         event: &ConversationEvent,
         candidates: &[Candidate],
-        erasures: &HashMap<String, Erasure>,
-        lock: &crate::store::LockToken,
-    ) -> Result<Vec<Decision>, PipelineError> {
+        lock: &LockToken,
+    ) -> Result<(Vec<Decision>, HashMap<String, Erasure>), PipelineError> {
+        // Read under the lock, which an erasure holds too: an erasure is either wholly before
+        // this event's decisions or wholly after them.
+        let erasures = self.erasures(event, candidates).await?;
         let mut decisions = Vec::with_capacity(candidates.len());
         // Just taken: no renewal is due yet.
         let mut renewed = Some(std::time::Instant::now());
@@ -394,7 +461,11 @@ impl Pipeline {
             // A large event on a slow Redis can outlast the lock: renew it as it goes, so its
             // writes are not fenced halfway and the whole event retried.
             lock.keep_alive(&self.store, &mut renewed).await?;
-            let decision = self.decide(event, candidate, erasures, lock).await?;
+            let gathered = self.gather(event, candidate, &erasures).await?;
+            let planned = self.plan(event, candidate, &erasures, &gathered).await?;
+            let decision = self
+                .apply(planned, candidate, lock, gathered.best_similarity())
+                .await?;
             telemetry::decision(decision.action.as_str());
             if decision.action.writes() && !decision.applied {
                 telemetry::effect_duplicate();
@@ -409,7 +480,7 @@ impl Pipeline {
             );
             decisions.push(decision);
         }
-        Ok(decisions)
+        Ok((decisions, erasures))
     }
 
     /// Erasures of the users the event names and the candidates would name (their triggering
@@ -431,152 +502,87 @@ impl Pipeline {
         Ok(self.store.erasures(&event.persona_id, &user_ids).await?)
     }
 
-    /// Gathers what [`decide::plan`] needs, asks it, and carries the plan out: the only
-    /// place an opinion's effect is written.
-    async fn decide(
+    /// What the rules need to know about one candidate: the persona's nearest preferences to
+    /// its topic and, in the grey zone, the LLM's verdict. Nothing when an erasure already
+    /// decides it (the search is skipped).
+    async fn gather(
         &self,
         event: &ConversationEvent,
         candidate: &Candidate,
         erasures: &HashMap<String, Erasure>,
-        lock: &crate::store::LockToken,
-    ) -> Result<Decision, PipelineError> {
-        let persona_id = &event.persona_id;
-        let opinion = &candidate.opinion;
-        // Effects are keyed by what they apply (store::effects): an add by the opinion's topic
-        // and stance, a write to an existing preference by that preference.
-        let adding = candidate.message.adding(&opinion.name, opinion.stance);
-        fn guarded<'a>(
-            effect_id: &'a str,
-            candidate: &'a Candidate,
-            lock: &'a crate::store::LockToken,
-        ) -> WriteGuard<'a> {
-            WriteGuard {
-                effect_id: Some(effect_id),
-                message: Some(&candidate.message),
-                lock: Some(lock),
-            }
-        }
-        let facts = OpinionFacts {
-            persona_id,
-            stance: opinion.stance,
-            expressed_at: candidate.expressed_at,
-            received_at: event.received_at,
-            provenance: &candidate.provenance,
-            related_user_ids: &opinion.related_user_ids,
-            injected_preference_ids: &candidate.injected_preference_ids,
-        };
-        let nothing_written = |action, preference_id: String, best_similarity| Decision {
-            action,
-            preference_id,
-            name: opinion.name.clone(),
-            applied: false,
-            best_similarity,
-        };
-        // Erasure is known before any search: skip the search.
-        if decide::is_erased(&facts, erasures) {
-            return Ok(nothing_written(Action::Erased, String::new(), None));
+    ) -> Result<Gathered, PipelineError> {
+        if decide::is_erased(&candidate.facts(event), erasures) {
+            return Ok(Gathered::default());
         }
         let neighbours = self
             .store
-            .nearest_topics(persona_id, &candidate.embedding)
+            .nearest_topics(&event.persona_id, &candidate.embedding)
             .await?;
-        let best_similarity = neighbours.first().map(|hit| hit.similarity());
-        if let Some(similarity) = best_similarity {
-            telemetry::best_match_similarity(similarity);
+        if let Some(best) = neighbours.first() {
+            telemetry::best_match_similarity(best.similarity());
         }
-        let name_of = |id: &str| {
-            neighbours
-                .iter()
-                .find(|hit| hit.preference.id == id)
-                .map(|hit| hit.preference.name.clone())
-                .unwrap_or_default()
-        };
-        let adjudication = self.adjudicate(persona_id, candidate, &neighbours).await?;
-        let plan = decide::plan(
-            &facts,
-            &neighbours,
-            erasures,
-            self.settings.match_threshold,
-            adjudication.as_ref(),
-        );
-        let voicing = |stance: Stance| Voicing {
-            at: candidate.expressed_at,
-            stance: Some(stance),
-            strength: opinion.strength,
-            topic: opinion.name.clone(),
-            opinion: opinion.opinion.clone(),
-            category: opinion.category.clone(),
-            provenance: candidate.provenance.clone(),
-            related_user_ids: decide::related_users_for_add(&facts, erasures),
-        };
-        let inherited = match plan {
-            Plan::Erased => return Ok(nothing_written(Action::Erased, String::new(), None)),
-            Plan::Echo { preference_id } => {
-                return Ok(Decision {
-                    name: name_of(&preference_id),
-                    ..nothing_written(Action::Echo, preference_id, best_similarity)
-                });
-            }
-            Plan::Voice {
-                preference_id,
-                stance,
-            } => {
-                let voiced = self
-                    .voice(persona_id, &preference_id, voicing(stance), candidate, lock)
-                    .await?;
-                if let Some((action, name, applied)) = voiced {
-                    return Ok(Decision {
-                        action,
-                        name: if name.is_empty() {
-                            name_of(&preference_id)
-                        } else {
-                            name
-                        },
-                        preference_id,
-                        applied,
-                        best_similarity,
-                    });
-                }
-                // The match vanished between search and write (cannot happen under the lock
-                // unless an operator deleted it): a new preference.
-                None
-            }
-            Plan::Add { inherited, .. } => inherited,
-        };
-        let added = self
-            .store
-            .add_voiced(
-                persona_id,
-                voicing(opinion.stance),
-                inherited,
-                &candidate.embedding,
-                guarded(&adding, candidate, lock),
-            )
+        let adjudication = self
+            .adjudicate(&event.persona_id, candidate, &neighbours)
             .await?;
-        Ok(Decision {
-            action: Action::Add,
-            preference_id: added.preference.id,
-            name: added.preference.name,
-            applied: added.applied,
-            best_similarity,
+        Ok(Gathered {
+            neighbours,
+            adjudication,
         })
     }
 
-    /// Places `voicing` in the timeline of preference `preference_id` and writes what that
-    /// changes: the action it amounts to, the preference's name and whether it was applied
-    /// (false: an earlier delivery applied it). `None` when the preference is gone.
-    async fn voice(
+    /// What the candidate comes to, by the pure rules: `decide::plan` says whether it is erased,
+    /// an echo, a new preference or one more voicing of a preference; for a voicing, that
+    /// preference's timeline is read and `model::timeline` places it there.
+    async fn plan(
         &self,
-        persona_id: &str,
-        preference_id: &str,
-        voicing: Voicing,
+        event: &ConversationEvent,
         candidate: &Candidate,
-        lock: &crate::store::LockToken,
-    ) -> Result<Option<(Action, String, bool)>, PipelineError> {
-        let Some(stored) = self.store.timeline(persona_id, preference_id).await? else {
-            return Ok(None);
+        erasures: &HashMap<String, Erasure>,
+        gathered: &Gathered,
+    ) -> Result<Planned, PipelineError> {
+        let facts = candidate.facts(event);
+        let nothing = |action, preference_id: String| Planned::Nothing {
+            action,
+            name: gathered.name_of(&preference_id),
+            preference_id,
         };
-        let voicing = self.store.checked_voicing(voicing)?;
+        let voicing = |stance: Stance| Voicing {
+            at: candidate.expressed_at,
+            stance: Some(stance),
+            strength: candidate.opinion.strength,
+            topic: candidate.opinion.name.clone(),
+            opinion: candidate.opinion.opinion.clone(),
+            category: candidate.opinion.category.clone(),
+            provenance: candidate.provenance.clone(),
+            related_user_ids: decide::related_users_for_add(&facts, erasures),
+        };
+        let add = |inherited: Option<InheritedView>| Planned::Add {
+            persona_id: event.persona_id.clone(),
+            voicing: Box::new(voicing(candidate.opinion.stance)),
+            inherited: inherited.map(Box::new),
+        };
+        let (preference_id, stance) = match decide::plan(
+            &facts,
+            &gathered.neighbours,
+            erasures,
+            self.settings.match_threshold,
+            gathered.adjudication.as_ref(),
+        ) {
+            Plan::Erased => return Ok(nothing(Action::Erased, String::new())),
+            Plan::Echo { preference_id } => return Ok(nothing(Action::Echo, preference_id)),
+            Plan::Add { inherited, .. } => return Ok(add(inherited)),
+            Plan::Voice {
+                preference_id,
+                stance,
+            } => (preference_id, stance),
+        };
+        let persona_id = &event.persona_id;
+        let Some(stored) = self.store.timeline(persona_id, &preference_id).await? else {
+            // The match vanished between search and read (cannot happen under the lock unless
+            // an operator deleted it): a new preference.
+            return Ok(add(None));
+        };
+        let voicing = self.store.checked_voicing(voicing(stance))?;
         let topic = voicing.topic.clone();
         let change = match timeline::voice(
             &stored.identity,
@@ -589,23 +595,14 @@ impl Pipeline {
                     persona_id,
                     preference_id,
                     expressed_at = %candidate.expressed_at,
-                    "opinion is older than the preference's fixed past; it changes nothing"
+                    "opinion is older than the preference's fixed past and contradicts it; it changes nothing"
                 );
-                return Ok(Some((Action::Stale, String::new(), false)));
+                return Ok(nothing(Action::Stale, preference_id));
             }
             Voiced::Duplicate(placement) => {
-                return Ok(Some((Action::of(placement), String::new(), false)));
+                return Ok(nothing(Action::of(placement), preference_id));
             }
             Voiced::Changed(change) => change,
-        };
-        let vector = match &change.new_vector_topic {
-            None => None,
-            Some(opener) if *opener == topic => Some(candidate.embedding.clone()),
-            Some(opener) => self
-                .embedder
-                .embed(std::slice::from_ref(opener))
-                .await?
-                .pop(),
         };
         if change.placement == Placement::Past {
             tracing::info!(
@@ -615,27 +612,109 @@ impl Pipeline {
                 "opinion was said while an earlier stance was in force; it joins that past"
             );
         }
-        let effect_id = candidate.message.on_preference(preference_id);
-        let applied = self
-            .store
-            .write_voiced(
-                &stored,
-                &change,
-                vector.as_deref(),
-                WriteGuard {
-                    effect_id: Some(&effect_id),
-                    message: Some(&candidate.message),
-                    lock: Some(lock),
+        // The vector follows the voicing that opens the current version.
+        let vector = match &change.new_vector_topic {
+            None => None,
+            Some(opener) if *opener == topic => Some(candidate.embedding.clone()),
+            Some(opener) => self
+                .embedder
+                .embed(std::slice::from_ref(opener))
+                .await?
+                .pop(),
+        };
+        Ok(Planned::Voice {
+            preference_id,
+            stored: Box::new(stored),
+            change,
+            vector,
+        })
+    }
+
+    /// Carries out what [`Pipeline::plan`] decided: the only place an opinion's effect is
+    /// written, each write keyed by what it applies (`store::effects`: an add by the opinion's
+    /// topic and stance, a voicing by the preference) and fenced by the persona's lock.
+    async fn apply(
+        &self,
+        planned: Planned,
+        candidate: &Candidate,
+        lock: &LockToken,
+        best_similarity: Option<f64>,
+    ) -> Result<Decision, PipelineError> {
+        let guard = |effect_id| WriteGuard {
+            effect_id: Some(effect_id),
+            message: Some(&candidate.message),
+            lock: Some(lock),
+        };
+        match planned {
+            Planned::Nothing {
+                action,
+                preference_id,
+                name,
+            } => Ok(Decision {
+                action,
+                preference_id,
+                name: if name.is_empty() {
+                    candidate.opinion.name.clone()
+                } else {
+                    name
                 },
-            )
-            .await?;
-        Ok(applied.map(|applied| {
-            (
-                Action::of(change.placement),
-                change.preference.name.clone(),
-                applied,
-            )
-        }))
+                applied: false,
+                best_similarity,
+            }),
+            Planned::Voice {
+                preference_id,
+                stored,
+                change,
+                vector,
+            } => {
+                let effect_id = candidate.message.on_preference(&preference_id);
+                let applied = self
+                    .store
+                    .write_voiced(&stored, &change, vector.as_deref(), guard(&effect_id))
+                    .await?;
+                match applied {
+                    Some(applied) => Ok(Decision {
+                        action: Action::of(change.placement),
+                        preference_id,
+                        name: change.preference.name.clone(),
+                        applied,
+                        best_similarity,
+                    }),
+                    // Gone between read and write (an operator deleted it under its own lock
+                    // expiry): the event is tried again, and then finds no match.
+                    None => Err(PipelineError::Store(StoreError::Conflict {
+                        persona_id: stored.identity.persona_id.clone(),
+                        preference_id,
+                    })),
+                }
+            }
+            Planned::Add {
+                persona_id,
+                voicing,
+                inherited,
+            } => {
+                let adding = candidate
+                    .message
+                    .adding(&candidate.opinion.name, candidate.opinion.stance);
+                let added = self
+                    .store
+                    .add_voiced(
+                        &persona_id,
+                        *voicing,
+                        inherited.map(|view| *view),
+                        &candidate.embedding,
+                        guard(&adding),
+                    )
+                    .await?;
+                Ok(Decision {
+                    action: Action::Add,
+                    preference_id: added.preference.id,
+                    name: added.preference.name,
+                    applied: added.applied,
+                    best_similarity,
+                })
+            }
+        }
     }
 }
 

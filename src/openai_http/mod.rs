@@ -111,7 +111,7 @@ impl ApiClient {
     ) -> Result<Value, ApiError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
         // What errors may say about the endpoint: never its credentials.
-        let shown = crate::config::redact_url(&url);
+        let shown = crate::settings::redact_url(&url);
         let policy = RetryPolicy {
             first: Duration::from_millis(100),
             max: self.max_backoff,

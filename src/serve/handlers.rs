@@ -457,7 +457,7 @@ impl Handlers {
     ) -> Result<T, ServiceError> {
         let lock = self
             .locks
-            .acquire(persona_id, self.lock_patience)
+            .hold(persona_id, self.lock_patience)
             .await?
             .ok_or_else(|| {
                 ServiceError::new(
@@ -466,10 +466,7 @@ impl Handlers {
                 )
             })?;
         let written = write(fenced(&lock)).await;
-        // A failed release only delays the next holder by the lock's lifetime.
-        if let Err(error) = self.locks.release(lock).await {
-            tracing::warn!(%error, "releasing a persona lock failed");
-        }
+        lock.release().await;
         Ok(written?)
     }
 

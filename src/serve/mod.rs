@@ -17,9 +17,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use tokio::sync::{Semaphore, watch};
 
-use crate::config::ConfigError;
 use crate::embed::Embedder;
 use crate::erasure::Eraser;
+use crate::settings::ConfigError;
 use crate::store::PreferenceStore;
 use crate::trace_context::TraceContext;
 use handlers::Handlers;

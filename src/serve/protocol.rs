@@ -71,6 +71,14 @@ impl Endpoint {
         Endpoint::Personas,
     ];
 
+    /// Every endpoint's name (the `endpoint` label of the request metrics).
+    pub fn names() -> Vec<&'static str> {
+        Endpoint::ALL
+            .iter()
+            .map(|endpoint| endpoint.name())
+            .collect()
+    }
+
     /// The last token of the endpoint's subject.
     pub fn name(self) -> &'static str {
         match self {

@@ -8,8 +8,7 @@ use redis::Value;
 use super::{
     PreferenceStore, PurgeReport, StoreError, WriteGuard, now_iso, script_reply, scripts, validate,
 };
-
-use crate::timestamp::Timestamp;
+use crate::model::Erasure;
 
 impl PreferenceStore {
     /// Erasure of one user from one persona's memory: the user id is replaced by `pseudonym`
@@ -306,27 +305,6 @@ fn erasures_found(user_ids: &[&str], values: Vec<Option<String>>) -> HashMap<Str
 /// Settled-event records kept per persona at most (the newest): far more than a consumer's
 /// ack-pending window, so every settled event above the ack floor is among them.
 pub const MAX_SETTLED_RECORDS: usize = 100_000;
-
-/// A user erased from one persona's memory (`purge_user`): conversations with them up to
-/// `erased_at` are no longer evidence, and ingest writes `pseudonym` wherever such a
-/// conversation would have named them.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Erasure {
-    pub pseudonym: String,
-    /// RFC 3339, as stored (read by [`Erasure::covers`]).
-    pub erased_at: String,
-}
-
-impl Erasure {
-    /// Whether words written at `at` belong to the erased past. A stored erasure time that
-    /// cannot be read counts as covering everything: erasure errs on the side of forgetting.
-    pub fn covers(&self, at: Timestamp) -> bool {
-        match Timestamp::parse(&self.erased_at) {
-            Ok(erased) => at <= erased,
-            Err(_) => true,
-        }
-    }
-}
 
 /// The field an erasure is recorded under: an HMAC-SHA256 of persona and user id under the
 /// deployment's key, so the record neither keeps the erased id in the clear nor gives it up to

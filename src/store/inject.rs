@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use redis::Value;
 
+use super::config::StoreConfig;
 use super::query::{self, InjectionPasses, vector_to_bytes};
 use super::{
     InjectedPreference, InjectionQuery, MatchReason, Preference, PreferenceStore, ScoredPreference,
     StoreError, validate,
 };
-use crate::config::StoreConfig;
 use crate::telemetry;
 use crate::timestamp::Timestamp;
 
@@ -511,7 +511,7 @@ mod tests {
             max_chars,
             active_user_ids: &users,
         };
-        let mut config = crate::config::Config::defaults().store;
+        let mut config = StoreConfig::defaults();
         config.min_semantic_relevance = 0.25;
         config.user_relevance_floor = 0.5;
         config.strength_half_life_days = 30.0;

@@ -75,27 +75,14 @@ pub struct PersonaLock {
 /// Mints the next fencing token and takes the lock with it if free; nil when held. The token
 /// is the counter plus the server time, so it stays unique even if the counter is deleted
 /// (with the persona): a stalled holder can never match a later holder's token.
-static ACQUIRE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        "if redis.call('EXISTS', KEYS[1]) == 1 then return nil end \
-         local now = redis.call('TIME') \
-         local token = redis.call('INCR', KEYS[2]) .. '-' .. now[1] .. '.' .. now[2] \
-         redis.call('SET', KEYS[1], token, 'PX', ARGV[1]) \
-         return token",
-    )
-});
+static ACQUIRE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/lock_acquire.lua")));
 
-static RELEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
-    )
-});
+static RELEASE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/lock_release.lua")));
 
-static EXTEND: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
-    )
-});
+static EXTEND: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/lock_extend.lua")));
 
 impl PersonaLock {
     pub fn new(store: PreferenceStore, ttl: Duration) -> PersonaLock {
@@ -147,6 +134,24 @@ impl PersonaLock {
         }
     }
 
+    /// Waits for the lock as [`PersonaLock::acquire`] does and holds it in a guard: released
+    /// by [`HeldLock::release`], or when the guard is dropped unreleased (work cancelled by a
+    /// shutdown, a panic), so a holder that stops early does not keep the persona locked for
+    /// the lock's whole lifetime.
+    pub async fn hold(
+        &self,
+        persona_id: &str,
+        patience: Duration,
+    ) -> Result<Option<HeldLock>, StoreError> {
+        Ok(self
+            .acquire(persona_id, patience)
+            .await?
+            .map(|token| HeldLock {
+                token: Some(token),
+                locks: self.clone(),
+            }))
+    }
+
     /// Releases the lock if still held by `token` (never someone else's).
     pub async fn release(&self, token: LockToken) -> Result<(), StoreError> {
         let mut connection = self.store.connection();
@@ -156,5 +161,49 @@ impl PersonaLock {
             .invoke_async(&mut connection)
             .await?;
         Ok(())
+    }
+}
+
+/// A persona lock held for a scope (see [`PersonaLock::hold`]). Derefs to its [`LockToken`],
+/// which fences the writes made under it.
+pub struct HeldLock {
+    /// `None` once released.
+    token: Option<LockToken>,
+    locks: PersonaLock,
+}
+
+impl HeldLock {
+    /// Releases the lock now. A failed release only delays the next holder by the lock's
+    /// lifetime, so it is logged, not returned.
+    pub async fn release(mut self) {
+        if let Some(token) = self.token.take() {
+            let persona_id = token.persona_id.clone();
+            if let Err(error) = self.locks.release(token).await {
+                tracing::warn!(%persona_id, %error, "releasing a persona lock failed");
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for HeldLock {
+    type Target = LockToken;
+    fn deref(&self) -> &LockToken {
+        self.token
+            .as_ref()
+            .expect("a held lock has its token until released")
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        // Dropped unreleased (the holder's work was cancelled): release in the background.
+        if let Some(token) = self.token.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let locks = self.locks.clone();
+            runtime.spawn(async move {
+                let _ = locks.release(token).await;
+            });
+        }
     }
 }

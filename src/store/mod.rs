@@ -12,6 +12,7 @@
 //! **Invariant:** only this module talks to Redis. Every query that takes a caller's value
 //! escapes it ([`query::escape_tag`]) and is restricted to one persona.
 
+pub mod config;
 pub mod connection;
 mod curate;
 pub mod effects;
@@ -39,10 +40,10 @@ use std::time::Duration;
 use redis::Value;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+pub use crate::model::Erasure;
 pub use connection::RedisConnection;
 pub use curate::{Consolidation, ConsolidationReport, MergedPreference, RestoreOutcome};
 pub use effects::MessageEffects;
-pub use erasure::Erasure;
 pub use error::StoreError;
 pub use index::IndexInfo;
 pub use inject::{
@@ -55,14 +56,14 @@ pub use migration::EmbeddingStatus;
 pub use registry::{PersonaDirectory, PersonaSummary};
 pub use timeline::StoredTimeline;
 
-pub use lock::{LockToken, PersonaLock};
+pub use lock::{HeldLock, LockToken, PersonaLock};
 pub use record::{
     AddOutcome, Evolution, EvolveOutcome, HistoryEntry, InheritedView, InjectedPreference,
     InjectionQuery, MatchReason, NewPreference, Preference, PreferenceStats, Provenance,
     PurgeReport, ReinforceOutcome, Reinforcement, RetractOutcome, ScoredPreference, Stance,
 };
 
-use crate::config::{RedisConfig, StoreConfig};
+use config::{RedisConfig, StoreConfig};
 
 /// Options for an idempotent, fenced write. The default is a plain write.
 #[derive(Debug, Clone, Copy, Default)]

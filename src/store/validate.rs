@@ -151,13 +151,7 @@ pub fn top_k(value: usize, max: usize) -> Result<usize, StoreError> {
     Ok(value)
 }
 
-/// At most `max` characters (Unicode scalar values), never splitting one.
-pub fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((byte_index, _)) => text[..byte_index].to_string(),
-        None => text.to_string(),
-    }
-}
+pub use crate::text::truncate_chars;
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use crate::store::Stance;
+use crate::model::Stance;
 
 #[rustfmt::skip]
 const POSITIVE: &[&str] = &[

@@ -51,7 +51,7 @@ mod lexicon;
 mod phrases;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
-use crate::store::Stance;
+use crate::model::Stance;
 use lexicon::{comparative_polarity, polarity};
 
 pub struct RulesExtractor {

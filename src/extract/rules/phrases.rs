@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::lexicon::polarity;
-use crate::store::Stance;
+use crate::model::Stance;
 
 /// Adverbs that may sit between "I" and the phrase's verb without changing it.
 const I_ADVERBS: &str = r"(?:(?:really|truly|genuinely|honestly|always|also|still|just|personally|definitely|certainly|absolutely|totally|secretly|kind of|sort of) )*";

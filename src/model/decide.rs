@@ -20,8 +20,7 @@
 
 use std::collections::HashMap;
 
-use crate::extract::adjudicate::Verdict;
-use crate::store::{Erasure, InheritedView, Provenance, ScoredPreference, Stance};
+use super::{Erasure, InheritedView, Provenance, ScoredPreference, Stance, Verdict};
 use crate::timestamp::Timestamp;
 
 /// The other stance.
@@ -189,7 +188,7 @@ pub fn erased_before(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Preference;
+    use crate::model::Preference;
 
     const THRESHOLD: f64 = 0.8;
     const ERASED_AT: &str = "2026-11-20T12:00:00Z";

@@ -1,0 +1,148 @@
+-- Shared by every write script (scripts.rs): the lock check, the vector set's fit, effect
+-- records, list helpers and `sync`, which keeps the persona's structures in step with a hash.
+if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
+  return redis.error_reply('FENCED lock no longer held')
+end
+-- A vector set made under another size or quantisation would refuse VADD halfway through the
+-- script, after the hash was written: refuse the whole write first.
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  local info = redis.call('VINFO', KEYS[4])
+  local quantisation, dims
+  -- Status replies reach Lua as {ok = text}.
+  local function text(value) if type(value) == 'table' then return value.ok end return value end
+  for i = 1, #info, 2 do
+    if text(info[i]) == 'quant-type' then quantisation = text(info[i + 1]) end
+    if text(info[i]) == 'vector-dim' then dims = tonumber(text(info[i + 1])) end
+  end
+  local expected = ({Q8 = 'int8', NOQUANT = 'f32', BIN = 'bin'})[ARGV[4]]
+  if dims == nil or dims * 4 ~= tonumber(ARGV[5]) or quantisation ~= expected then
+    return redis.error_reply('MISFIT vector set ' .. KEYS[4] .. ' holds ' .. tostring(dims) ..
+      '-dim ' .. tostring(quantisation) .. ' vectors, the configuration ' .. (tonumber(ARGV[5]) / 4) ..
+      '-dim ' .. expected)
+  end
+end
+local effect_used = ARGV[1] ~= ''
+local function applied_before()
+  if not effect_used then return nil end
+  local existing = redis.call('HGET', KEYS[2], ARGV[1])
+  if existing then return existing end
+  return nil
+end
+local function record_effect_as(effect, value)
+  redis.call('HSET', KEYS[2], effect, value)
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then redis.call('HEXPIRE', KEYS[2], ttl, 'FIELDS', 1, effect) end
+end
+local function record_effect(value)
+  if not effect_used then return end
+  record_effect_as(ARGV[1], value)
+end
+-- A write to an existing preference: its effect record must name that preference, or the
+-- record is not this write's (a collision or a corrupted record) and nothing is written.
+local function applied_to(id)
+  local existing = applied_before()
+  if existing and existing ~= id then
+    return redis.error_reply('EFFECT record ' .. ARGV[1] .. ' names preference ' .. existing ..
+      ', not ' .. tostring(id))
+  end
+  return existing
+end
+local function decode_list(raw)
+  if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
+  return cjson.decode(raw)
+end
+-- cjson writes an empty table as {}, so empty lists are written by hand.
+local function encode_list(list)
+  if #list == 0 then return '[]' end
+  return cjson.encode(list)
+end
+-- The newest `cap` entries of a list, in order (one pass, whatever the list's length).
+local function newest(list, cap)
+  if #list <= cap then return list, 0 end
+  local kept, dropped = {}, #list - cap
+  for i = dropped + 1, #list do kept[#kept + 1] = list[i] end
+  return kept, dropped
+end
+-- The evidence list with `user` added (keeping the most recent `cap`), encoded, and how many
+-- users the cap dropped; nil when there is nothing to add.
+local function evidence_with(raw, user, cap)
+  if user == '' then return nil, 0 end
+  local list = decode_list(raw)
+  for _, existing in ipairs(list) do if existing == user then return nil, 0 end end
+  list[#list + 1] = user
+  local kept, dropped = newest(list, cap)
+  return encode_list(kept), dropped
+end
+-- Appends `entry` to the history, keeps the newest `cap`, and adds the fields to write: the
+-- history and, when entries were dropped, the new count of dropped entries.
+local function add_history(fields, history, entry, cap, dropped_before)
+  history[#history + 1] = entry
+  local kept, dropped = newest(history, cap)
+  fields[#fields + 1] = 'evolution_history'; fields[#fields + 1] = encode_list(kept)
+  if dropped > 0 then
+    fields[#fields + 1] = 'history_entries_dropped'
+    fields[#fields + 1] = tostring((tonumber(dropped_before) or 0) + dropped)
+  end
+  return #kept + (tonumber(dropped_before) or 0) + dropped
+end
+-- The version a hash is at: its `version` field or, for records from before versions were
+-- kept, one per history entry.
+local function current_version(raw, history, dropped)
+  return tonumber(raw) or (1 + #history + (tonumber(dropped) or 0))
+end
+-- A history entry keeping version `version` of a preference (read as `h` by `version_fields`);
+-- `v.count`, when given, is that version's own reinforcements.
+local function version_entry(action, version, v, extra)
+  local entry = {action = action, version = version, old_opinion = v.opinion or '',
+    old_stance = v.stance or '', old_strength = tonumber(v.strength) or 0,
+    old_active = v.active == '1' or v.active == 'true',
+    old_reinforcement_count = tonumber(v.count)}
+  for name, value in pairs(extra) do entry[name] = value end
+  return entry
+end
+-- Every write counts the record's revision up, so a replay written from an older read
+-- (`APPLY`) is refused rather than lost over this write.
+local function with_next_rev(fields, key)
+  fields[#fields + 1] = 'rev'
+  fields[#fields + 1] = tostring((tonumber(redis.call('HGET', key or KEYS[1], 'rev')) or 0) + 1)
+end
+-- A curation or an erasure fixes the preference's past (model::timeline): what ingest replayed
+-- is replaced by this write, so its voicings go, and a voicing from before `now` that arrives
+-- later lands nowhere. The record as written is where the next voicing's replay starts.
+local function fix_past(fields, now)
+  fields[#fields + 1] = 'voicings'; fields[#fields + 1] = ''
+  fields[#fields + 1] = 'baseline'; fields[#fields + 1] = ''
+  fields[#fields + 1] = 'voiced_from'; fields[#fields + 1] = now
+end
+-- Brings the persona's structures in step with the hash of preference `id` after a write.
+-- `old_users`: the related users before the write (their about-entries go); `vector_changed`:
+-- the embedding was written, so the vector set gets it again.
+local function sync(id, old_users, vector_changed, key)
+  local h = redis.call('HMGET', key or KEYS[1], 'active', 'name', 'opinion', 'category', 'strength',
+    'stance', 'stance_at', 'related_user_ids', 'embedding', 'last_reinforced')
+  redis.call('SADD', KEYS[7], id)
+  for _, user in ipairs(old_users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
+  local users = decode_list(h[8])
+  if h[1] == '1' or h[1] == 'true' then
+    local strength = tonumber(h[5]) or 0
+    local attributes = cjson.encode({n = h[2] or '', o = h[3] or '', c = h[4] or '', s = strength,
+      st = h[6] or '', sa = h[7] or '', u = table.concat(users, ','), lr = h[10] or ''})
+    local member = redis.call('VISMEMBER', KEYS[4], id) == 1
+    if vector_changed or not member then
+      if h[9] and #h[9] == tonumber(ARGV[5]) then
+        redis.call('VADD', KEYS[4], 'FP32', h[9], id, ARGV[4], 'SETATTR', attributes)
+      elseif member then
+        -- A vector that does not fit (data awaiting migration) is not searchable.
+        redis.call('VREM', KEYS[4], id)
+      end
+    else
+      redis.call('VSETATTR', KEYS[4], id, attributes)
+    end
+    redis.call('ZADD', KEYS[5], strength, id)
+    for _, user in ipairs(users) do redis.call('ZADD', KEYS[6], 0, user .. '\0' .. id) end
+  else
+    redis.call('VREM', KEYS[4], id)
+    redis.call('ZREM', KEYS[5], id)
+    for _, user in ipairs(users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
+  end
+end

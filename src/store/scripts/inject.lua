@@ -1,0 +1,152 @@
+local k = tonumber(ARGV[2])
+-- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
+local semantic = {}
+if ARGV[1] ~= '' then
+  semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
+end
+local about = {}
+if #ARGV >= 9 then
+  local cap = tonumber(ARGV[4])
+  local seen, ids = {}, {}
+  for i = 9, #ARGV do
+    local members = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. ARGV[i] .. '\0', '(' .. ARGV[i] .. '\1', 'LIMIT', 0, cap)
+    for _, member in ipairs(members) do
+      local id = string.sub(member, #ARGV[i] + 2)
+      if not seen[id] and #ids < cap then seen[id] = true; ids[#ids + 1] = id end
+    end
+  end
+  if #ids > 0 then
+    local query, norm, position = {}, 0, 1
+    local dims = #ARGV[1] / 4
+    for d = 1, dims do
+      local value
+      value, position = struct.unpack('<f', ARGV[1], position)
+      query[d] = value
+      norm = norm + value * value
+    end
+    local scored = {}
+    for _, id in ipairs(ids) do
+      if dims == 0 then
+        -- Nothing to be near to: the strongest first (similarity 0, strength breaks the tie).
+        local strength = tonumber(redis.call('ZSCORE', KEYS[2], id))
+        if strength then scored[#scored + 1] = {id, 0, strength} end
+      else
+        local vector = redis.call('VEMB', KEYS[1], id)
+        if vector and #vector == dims then
+          local dot, own = 0, 0
+          for d = 1, dims do
+            local value = vector[d]
+            if type(value) == 'table' then value = value.double else value = tonumber(value) end
+            dot = dot + value * query[d]
+            own = own + value * value
+          end
+          local similarity = 0
+          if own > 0 and norm > 0 then similarity = dot / math.sqrt(own * norm) end
+          scored[#scored + 1] = {id, similarity, 0}
+        end
+      end
+    end
+    table.sort(scored, function(a, b)
+      if a[2] ~= b[2] then return a[2] > b[2] end
+      if a[3] ~= b[3] then return a[3] > b[3] end
+      return a[1] < b[1]
+    end)
+    for i = 1, math.min(k, #scored) do
+      about[#about + 1] = scored[i][1]
+      about[#about + 1] = string.format('%.17g', scored[i][2])
+      about[#about + 1] = redis.call('VGETATTR', KEYS[1], scored[i][1]) or ''
+    end
+  end
+end
+local strongest = {}
+local n = tonumber(ARGV[3])
+local half_life, now = tonumber(ARGV[7]), tonumber(ARGV[8])
+-- Days since the Unix epoch of an RFC 3339 time, nil when it is not one (then, as in
+-- `decayed_strength`, whose parser accepts the same forms, the strength does not decay).
+local function days_of(text)
+  if type(text) ~= 'string' then return nil end
+  local y, mo, d, h, mi, s = string.match(text, '^(%d%d%d%d)-(%d%d)-(%d%d)[Tt](%d%d):(%d%d):(%d%d)')
+  if not y then return nil end
+  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
+  local seconds = tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
+  local fraction = string.match(text, '^%.(%d+)', 20)
+  if fraction then seconds = seconds + tonumber('0.' .. fraction) end
+  local sign, oh, om = string.match(text, '([%+%-])(%d%d):(%d%d)$')
+  if sign then
+    local offset = tonumber(oh) * 3600 + tonumber(om) * 60
+    if sign == '+' then seconds = seconds - offset else seconds = seconds + offset end
+  elseif not string.match(text, '[Zz]$') then
+    return nil
+  end
+  -- Days from the civil date (H. Hinnant's algorithm).
+  if mo <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local doy = math.floor((153 * ((mo + 9) % 12) + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468 + seconds / 86400
+end
+if n > 0 and half_life <= 0 then
+  for _, id in ipairs(redis.call('ZREVRANGE', KEYS[2], 0, n - 1)) do
+    strongest[#strongest + 1] = id
+    strongest[#strongest + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
+  end
+elseif n > 0 then
+  local kept = {}
+  local page, read, limit = math.max(2 * n, 16), 0, RESIDENT_WALK_LIMIT
+  local function better(a, b)
+    if a[2] ~= b[2] then return a[2] > b[2] end
+    return a[1] < b[1]
+  end
+  local done = false
+  while not done and read < limit do
+    local members = redis.call('ZREVRANGE', KEYS[2], read, read + page - 1, 'WITHSCORES')
+    if #members == 0 then break end
+    for i = 1, #members, 2 do
+      local id, stored = members[i], tonumber(members[i + 1])
+      if #kept >= n and stored < kept[n][2] then done = true; break end
+      local attributes = redis.call('VGETATTR', KEYS[1], id) or ''
+      local decayed = stored
+      -- The times are read by pattern, not by decoding the whole attributes: an escaped quote
+      -- inside another field cannot look like `"lr":"`.
+      local voiced = string.match(attributes, '"lr":"([^"]*)"')
+      if not voiced or voiced == '' then voiced = string.match(attributes, '"sa":"([^"]*)"') end
+      local t = days_of(voiced)
+      if t then decayed = stored * 0.5 ^ (math.max(now - t, 0) / half_life) end
+      if #kept < n or better({id, decayed}, kept[#kept]) then
+        -- Insertion keeps `kept` ordered, best first.
+        local entry, at = {id, decayed, attributes}, #kept + 1
+        while at > 1 and better(entry, kept[at - 1]) do
+          kept[at] = kept[at - 1]
+          at = at - 1
+        end
+        kept[at] = entry
+        if #kept > n then kept[#kept] = nil end
+      end
+      read = read + 1
+      if read >= limit then break end
+    end
+    if #members < 2 * page then break end
+  end
+  for _, entry in ipairs(kept) do
+    strongest[#strongest + 1] = entry[1]
+    strongest[#strongest + 1] = entry[3]
+  end
+end
+local vectors = {}
+if ARGV[5] == '1' then
+  local seen = {}
+  local function add(id)
+    if seen[id] then return end
+    seen[id] = true
+    local vector = redis.call('VEMB', KEYS[1], id)
+    if vector then vectors[#vectors + 1] = id; vectors[#vectors + 1] = vector end
+  end
+  for i = 1, #semantic do
+    -- RESP2 flat triples; a RESP3 map arrives as a flat list too in Lua.
+    if i % 3 == 1 then add(semantic[i]) end
+  end
+  for i = 1, #about, 3 do add(about[i]) end
+  for i = 1, #strongest, 2 do add(strongest[i]) end
+end
+return {semantic, about, strongest, redis.call('GET', KEYS[4]) or '', vectors}
