@@ -811,7 +811,7 @@ async fn evaluate_extraction(
     };
     // Per register: (utterances, matched, found, recalled, expected) of the extractor, and of
     // the rules beside it.
-    let mut pooled: std::collections::BTreeMap<&str, [usize; 10]> = Default::default();
+    let mut pooled: std::collections::BTreeMap<(&str, &str), [usize; 10]> = Default::default();
     let mut scores = serde_json::Map::new();
     if !json {
         println!(
@@ -837,7 +837,14 @@ async fn evaluate_extraction(
             None => None,
         };
         let register = register_of(&name);
-        let totals = pooled.entry(register).or_default();
+        // Tuning sets and held-out ones pool apart: only the held-out ones say how the
+        // extractor does on text it was not tuned to.
+        let kind = if name.contains("held-out") {
+            "held-out"
+        } else {
+            "tuning"
+        };
+        let totals = pooled.entry((kind, register)).or_default();
         for (slot, value) in [
             score.utterances,
             score.matched,
@@ -894,7 +901,7 @@ async fn evaluate_extraction(
         return Ok(ExitCode::SUCCESS);
     }
     println!("pooled by register:");
-    for (register, totals) in pooled {
+    for ((kind, register), totals) in pooled {
         let pooled_score = |t: &[usize]| Score {
             utterances: t[0],
             expected: t[4],
@@ -914,7 +921,7 @@ async fn evaluate_extraction(
             misses: Vec::new(),
         };
         println!(
-            "  {register}: {} utterances, {}",
+            "  {kind}, {register}: {} utterances, {}",
             totals[0],
             figures(&pooled_score(&totals[..5]))
         );

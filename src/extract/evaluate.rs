@@ -175,38 +175,15 @@ pub struct Score {
     pub misses: Vec<Miss>,
 }
 
-/// A found topic matches a labelled one when either contains the other ("green tea" and
-/// "green tea in the morning"), word for word and with plurals read as singulars ("a long
-/// train ride" and "long train rides"): topic wording is the embedder's business, not the
-/// label's.
+/// A found topic matches a labelled one when both name the same topic once normalised
+/// (`model::topic`: case, spacing, hyphens, a leading article and plural -s aside; "super man"
+/// and "superman" alike), or when either is named inside the other, word for word ("green tea"
+/// and "green tea in the morning"): topic wording is the embedder's business, not the label's.
 fn same_topic(found: &str, labelled: &str) -> bool {
-    let found = singular_words(found);
-    let labelled = singular_words(labelled);
-    found == labelled || contains_words(&found, &labelled) || contains_words(&labelled, &found)
-}
-
-/// Lower-cased words with a plural ending dropped (`ies` → `y`; `s`, but not `ss`).
-fn singular_words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split_whitespace()
-        .map(|word| {
-            if let Some(stem) = word.strip_suffix("ies").filter(|s| s.len() > 1) {
-                format!("{stem}y")
-            } else if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
-                word[..word.len() - 1].to_string()
-            } else {
-                word.to_string()
-            }
-        })
-        .collect()
-}
-
-/// Whether `needle`'s words appear in `haystack`, in order and next to each other.
-fn contains_words(haystack: &[String], needle: &[String]) -> bool {
-    !needle.is_empty()
-        && haystack
-            .windows(needle.len())
-            .any(|window| window == needle)
+    use crate::model::topic;
+    topic::same(found, labelled)
+        || topic::contains(found, labelled)
+        || topic::contains(labelled, found)
 }
 
 /// Scores what was found for each utterance (`found[i]` for `labelled[i]`). Pure.

@@ -8,13 +8,15 @@
 //!   the rules take them;
 //! - [`decide`]: what one opinion does to memory (echo, erased, add, or voice a preference);
 //! - [`timeline`]: a preference's past as a function of what was said and when, whatever the
-//!   order the words arrived in.
+//!   order the words arrived in;
+//! - [`topic`]: when two wordings name the same topic, by text.
 
 pub mod decide;
 pub mod erasure;
 pub mod opinion;
 pub mod preference;
 pub mod timeline;
+pub mod topic;
 pub mod verdict;
 
 pub use erasure::Erasure;

@@ -51,16 +51,11 @@ impl MessageEffects {
     }
 }
 
-/// A topic as the same opinion's topic would be worded again: case, spacing and surrounding
-/// punctuation do not matter.
+/// A topic as the same opinion's topic would be worded again: case, spacing, hyphens,
+/// surrounding punctuation, a leading article and plural endings do not matter
+/// (`model::topic`, the normaliser the extractor's measurement uses too).
 pub fn normalised_topic(topic: &str) -> String {
-    topic
-        .split_whitespace()
-        .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric()))
-        .filter(|word| !word.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+    crate::model::topic::normalised(topic)
 }
 
 /// Hex SHA-256 of the parts, each prefixed with its length, truncated to [`DIGEST_HEX`].
