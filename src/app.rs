@@ -56,7 +56,8 @@ impl App {
     pub async fn start(config: Config) -> Result<App, AppError> {
         let store = PreferenceStore::connect(&config.redis, &config.store)
             .await?
-            .with_topic_match_threshold(config.embed.match_threshold());
+            .with_topic_match_threshold(config.embed.match_threshold())
+            .with_min_evidence(config.inject.min_evidence);
         store.ensure_index().await?;
         store.ensure_layout().await?;
         let nats = connect_nats(&config).await?;

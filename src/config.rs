@@ -31,7 +31,7 @@ pub use crate::extract::ExtractConfig;
 pub use crate::ingest::IngestConfig;
 pub use crate::serve::ServeConfig;
 pub use crate::settings::{ConfigError, Secret, TlsFiles, redact_url};
-pub use crate::store::config::{RedisConfig, StoreConfig, VectorQuantisation};
+pub use crate::store::config::{InjectConfig, RedisConfig, StoreConfig, VectorQuantisation};
 
 const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 const ENV_PREFIX: &str = "PERSONA_PREFS__";
@@ -41,6 +41,7 @@ const ENV_PREFIX: &str = "PERSONA_PREFS__";
 pub struct Config {
     pub redis: RedisConfig,
     pub store: StoreConfig,
+    pub inject: InjectConfig,
     pub nats: NatsConfig,
     pub extract: ExtractConfig,
     pub embed: EmbedConfig,
@@ -394,6 +395,7 @@ impl Config {
             ("store.max_evidence_users", store.max_evidence_users),
             ("store.max_evolution_history", store.max_evolution_history),
             ("store.max_voicings", store.max_voicings),
+            ("inject.min_evidence", self.inject.min_evidence as usize),
             ("nats.max_payload_bytes", self.nats.max_payload_bytes),
             (
                 "nats.request_timeout_ms",

@@ -977,3 +977,83 @@ async fn a_scan_that_stops_before_the_subjects_end_is_an_error() {
     // Nor does a subject with no messages at all.
     assert_eq!(ended(&stream, &format!("{subject}.none"), 0).await, Ok(()));
 }
+
+/// `inject.min_evidence = 2`: what the persona said once is stored at once but reaches a
+/// prompt only when it says it again; what an administrator added reaches it at once. At the
+/// default (1), the first mention is injected.
+#[tokio::test]
+async fn with_a_confirmation_gate_a_view_is_injected_once_voiced_twice_or_curated() {
+    for min_evidence in [1u64, 2] {
+        let mut config = test_config("gate");
+        config.inject.min_evidence = min_evidence;
+        let _cleanup = Cleanup(config.clone());
+        let app = App::start(config).await.unwrap();
+        let pipeline = app.pipeline();
+        let parse = |value: Value| serde_json::from_value::<ConversationEvent>(value).unwrap();
+        let owls = app
+            .embedder
+            .embed(&["owls".to_string()])
+            .await
+            .unwrap()
+            .remove(0);
+        let injected = || async {
+            app.store
+                .get_preferences_for_injection(&persona_prefs::store::InjectionQuery {
+                    persona_id: "ada",
+                    query_embedding: &owls,
+                    max_count: 10,
+                    max_chars: 2000,
+                    active_user_ids: &[],
+                })
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| p.name)
+                .collect::<Vec<String>>()
+        };
+        pipeline
+            .process(&parse(event(
+                "ada",
+                "e1",
+                0,
+                &[("u1", "Owls?"), ("persona", "I love owls.")],
+            )))
+            .await
+            .unwrap();
+        assert_eq!(
+            common::active_preferences(&app.store, "ada").await.len(),
+            1,
+            "stored at once"
+        );
+        let first = injected().await;
+        if min_evidence == 1 {
+            assert_eq!(first, ["owls"], "the default injects the first mention");
+            continue;
+        }
+        assert!(first.is_empty(), "voiced once: not injected yet: {first:?}");
+        pipeline
+            .process(&parse(event(
+                "ada",
+                "e2",
+                5,
+                &[("u2", "Owls again?"), ("persona", "I love owls.")],
+            )))
+            .await
+            .unwrap();
+        assert_eq!(injected().await, ["owls"], "voiced twice: injected");
+
+        let mut curated = common::new_preference(
+            "ada",
+            "owl pellets",
+            "Owl pellets are fascinating.",
+            owls.clone(),
+        );
+        curated.stance = Some(Stance::For);
+        app.store.add_preference(curated).await.unwrap();
+        let names = injected().await;
+        assert!(
+            names.contains(&"owl pellets".to_string()),
+            "written by an administrator: injected at once: {names:?}"
+        );
+    }
+}

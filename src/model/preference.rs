@@ -143,6 +143,10 @@ pub struct Preference {
     /// or the opposite stance): this preference now speaks for it on that topic.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub inherited_from: String,
+    /// An administrator wrote the current version (added, reinforced, changed or restored it
+    /// through the service): it counts as confirmed for injection (`inject.min_evidence`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub curated: bool,
     /// Strength after decay since the persona last voiced it (`store.strength_half_life_days`),
     /// computed when read; absent where nothing computed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,6 +190,7 @@ impl Preference {
             history_entries_dropped: 0,
             version: 1,
             inherited_from: String::new(),
+            curated: false,
             decayed_strength: None,
             active: true,
             created_at: String::new(),

@@ -479,6 +479,7 @@ fn create(identity: &Identity, inherited: Option<&InheritedView>, voicing: &Voic
         history_entries_dropped: 0,
         version: 1,
         inherited_from: String::new(),
+        curated: false,
         decayed_strength: None,
         active: true,
         created_at: identity.created_at.clone(),
@@ -575,6 +576,8 @@ fn change_mind(preference: &mut Preference, voicing: &Voicing, rules: &TimelineR
     preference.evolution_history.drain(..excess);
     preference.history_entries_dropped += excess as u64;
     preference.version += 1;
+    // A version the persona voiced, not one an administrator wrote.
+    preference.curated = false;
     preference.opinion = voicing.opinion.clone();
     preference.stance = voicing.stance;
     preference.stance_at = at.clone();

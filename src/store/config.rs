@@ -110,6 +110,15 @@ impl VectorQuantisation {
     }
 }
 
+/// What injection may pick (`[inject]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectConfig {
+    /// A preference is injected only once the persona has voiced its current version this many
+    /// times, or an administrator wrote it; stored at once either way. 1: at once.
+    pub min_evidence: u64,
+}
+
 impl StoreConfig {
     /// `[store]` of `config/default.toml`, for the store's own unit tests.
     #[cfg(test)]

@@ -172,6 +172,7 @@ impl PreferenceStore {
             resident_count,
             Timestamp::now(),
             config,
+            self.settings.min_evidence,
         );
         telemetry::store_op("inject", started.elapsed());
         Ok(selection)
@@ -325,7 +326,9 @@ pub fn decayed_strength_of(preference: &Preference, now: Timestamp, half_life_da
 
 /// Chooses what goes into the prompt. Pure, so the rules are tested by tables:
 /// - only active preferences of the persona's layers (`layers`: the persona and its bases)
-///   count; a base's view that a nearer layer overrides was removed before;
+///   count; a base's view that a nearer layer overrides was removed before; with
+///   `min_evidence` above 1, only those whose current version was voiced that many times or
+///   written by an administrator (`inject.min_evidence`);
 /// - residents first: the `resident_count` strongest by decayed strength, within the caps;
 /// - then the query's candidates by relevance × decayed strength (relevance: cosine
 ///   similarity, at least `min_semantic_relevance` for the semantic pass, raised to
@@ -339,10 +342,19 @@ pub fn select_for_injection(
     resident_count: usize,
     now: Timestamp,
     config: &StoreConfig,
+    min_evidence: u64,
 ) -> InjectionSelection {
     let half_life = config.strength_half_life_days;
-    let belongs =
-        |preference: &Preference| preference.active && layers.contains(&preference.persona_id);
+    // The confirmation gate (`inject.min_evidence`): voiced often enough, or written by an
+    // administrator.
+    let confirmed = |preference: &Preference| {
+        min_evidence <= 1
+            || preference.curated
+            || preference.reinforcement_count + 1 >= min_evidence
+    };
+    let belongs = |preference: &Preference| {
+        preference.active && layers.contains(&preference.persona_id) && confirmed(preference)
+    };
     let injected = |preference: Preference, relevance: f64, reasons: Vec<MatchReason>| {
         let decayed = decayed_strength_of(&preference, now, half_life);
         InjectedPreference {
@@ -503,6 +515,26 @@ mod tests {
         max_count: usize,
         max_chars: usize,
     ) -> InjectionSelection {
+        select_gated(
+            semantic,
+            by_user,
+            strongest,
+            resident_count,
+            max_count,
+            max_chars,
+            1,
+        )
+    }
+
+    fn select_gated(
+        semantic: Vec<ScoredPreference>,
+        by_user: Vec<ScoredPreference>,
+        strongest: Vec<Preference>,
+        resident_count: usize,
+        max_count: usize,
+        max_chars: usize,
+        min_evidence: u64,
+    ) -> InjectionSelection {
         let users = vec!["u1".to_string()];
         let query = InjectionQuery {
             persona_id: "ada",
@@ -521,7 +553,56 @@ mod tests {
             strongest,
         };
         let layers = ["ada".to_string(), "base".to_string()];
-        select_for_injection(&query, &layers, candidates, resident_count, now(), &config)
+        select_for_injection(
+            &query,
+            &layers,
+            candidates,
+            resident_count,
+            now(),
+            &config,
+            min_evidence,
+        )
+    }
+
+    /// `inject.min_evidence`: at 1 every preference is injected at once; at 2 only those the
+    /// persona voiced twice (in their current version) or an administrator wrote, residents
+    /// too. Stored either way: the gate is on what reaches a prompt.
+    #[test]
+    fn the_confirmation_gate_waits_for_a_second_voicing_or_an_administrator() {
+        let once = preference("once", 0.9, "Once.", &[]);
+        let twice = Preference {
+            reinforcement_count: 1,
+            ..preference("twice", 0.8, "Twice.", &[])
+        };
+        let curated = Preference {
+            curated: true,
+            ..preference("curated", 0.7, "Curated.", &[])
+        };
+        let all = || vec![once.clone(), twice.clone(), curated.clone()];
+        let hits = || all().into_iter().map(|p| hit(p, 0.9)).collect::<Vec<_>>();
+        let ids = |selection: &InjectionSelection| {
+            let mut ids: Vec<String> = selection
+                .resident
+                .iter()
+                .chain(&selection.chosen)
+                .map(|p| p.id.clone())
+                .collect();
+            ids.sort();
+            ids
+        };
+        for (min_evidence, residents, expected) in [
+            (1, 0, vec!["curated", "once", "twice"]),
+            (2, 0, vec!["curated", "twice"]),
+            (2, 3, vec!["curated", "twice"]),
+            (3, 0, vec!["curated"]),
+        ] {
+            let selection = select_gated(hits(), vec![], all(), residents, 10, 1000, min_evidence);
+            assert_eq!(
+                ids(&selection),
+                expected,
+                "min_evidence {min_evidence}, {residents} residents"
+            );
+        }
     }
 
     fn now() -> Timestamp {

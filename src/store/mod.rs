@@ -107,6 +107,9 @@ struct Settings {
     store: StoreConfig,
     /// The key of erasure records' digests (see [`PreferenceStore::connect`]).
     erasure_key: Vec<u8>,
+    /// `inject.min_evidence`: voicings of the current version a preference needs before it is
+    /// injected (1: at once).
+    min_evidence: u64,
     /// Similarity at or above which two topics are the same one: a persona's own view then
     /// overrides a base's, and consolidation merges. Ingest's match threshold
     /// ([`PreferenceStore::with_topic_match_threshold`]); `store.conflict_threshold` until set.
@@ -179,6 +182,7 @@ impl PreferenceStore {
                 index_name: redis.index_name.clone(),
                 store: store.clone(),
                 erasure_key: Vec::new(),
+                min_evidence: 1,
                 topic_match_threshold: store.conflict_threshold,
             }),
         }
@@ -220,6 +224,12 @@ impl PreferenceStore {
     /// ingest does): for overrides of a base's view and for consolidation.
     pub fn with_topic_match_threshold(mut self, threshold: f64) -> PreferenceStore {
         Arc::make_mut(&mut self.settings).topic_match_threshold = threshold;
+        self
+    }
+
+    /// Injection's confirmation gate (`inject.min_evidence`).
+    pub fn with_min_evidence(mut self, min_evidence: u64) -> PreferenceStore {
+        Arc::make_mut(&mut self.settings).min_evidence = min_evidence.max(1);
         self
     }
 

@@ -42,6 +42,8 @@ pub mod field {
     pub const HISTORY_ENTRIES_DROPPED: &str = "history_entries_dropped";
     pub const VERSION: &str = "version";
     pub const INHERITED_FROM: &str = "inherited_from";
+    /// "1" when an administrator wrote the current version (`Preference::curated`).
+    pub const CURATED: &str = "curated";
     /// The preference's timeline (`model::timeline`): the voicings since `baseline`, JSON.
     pub const VOICINGS: &str = "voicings";
     /// Where the timeline starts (`model::timeline::Baseline`), JSON; empty when the voicings
@@ -54,7 +56,7 @@ pub mod field {
     pub const REV: &str = "rev";
 
     /// Everything but the embedding: what searches RETURN.
-    pub const ALL_BUT_EMBEDDING: [&str; 27] = [
+    pub const ALL_BUT_EMBEDDING: [&str; 28] = [
         ID,
         PERSONA_ID,
         NAME,
@@ -82,6 +84,7 @@ pub mod field {
         HISTORY_ENTRIES_DROPPED,
         VERSION,
         INHERITED_FROM,
+        CURATED,
     ];
 }
 
@@ -179,6 +182,7 @@ impl Preference {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(1 + history_length + history_entries_dropped),
             inherited_from: text(field::INHERITED_FROM),
+            curated: fields.get(field::CURATED).is_some_and(|v| v == "1"),
             decayed_strength: None,
             // The original system wrote "1"/"0"; accept "true" too.
             active: matches!(
@@ -226,6 +230,12 @@ pub struct VectorAttributes {
     /// When the persona last voiced it (`last_reinforced`): what decay counts from.
     #[serde(default)]
     pub lr: String,
+    /// Reinforcements of the current version (`reinforcement_count`).
+    #[serde(default)]
+    pub rc: u64,
+    /// An administrator wrote the current version (`curated`).
+    #[serde(default)]
+    pub cu: bool,
 }
 
 impl VectorAttributes {
@@ -264,11 +274,12 @@ impl VectorAttributes {
             history_entries_dropped: 0,
             version: 0,
             inherited_from: String::new(),
+            curated: self.cu,
             decayed_strength: None,
             active: true,
             created_at: String::new(),
             last_reinforced: self.lr,
-            reinforcement_count: 0,
+            reinforcement_count: self.rc,
             reinforcements: Vec::new(),
         }
     }

@@ -383,6 +383,14 @@ pub(super) fn record_fields(
             preference.inherited_from.clone().into_bytes(),
         ),
         (
+            field::CURATED,
+            if preference.curated {
+                b"1".to_vec()
+            } else {
+                b"0".to_vec()
+            },
+        ),
+        (
             field::ACTIVE,
             if preference.active {
                 b"1".to_vec()

@@ -80,6 +80,8 @@ impl PreferenceStore {
             history_entries_dropped: 0,
             version: 1,
             inherited_from: String::new(),
+            // Added through the service or the CLI: an administrator wrote it.
+            curated: true,
             decayed_strength: None,
             active: true,
             created_at: now.clone(),

@@ -11,7 +11,8 @@ end
 local version = current_version(h[11], log, h[8])
 -- A new version starts its own count of reinforcements; the old one keeps its count.
 local fields = {'opinion', ARGV[6], 'embedding', ARGV[7], 'strength', ARGV[8],
-  'last_reinforced', ARGV[9], 'version', tostring(version + 1), 'reinforcement_count', '0'}
+  'last_reinforced', ARGV[9], 'version', tostring(version + 1), 'reinforcement_count', '0',
+  'curated', '1'}
 local evolutions = add_history(fields, log, version_entry('evolution', version,
   {opinion = h[3], stance = h[9], strength = h[4], active = h[10], count = h[12]},
   {new_opinion = ARGV[6], timestamp = ARGV[9], reason = ARGV[10]}), tonumber(ARGV[15]), h[8])

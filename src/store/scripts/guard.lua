@@ -119,14 +119,16 @@ end
 -- the embedding was written, so the vector set gets it again.
 local function sync(id, old_users, vector_changed, key)
   local h = redis.call('HMGET', key or KEYS[1], 'active', 'name', 'opinion', 'category', 'strength',
-    'stance', 'stance_at', 'related_user_ids', 'embedding', 'last_reinforced')
+    'stance', 'stance_at', 'related_user_ids', 'embedding', 'last_reinforced',
+    'reinforcement_count', 'curated')
   redis.call('SADD', KEYS[7], id)
   for _, user in ipairs(old_users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
   local users = decode_list(h[8])
   if h[1] == '1' or h[1] == 'true' then
     local strength = tonumber(h[5]) or 0
     local attributes = cjson.encode({n = h[2] or '', o = h[3] or '', c = h[4] or '', s = strength,
-      st = h[6] or '', sa = h[7] or '', u = table.concat(users, ','), lr = h[10] or ''})
+      st = h[6] or '', sa = h[7] or '', u = table.concat(users, ','), lr = h[10] or '',
+      rc = tonumber(h[11]) or 0, cu = h[12] == '1'})
     local member = redis.call('VISMEMBER', KEYS[4], id) == 1
     if vector_changed or not member then
       if h[9] and #h[9] == tonumber(ARGV[5]) then

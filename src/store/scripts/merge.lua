@@ -47,7 +47,7 @@ local fields = {'strength', string.format('%.17g', strength), 'reinforcement_cou
   'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
   'reinforcements', encode_list(reinforcements),
   'created_at', earlier(a.created_at, b.created_at), 'last_reinforced', later(a.last_reinforced, b.last_reinforced),
-  'version', tostring(a_version + 1)}
+  'version', tostring(a_version + 1), 'curated', '1'}
 add_history(fields, a_history, version_entry('consolidation', a_version, a,
   {new_opinion = a.opinion or '', timestamp = now, merged = b.id,
    reason = 'merged near-duplicate ' .. b.id .. ': ' .. (b.opinion or '')}), history_cap, a.history_entries_dropped)

@@ -13,7 +13,9 @@ if strength > 1 then strength = 1 end
 if strength < 0 then strength = 0 end
 local count = (tonumber(h[4]) or 0) + 1
 local formatted = string.format('%.17g', strength)
-local fields = {'strength', formatted, 'last_reinforced', ARGV[7], 'reinforcement_count', tostring(count)}
+-- Through the service: an administrator vouched for it.
+local fields = {'strength', formatted, 'last_reinforced', ARGV[7], 'reinforcement_count', tostring(count),
+  'curated', '1'}
 local evidence, dropped = evidence_with(h[5], ARGV[8], tonumber(ARGV[11]))
 if evidence then
   fields[#fields + 1] = 'evidence_user_ids'

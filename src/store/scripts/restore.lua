@@ -19,7 +19,8 @@ if not target or not target.old_opinion or target.old_opinion == '' then
   return {-1, table.concat(kept, ',')}
 end
 local opinion = target.old_opinion
-local fields = {'opinion', opinion, 'version', tostring(current + 1), 'stance_at', ARGV[7]}
+local fields = {'opinion', opinion, 'version', tostring(current + 1), 'stance_at', ARGV[7],
+  'curated', '1'}
 if target.old_stance ~= nil then fields[#fields + 1] = 'stance'; fields[#fields + 1] = target.old_stance end
 if target.old_strength ~= nil then
   fields[#fields + 1] = 'strength'; fields[#fields + 1] = string.format('%.17g', target.old_strength)
