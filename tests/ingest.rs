@@ -1057,3 +1057,71 @@ async fn with_a_confirmation_gate_a_view_is_injected_once_voiced_twice_or_curate
         );
     }
 }
+
+/// Opinions about the people and things present: "your cooking" in a reply to Maya is Maya's
+/// cooking, about Maya, so the per-user pass of injection finds it when she is present; the
+/// knowledge-graph entities the producer lists for a message stay with the opinions that name
+/// them (`related_kg_uuids`), and those listed without a name with every opinion of it.
+#[tokio::test]
+async fn opinions_about_the_people_and_things_present_are_related_to_them() {
+    let config = test_config("people");
+    let _cleanup = Cleanup(config.clone());
+    let app = App::start(config).await.unwrap();
+    let mut value = event(
+        "ada",
+        "e1",
+        0,
+        &[
+            (
+                "maya",
+                "I made lasagne again. What do you think of my cooking?",
+            ),
+            (
+                "persona",
+                "Maya, your cooking is wonderful. And Dune is a masterpiece.",
+            ),
+        ],
+    );
+    value["messages"][1]["mentions"] = json!([
+        {"kg_uuid": "kg-dune", "name": "Dune"},
+        {"kg_uuid": "kg-thread"}
+    ]);
+    let outcome = app
+        .pipeline()
+        .process(&serde_json::from_value::<ConversationEvent>(value).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(outcome.decisions.len(), 2, "{:?}", outcome.decisions);
+    let preferences = common::active_preferences(&app.store, "ada").await;
+    let cooking = find(&preferences, "maya's cooking");
+    assert_eq!(cooking.related_user_ids, ["maya"]);
+    assert_eq!(cooking.related_kg_uuids, ["kg-thread"]);
+    let dune = find(&preferences, "dune");
+    assert!(dune.related_user_ids.is_empty());
+    assert_eq!(dune.related_kg_uuids, ["kg-dune", "kg-thread"]);
+
+    // With Maya present, the user pass brings her up whatever the query.
+    let query = app
+        .embedder
+        .embed(&["what should we watch tonight".to_string()])
+        .await
+        .unwrap()
+        .remove(0);
+    let injected = app
+        .store
+        .get_preferences_for_injection(&persona_prefs::store::InjectionQuery {
+            persona_id: "ada",
+            query_embedding: &query,
+            max_count: 5,
+            max_chars: 2000,
+            active_user_ids: &["maya".to_string()],
+        })
+        .await
+        .unwrap();
+    assert!(
+        injected.iter().any(|p| p.name == "maya's cooking"
+            && p.matched_by
+                .contains(&persona_prefs::store::MatchReason::User("maya".into()))),
+        "{injected:?}"
+    );
+}

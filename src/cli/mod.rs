@@ -118,6 +118,10 @@ pub enum ClientCommand {
         /// model on a CPU takes seconds an utterance; the sets hold 5 600).
         #[arg(long)]
         sample: Option<usize>,
+        /// Read each utterance as a reply to this participant, as ingest does when the
+        /// persona answers someone ("your X" is theirs), and count what is related to them.
+        #[arg(long)]
+        addressee: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -514,8 +518,20 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             show_misses,
             concurrency,
             sample,
+            addressee,
             json,
-        } => evaluate_extraction(&config, &sets, show_misses, concurrency, sample, json).await,
+        } => {
+            evaluate_extraction(
+                &config,
+                &sets,
+                show_misses,
+                concurrency,
+                sample,
+                addressee.as_deref(),
+                json,
+            )
+            .await
+        }
         ClientCommand::Status { listen_ms, json } => {
             let status = persona_prefs::status::collect(
                 &config,
@@ -766,10 +782,12 @@ async fn evaluate_extraction(
     show_misses: bool,
     concurrency: usize,
     sample: Option<usize>,
+    addressee: Option<&str>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{
-        SHIPPED_SETS, Score, evaluate, evenly_spaced, parse_labelled, register_of, wilson_interval,
+        SHIPPED_SETS, Score, evaluate_addressed as evaluate, evenly_spaced, parse_labelled,
+        register_of, wilson_interval,
     };
     let named: Vec<(String, String)> = if sets.is_empty() {
         SHIPPED_SETS
@@ -830,10 +848,10 @@ async fn evaluate_extraction(
             None => labelled,
         };
         let started = std::time::Instant::now();
-        let score = evaluate(extractor.as_ref(), &labelled, concurrency).await?;
+        let score = evaluate(extractor.as_ref(), &labelled, concurrency, addressee).await?;
         let seconds_each = started.elapsed().as_secs_f64() / labelled.len().max(1) as f64;
         let beside = match &rules {
-            Some(rules) => Some(evaluate(rules, &labelled, 4).await?),
+            Some(rules) => Some(evaluate(rules, &labelled, 4, addressee).await?),
             None => None,
         };
         let register = register_of(&name);
@@ -882,10 +900,14 @@ async fn evaluate_extraction(
             continue;
         }
         println!(
-            "{name}: {} utterances, {}; {:.2} s an utterance",
+            "{name}: {} utterances, {}; {:.2} s an utterance{}",
             score.utterances,
             figures(&score),
-            seconds_each
+            seconds_each,
+            addressee.map_or(String::new(), |who| format!(
+                "; {} found about {who}",
+                score.related
+            ))
         );
         if let Some(beside) = &beside {
             println!("  rules on the same: {}", figures(beside));
@@ -908,6 +930,7 @@ async fn evaluate_extraction(
             found: t[2],
             matched: t[1],
             recalled: t[3],
+            related: 0,
             precision: if t[2] == 0 {
                 1.0
             } else {

@@ -170,6 +170,8 @@ pub struct Score {
     pub matched: usize,
     /// Labelled opinions found (two findings can recall one label).
     pub recalled: usize,
+    /// Found opinions related to a participant (`related_user_ids`).
+    pub related: usize,
     pub precision: f64,
     pub recall: f64,
     pub misses: Vec<Miss>,
@@ -232,6 +234,11 @@ pub fn score(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> Score {
         found: found_total,
         matched,
         recalled,
+        related: found
+            .iter()
+            .flatten()
+            .filter(|o| !o.related_user_ids.is_empty())
+            .count(),
         // Nothing found claims nothing wrong.
         precision: if found_total == 0 {
             1.0
@@ -255,14 +262,41 @@ pub async fn evaluate(
     labelled: &[Labelled],
     concurrency: usize,
 ) -> Result<Score, ExtractError> {
+    evaluate_addressed(extractor, labelled, concurrency, None).await
+}
+
+/// [`evaluate`], each utterance a reply to `addressee` (a participant) when given: what
+/// ingest does when the persona answers someone, "your X" read as theirs and related to them
+/// (`extract::people`). `Score::related` counts the findings related to them.
+pub async fn evaluate_addressed(
+    extractor: &dyn Extractor,
+    labelled: &[Labelled],
+    concurrency: usize,
+    addressee: Option<&str>,
+) -> Result<Score, ExtractError> {
+    let participants: Vec<String> = addressee.into_iter().map(str::to_string).collect();
+    let participants = &participants;
     let found: Vec<Vec<ExtractedOpinion>> = futures::stream::iter(labelled)
         .map(|row| async move {
+            let context = addressee
+                .map(|user_id| {
+                    vec![super::TurnText {
+                        role: "user",
+                        user_id,
+                        content: "",
+                    }]
+                })
+                .unwrap_or_default();
             let input = ExtractionInput {
                 persona_message: &row.text,
-                context: Vec::new(),
-                participants: &[],
+                context,
+                participants,
             };
-            extractor.extract(&input).await
+            let mut opinions = extractor.extract(&input).await?;
+            for opinion in &mut opinions {
+                super::people::related_participants(opinion, participants);
+            }
+            Ok::<_, ExtractError>(opinions)
         })
         .buffered(concurrency.max(1))
         .collect::<Vec<_>>()

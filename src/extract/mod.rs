@@ -12,6 +12,7 @@ pub mod adjudicate;
 pub mod chat;
 pub mod evaluate;
 pub mod llm;
+pub mod people;
 pub mod redact;
 pub mod rules;
 

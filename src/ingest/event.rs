@@ -38,6 +38,11 @@ pub struct ChatMessage {
     /// evidence, so it does not reinforce it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injected_preference_ids: Vec<String>,
+    /// On a persona message: the knowledge-graph entities it mentions, as the producer knows
+    /// them. An opinion drawn from it keeps those it names (or all listed without a name) as
+    /// `related_kg_uuids`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<crate::extract::people::Mention>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,6 +238,22 @@ fn validate_event(
         for id in &message.injected_preference_ids {
             validate::preference_id(id)
                 .map_err(|e| schema(format!("messages[{index}].injected_preference_ids: {e}")))?;
+        }
+        // Each becomes a related_kg_uuid of an opinion: the same cap as related ids.
+        if message.mentions.len() > limits.max_participants {
+            return Err(limit(format!(
+                "messages[{index}].mentions has {} entities, the limit is {} (store.max_related_ids)",
+                message.mentions.len(),
+                limits.max_participants
+            )));
+        }
+        for mention in &message.mentions {
+            validate::short_id("kg_uuid", &mention.kg_uuid)
+                .map_err(|e| schema(format!("messages[{index}].mentions: {e}")))?;
+            if let Some(name) = &mention.name {
+                validate::external_text("name", name)
+                    .map_err(|e| limit(format!("messages[{index}].mentions: {e}")))?;
+            }
         }
         let chars = message.content.chars().count();
         if chars > limits.max_message_chars {

@@ -23,7 +23,7 @@ use super::event::{ConversationEvent, Role};
 use super::turns::Turn;
 use crate::embed::{EmbedError, Embedder};
 use crate::extract::{
-    ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, redact,
+    ExtractError, ExtractedOpinion, ExtractionInput, Extractor, TurnText, people, redact,
 };
 use crate::model::decide::{self, OpinionFacts, Plan};
 use crate::model::timeline::{self, Change, Placement, Voiced, Voicing};
@@ -226,6 +226,8 @@ struct Candidate {
     embedding: Vec<f32>,
     /// Preferences that were in the prompt of the message that voiced it.
     injected_preference_ids: Vec<String>,
+    /// Knowledge-graph entities of its message it is about (`extract::people`).
+    related_kg_uuids: Vec<String>,
 }
 
 impl Candidate {
@@ -399,10 +401,15 @@ impl Pipeline {
                 &persona_message.message_id,
             );
             for opinion in opinions {
-                let Some(opinion) = self.redacted(opinion) else {
+                let Some(mut opinion) = self.redacted(opinion) else {
                     outcome.dropped_redacted += 1;
                     continue;
                 };
+                // Whom and what it is about: the participants its topic names, the entities
+                // the producer says its message mentions.
+                people::related_participants(&mut opinion, &participants);
+                let related_kg_uuids =
+                    people::mentioned_entities(&opinion, &persona_message.mentions);
                 candidates.push(Candidate {
                     expressed_at: persona_message.timestamp,
                     message: message.clone(),
@@ -418,6 +425,7 @@ impl Pipeline {
                     opinion,
                     embedding: Vec::new(),
                     injected_preference_ids: persona_message.injected_preference_ids.clone(),
+                    related_kg_uuids,
                 });
             }
         }
@@ -555,6 +563,7 @@ impl Pipeline {
             category: candidate.opinion.category.clone(),
             provenance: candidate.provenance.clone(),
             related_user_ids: decide::related_users_for_add(&facts, erasures),
+            related_kg_uuids: candidate.related_kg_uuids.clone(),
         };
         let add = |inherited: Option<InheritedView>| Planned::Add {
             persona_id: event.persona_id.clone(),

@@ -61,6 +61,8 @@ pub struct Voicing {
     pub provenance: Provenance,
     /// Users the opinion is about (erased ones by their pseudonym).
     pub related_user_ids: Vec<String>,
+    /// Knowledge-graph entities the opinion is about (the message's `mentions`).
+    pub related_kg_uuids: Vec<String>,
 }
 
 /// A voicing as stored (a JSON list in the preference's hash): short names, because a
@@ -87,6 +89,8 @@ struct StoredVoicing {
     sc: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     ru: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kg: Vec<String>,
 }
 
 impl Serialize for Voicing {
@@ -104,6 +108,7 @@ impl Serialize for Voicing {
             sp: self.provenance.source_platform.clone(),
             sc: self.provenance.source_channel_id.clone(),
             ru: self.related_user_ids.clone(),
+            kg: self.related_kg_uuids.clone(),
         }
         .serialize(serializer)
     }
@@ -127,6 +132,7 @@ impl<'de> Deserialize<'de> for Voicing {
                 source_channel_id: stored.sc,
             },
             related_user_ids: stored.ru,
+            related_kg_uuids: stored.kg,
         })
     }
 }
@@ -472,7 +478,7 @@ fn create(identity: &Identity, inherited: Option<&InheritedView>, voicing: &Voic
         stance_at: at.clone(),
         provenance: voicing.provenance.clone(),
         related_user_ids: voicing.related_user_ids.clone(),
-        related_kg_uuids: Vec::new(),
+        related_kg_uuids: voicing.related_kg_uuids.clone(),
         evidence_user_ids: Vec::new(),
         evidence_users_dropped: 0,
         evolution_history: Vec::new(),
@@ -664,6 +670,7 @@ mod tests {
                 source_channel_id: "c1".into(),
             },
             related_user_ids: Vec::new(),
+            related_kg_uuids: Vec::new(),
         }
     }
 

@@ -67,6 +67,12 @@ impl PreferenceStore {
             config.max_related_ids,
             validate::user_id,
         )?;
+        validate::related_ids(
+            "related_kg_uuids",
+            &voicing.related_kg_uuids,
+            config.max_related_ids,
+            validate::short_id,
+        )?;
         if voicing.strength.is_nan() {
             return Err(StoreError::invalid("strength", "is NaN"));
         }

@@ -660,7 +660,29 @@ impl Extractor for RulesExtractor {
         &'a self,
         input: &'a ExtractionInput<'a>,
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
-        Box::pin(async move { Ok(self.extract_text(input.persona_message)) })
+        Box::pin(async move {
+            // "your X" is the X of the user the message answers (`people.rs`).
+            let message = input.persona_message;
+            let Some((addressee, addressed)) = super::people::addressee(input)
+                .and_then(|who| Some((who, super::people::addressed(message, who)?)))
+            else {
+                return Ok(self.extract_text(message));
+            };
+            let mut opinions = self.extract_text(&addressed);
+            // "maya's" alone names nobody's thing: a clause the rewrite left without its object.
+            opinions.retain(|opinion| !opinion.name.trim_end().ends_with("'s"));
+            for opinion in &mut opinions {
+                // The evidence quotes what the persona said: the sentence the rewrite came from.
+                if !super::evidence_in_message(&opinion.evidence, message) {
+                    opinion.evidence =
+                        super::people::said_as(message, addressee, &opinion.evidence)
+                            .unwrap_or(message)
+                            .trim()
+                            .to_string();
+                }
+            }
+            Ok(opinions)
+        })
     }
 }
 
