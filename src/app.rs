@@ -62,9 +62,9 @@ impl App {
         store.ensure_layout().await?;
         let nats = connect_nats(&config).await?;
         let js = jetstream::new(nats.clone());
-        let embedder = embed::from_config(&config.embed)?;
+        let (embedder, local_model) = embed::from_config_sharing(&config.embed)?;
         let (extractor, adjudicator) =
-            extract::stages_from_config(&config.extract, &config.store.categories)?;
+            extract::stages_from_config(&config.extract, &config.store.categories, local_model)?;
         Ok(App {
             config: Arc::new(config),
             store,

@@ -147,6 +147,11 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
         "Texts per embedding batch.",
     ),
     (
+        "persona_prefs_extraction_gate_total",
+        MetricKind::Counter,
+        "Persona messages the LLM extractor's gate looked at, by whether it passed them to the model (passed: true) or saved the call (false).",
+    ),
+    (
         "persona_prefs_llm_concurrency_limit",
         MetricKind::Gauge,
         "Requests the LLM server is given at once: its reported slots, then adapted to its answers (halved on timeouts and 429/503, raised while answers come in good time).",
@@ -343,6 +348,11 @@ pub fn llm_tokens(prompt: u64, completion: u64) {
 pub fn embed_batch(size: usize, took: Duration) {
     histogram!("persona_prefs_embed_batch_size").record(size as f64);
     histogram!("persona_prefs_embed_batch_seconds").record(took.as_secs_f64());
+}
+
+pub fn extraction_gated(passed: bool) {
+    counter!("persona_prefs_extraction_gate_total", "passed" => if passed { "true" } else { "false" })
+        .increment(1);
 }
 
 pub fn llm_concurrency_limit(limit: usize) {

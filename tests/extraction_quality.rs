@@ -155,15 +155,17 @@ fn rules_extractor_on_text_from_another_hand_tuned_against() {
 /// the rules learnt from people's chat too (below): unchanged; after a precision round on
 /// 4 000 unlabelled chat messages: 0.889 / 0.471; after the third sample of people's chat,
 /// 0.842 / 0.471 (one more wrong find); after a session of general forms and precision rounds (favourites lists, pairs, what the persona met, a measured register's idioms, contractions the patterns misread, 40 000 unlabelled chat messages read for wrong topics): 0.833 /
-/// 0.441, one right find lost (not looked for: its text is never printed).
+/// 0.441, one right find lost (not looked for: its text is never printed). With the topic
+/// normaliser ("super man" = "superman"), unchanged; after its second reading
+/// (`tests/data/RELABELLED.md`: 4 labels added, 1 removed, 37 opinions): 0.889 / 0.432.
 /// Precision carried over; recall did not: another writer's opinions come in forms the
-/// tuning half did not show. 34 opinions make a wide interval (about ±0.17 on recall).
+/// tuning half did not show. 37 opinions make a wide interval ([0.29–0.59] on recall).
 /// Floors under the latest; misses counted, never printed.
 #[test]
 fn rules_extractor_on_text_from_another_hand_held_out() {
     let (precision, recall) = measure("extraction_heldout_6.jsonl", 390, Misses::Counted);
     assert!(precision >= 0.80, "precision {precision:.3} < 0.80");
-    assert!(recall >= 0.44, "recall {recall:.3} < 0.44");
+    assert!(recall >= 0.41, "recall {recall:.3} < 0.41");
 }
 
 /// Chat messages written by people talking to strangers (chitchat-dataset, MIT; see
@@ -237,4 +239,18 @@ fn rules_extractor_on_the_freshest_peoples_chat() {
     let (precision, recall) = measure("extraction_heldout_9.jsonl", 600, Misses::Counted);
     assert!(precision >= 0.70, "precision {precision:.3} < 0.70");
     assert!(recall >= 0.33, "recall {recall:.3} < 0.33");
+}
+
+/// 1 506 fresh messages of the same corpus (160 opinions; `tests/data/THIRD_PARTY.md`),
+/// labelled by a reader who had not seen the rules and committed before any extractor ran on
+/// them, drawn from the far end of a new shuffle of 187 808 messages. Measured once, after the
+/// round that brought the topic normaliser and the second reading of sets 6–9: precision
+/// 0.711 [0.61–0.80] (59/83), recall 0.388 [0.32–0.46] (62/160). Well under the earlier
+/// people's-chat sets (0.77–0.92): on chat it was not written against, about three findings in
+/// ten are wrong. Floors under that measurement; misses counted, never shown.
+#[test]
+fn rules_extractor_on_the_tenth_held_out_set() {
+    let (precision, recall) = measure("extraction_heldout_10.jsonl", 1500, Misses::Counted);
+    assert!(precision >= 0.68, "precision {precision:.3} < 0.68");
+    assert!(recall >= 0.36, "recall {recall:.3} < 0.36");
 }

@@ -122,6 +122,12 @@ pub enum ClientCommand {
         /// persona answers someone ("your X" is theirs), and count what is related to them.
         #[arg(long)]
         addressee: Option<String>,
+        /// Instead: measure the LLM extractor's gate (`extract.llm.gate_min_score`) at each
+        /// threshold, tuning and held-out sets apart: the share of messages it keeps from the
+        /// model, and the share of labelled opinions in them (the recall it can cost at most).
+        /// Needs the local model, not an LLM.
+        #[arg(long)]
+        gate: bool,
         #[arg(long)]
         json: bool,
     },
@@ -519,8 +525,12 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             concurrency,
             sample,
             addressee,
+            gate,
             json,
         } => {
+            if gate {
+                return measure_gate(&config).await;
+            }
             evaluate_extraction(
                 &config,
                 &sets,
@@ -776,6 +786,67 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
 }
 
 /// `evaluate-extraction`: scores the configured extractor on each labelled set.
+/// The gate's measurement (`evaluate-extraction --gate`): rules and the learned sentence
+/// score over every shipped set, then per threshold the messages kept from the model and the
+/// labelled opinions they hold.
+async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
+    use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled, wilson_interval};
+    let model = persona_prefs::embed::load_local(&config.embed)?;
+    let rules = persona_prefs::extract::rules::RulesExtractor::new(8);
+    let learned = persona_prefs::extract::learned::LearnedExtractor::new(model, 8)?;
+    // Per message: which group, read by the rules, sentence score, labelled opinions. The
+    // tuning sets split as the learned head's training did: what it was trained on, and the
+    // development sixth it was not (the honest place to choose a threshold).
+    let mut rows: Vec<(usize, bool, f32, usize)> = Vec::new();
+    for (name, text) in SHIPPED_SETS {
+        for row in parse_labelled(text).map_err(|e| anyhow::anyhow!("{name}: {e}"))? {
+            let group = if name.contains("held-out") {
+                2
+            } else if persona_prefs::extract::learned::training::in_development(&row.text) {
+                1
+            } else {
+                0
+            };
+            let ruled = !rules.extract_text(&row.text).is_empty();
+            let score = learned.read(&row.text).await?.sentence_score;
+            rows.push((group, ruled, score, row.opinions.len()));
+        }
+    }
+    println!(
+        "the LLM extractor's gate: a message goes to the model when the rules read an opinion in it, or its learned sentence score reaches the threshold"
+    );
+    for (group, title) in [
+        (0, "tuning sets, the part the learned head was trained on"),
+        (
+            1,
+            "tuning sets, the development sixth it was not trained on",
+        ),
+        (2, "held-out sets"),
+    ] {
+        let set: Vec<_> = rows.iter().filter(|r| r.0 == group).collect();
+        let opinions: usize = set.iter().map(|r| r.3).sum();
+        println!(
+            "{title}: {} messages, {} labelled opinions",
+            set.len(),
+            opinions
+        );
+        for threshold in [0.05f32, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7] {
+            let kept_from_model: Vec<_> = set.iter().filter(|r| !r.1 && r.2 < threshold).collect();
+            let lost: usize = kept_from_model.iter().map(|r| r.3).sum();
+            let (low, high) = wilson_interval(lost, opinions);
+            println!(
+                "  threshold {threshold:.2}: {:.1}% of messages kept from the model ({}), holding {:.1}% of the labelled opinions ({lost}) [{:.1}-{:.1}%]",
+                100.0 * kept_from_model.len() as f64 / set.len().max(1) as f64,
+                kept_from_model.len(),
+                100.0 * lost as f64 / opinions.max(1) as f64,
+                100.0 * low,
+                100.0 * high
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn evaluate_extraction(
     config: &Config,
     sets: &[std::path::PathBuf],
@@ -803,7 +874,18 @@ async fn evaluate_extraction(
             })
             .collect::<anyhow::Result<_>>()?
     };
-    let extractor = persona_prefs::extract::from_config(&config.extract, &config.store.categories)?;
+    let local_model = match config.extract.kind {
+        persona_prefs::extract::ExtractorKind::Learned
+        | persona_prefs::extract::ExtractorKind::RulesThenLearned => {
+            persona_prefs::embed::from_config_sharing(&config.embed)?.1
+        }
+        _ => None,
+    };
+    let extractor = persona_prefs::extract::from_config(
+        &config.extract,
+        &config.store.categories,
+        local_model,
+    )?;
     // An LLM is measured beside the rules, on the same utterances.
     let rules = (config.extract.kind == persona_prefs::extract::ExtractorKind::Llm).then(|| {
         persona_prefs::extract::rules::RulesExtractor::new(config.extract.max_opinions_per_message)

@@ -106,7 +106,82 @@ impl LocalEmbedder {
     }
 }
 
+/// One text read by the model, token by token: what a tagger over its words needs.
+#[derive(Debug, Clone)]
+pub struct TokenStates {
+    /// The words the tokenizer split the text into, as byte ranges of the text.
+    pub words: Vec<std::ops::Range<usize>>,
+    /// For each word, the row of `states` of its first token.
+    pub first_token: Vec<usize>,
+    /// The model's last hidden state of every token (special tokens included), `dims` each.
+    pub states: Vec<Vec<f32>>,
+    /// The mean of the states over every token: the text's embedding before normalising.
+    pub mean: Vec<f32>,
+}
+
+impl LocalEmbedder {
+    /// `text` read by the model token by token (synchronous: CPU work; call it from a blocking
+    /// task). Long texts are cut as the embedder cuts them.
+    pub fn token_states(&self, text: &str) -> Result<TokenStates, EmbedError> {
+        self.inner
+            .token_states(&truncate_chars(text, self.max_input_chars))
+    }
+}
+
 impl Model {
+    fn token_states(&self, text: &str) -> Result<TokenStates, EmbedError> {
+        let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
+        let encoding = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
+        let ids = encoding.get_ids().to_vec();
+        let columns = ids.len();
+        let input_ids = Tensor::from_vec(ids, (1, columns), &self.device).map_err(model_error)?;
+        let token_types = input_ids.zeros_like().map_err(model_error)?;
+        let attention = input_ids.ones_like().map_err(model_error)?;
+        let hidden = self
+            .bert
+            .forward(&input_ids, &token_types, Some(&attention))
+            .map_err(model_error)?
+            .to_dtype(DType::F32)
+            .map_err(model_error)?
+            .squeeze(0)
+            .map_err(model_error)?;
+        let states = hidden.to_vec2::<f32>().map_err(model_error)?;
+        let mean = hidden
+            .mean(0)
+            .map_err(model_error)?
+            .to_vec1::<f32>()
+            .map_err(model_error)?;
+        let mut words: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut first_token = Vec::new();
+        let mut last_word = None;
+        for (token, (word, offsets)) in encoding
+            .get_word_ids()
+            .iter()
+            .zip(encoding.get_offsets())
+            .enumerate()
+        {
+            let Some(word) = word else { continue };
+            if last_word == Some(*word) {
+                if let Some(range) = words.last_mut() {
+                    range.end = offsets.1;
+                }
+            } else {
+                words.push(offsets.0..offsets.1);
+                first_token.push(token);
+                last_word = Some(*word);
+            }
+        }
+        Ok(TokenStates {
+            words,
+            first_token,
+            states,
+            mean,
+        })
+    }
+
     fn embed_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
         let encodings = self

@@ -49,16 +49,27 @@ impl EmbedError {
 /// Builds the configured embedder, wrapped in the micro-batcher and (unless `cache_size` is 0)
 /// the cache of recent texts.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
-    let inner: Arc<dyn Embedder> = match config.kind {
+    Ok(from_config_sharing(config)?.0)
+}
+
+/// The local model the configuration names, when it names one: the embedder reads texts
+/// with it, and the learned extractor reads messages with the same weights.
+#[cfg(feature = "local-embedder")]
+pub type LocalModel = Arc<local::LocalEmbedder>;
+#[cfg(not(feature = "local-embedder"))]
+pub type LocalModel = Arc<()>;
+
+/// [`from_config`], and the local model itself when the embedder is the local one (loaded
+/// once, for both).
+pub fn from_config_sharing(
+    config: &EmbedConfig,
+) -> Result<(Arc<dyn Embedder>, Option<LocalModel>), EmbedError> {
+    let (inner, local): (Arc<dyn Embedder>, Option<LocalModel>) = match config.kind {
         #[cfg(feature = "local-embedder")]
-        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_with(
-            std::path::Path::new(&config.model_dir),
-            config.max_input_chars,
-            local::LocalOptions {
-                max_tokens: config.local_max_tokens,
-                ..local::LocalOptions::default()
-            },
-        )?),
+        EmbedderKind::Local => {
+            let model = load_local(config)?;
+            (model.clone(), Some(model))
+        }
         #[cfg(not(feature = "local-embedder"))]
         EmbedderKind::Local => {
             return Err(EmbedError::Model(
@@ -67,20 +78,39 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
                     .into(),
             ));
         }
-        EmbedderKind::Openai => Arc::new(openai::OpenAiEmbedder::new(
-            &config.openai,
-            config.max_input_chars,
-        )?),
+        EmbedderKind::Openai => (
+            Arc::new(openai::OpenAiEmbedder::new(
+                &config.openai,
+                config.max_input_chars,
+            )?),
+            None,
+        ),
     };
     let batched: Arc<dyn Embedder> = Arc::new(batcher::BatchingEmbedder::new(
         inner,
         config.max_batch,
         std::time::Duration::from_millis(config.batch_linger_ms),
     ));
-    Ok(match std::num::NonZeroUsize::new(config.cache_size) {
-        Some(capacity) => Arc::new(cache::CachingEmbedder::new(batched, capacity)),
+    let embedder = match std::num::NonZeroUsize::new(config.cache_size) {
+        Some(capacity) => {
+            Arc::new(cache::CachingEmbedder::new(batched, capacity)) as Arc<dyn Embedder>
+        }
         None => batched,
-    })
+    };
+    Ok((embedder, local))
+}
+
+/// Loads the local model from `embed.model_dir`.
+#[cfg(feature = "local-embedder")]
+pub fn load_local(config: &EmbedConfig) -> Result<Arc<local::LocalEmbedder>, EmbedError> {
+    Ok(Arc::new(local::LocalEmbedder::load_with(
+        std::path::Path::new(&config.model_dir),
+        config.max_input_chars,
+        local::LocalOptions {
+            max_tokens: config.local_max_tokens,
+            ..local::LocalOptions::default()
+        },
+    )?))
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 12] = [
+pub const SHIPPED_SETS: [(&str, &str); 13] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -62,6 +62,10 @@ pub const SHIPPED_SETS: [(&str, &str); 12] = [
     (
         "held-out 9 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_9.jsonl"),
+    ),
+    (
+        "held-out 10 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_10.jsonl"),
     ),
 ];
 

@@ -11,6 +11,8 @@
 pub mod adjudicate;
 pub mod chat;
 pub mod evaluate;
+#[cfg(feature = "local-embedder")]
+pub mod learned;
 pub mod llm;
 pub mod people;
 pub mod redact;
@@ -73,12 +75,14 @@ impl ExtractError {
     }
 }
 
-/// Builds the configured extractor.
+/// Builds the configured extractor. The learned ones read with `local`, the local model the
+/// embedder uses (`embed::from_config_sharing`).
 pub fn from_config(
     config: &ExtractConfig,
     categories: &[String],
+    local: Option<crate::embed::LocalModel>,
 ) -> Result<Arc<dyn Extractor>, ExtractError> {
-    Ok(stages_from_config(config, categories)?.0)
+    Ok(stages_from_config(config, categories, local)?.0)
 }
 
 /// The extractor and the adjudicator, if there is one.
@@ -89,14 +93,23 @@ pub type Stages = (Arc<dyn Extractor>, Option<Arc<dyn adjudicate::Adjudicator>>)
 pub fn stages_from_config(
     config: &ExtractConfig,
     categories: &[String],
+    local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
     Ok(match config.kind {
         ExtractorKind::Rules => (
             Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
             None,
         ),
+        ExtractorKind::Learned | ExtractorKind::RulesThenLearned => {
+            (learned_from_config(config, local)?, None)
+        }
         ExtractorKind::Llm => {
             let model = Arc::new(chat::ChatModel::new(&config.llm)?);
+            let llm: Arc<dyn Extractor> = Arc::new(llm::LlmExtractor::with_model(
+                model.clone(),
+                config.max_opinions_per_message,
+                categories,
+            ));
             let adjudicator: Option<Arc<dyn adjudicate::Adjudicator>> =
                 config.adjudication.enabled.then(|| {
                     Arc::new(adjudicate::LlmAdjudicator::with_model(
@@ -104,16 +117,72 @@ pub fn stages_from_config(
                         &config.adjudication,
                     )) as Arc<dyn adjudicate::Adjudicator>
                 });
-            (
-                Arc::new(llm::LlmExtractor::with_model(
-                    model,
-                    config.max_opinions_per_message,
-                    categories,
-                )),
-                adjudicator,
-            )
+            (gated(config, llm, local)?, adjudicator)
         }
     })
+}
+
+/// The LLM extractor behind its gate (`extract.llm.gate_min_score` above 0, with the local
+/// model): only messages the rules read an opinion in, or the learned sentence score rates
+/// that high, go to the model.
+#[cfg(feature = "local-embedder")]
+fn gated(
+    config: &ExtractConfig,
+    llm: Arc<dyn Extractor>,
+    local: Option<crate::embed::LocalModel>,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
+    let (Some(model), true) = (local, config.llm.gate_min_score > 0.0) else {
+        return Ok(llm);
+    };
+    Ok(Arc::new(learned::Gated {
+        gate: learned::Gate {
+            rules: rules::RulesExtractor::new(config.max_opinions_per_message),
+            learned: learned::LearnedExtractor::new(model, config.max_opinions_per_message)?,
+            min_score: config.llm.gate_min_score as f32,
+        },
+        inner: llm,
+    }))
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn gated(
+    _config: &ExtractConfig,
+    llm: Arc<dyn Extractor>,
+    _local: Option<crate::embed::LocalModel>,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
+    Ok(llm)
+}
+
+#[cfg(feature = "local-embedder")]
+fn learned_from_config(
+    config: &ExtractConfig,
+    local: Option<crate::embed::LocalModel>,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
+    let model = local.ok_or_else(|| {
+        ExtractError::Rejected(
+            "extract.kind learned and rules_then_learned read with the local model: set \
+             embed.kind = \"local\""
+                .into(),
+        )
+    })?;
+    let learned = learned::LearnedExtractor::new(model, config.max_opinions_per_message)?;
+    Ok(match config.kind {
+        ExtractorKind::Learned => Arc::new(learned),
+        _ => Arc::new(learned::RulesThenLearned {
+            rules: rules::RulesExtractor::new(config.max_opinions_per_message),
+            learned,
+        }),
+    })
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn learned_from_config(
+    _config: &ExtractConfig,
+    _local: Option<crate::embed::LocalModel>,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
+    Err(ExtractError::Rejected(
+        "this build has no local model (built without the local-embedder feature)".into(),
+    ))
 }
 
 /// True when `evidence` occurs in `message`, ignoring case and runs of whitespace.
@@ -165,10 +234,14 @@ impl LlmConfig {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum ExtractorKind {
     Rules,
     Llm,
+    /// The learned extractor alone (`learned/`).
+    Learned,
+    /// The rules, and the learned extractor on messages where they find nothing.
+    RulesThenLearned,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -187,6 +260,9 @@ pub struct LlmConfig {
     /// Tokens an answer may take (sent as `max_tokens`); a reply cut off there is asked again
     /// once with twice as many.
     pub max_tokens: u32,
+    /// Only messages the rules read an opinion in, or whose learned sentence score is at least
+    /// this, go to the model (with the local embedder); 0 sends every message.
+    pub gate_min_score: f64,
 }
 
 impl ExtractConfig {

