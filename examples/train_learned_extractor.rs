@@ -1,6 +1,6 @@
 //! Trains the learned extractor's head on the tuning sets (never the held-out ones) and writes
 //! it to `data/learned_extractor.safetensors`: `scripts/train-learned-extractor`.
-//! PERSONA_PREFS_MODEL_DIR names the MiniLM folder; PERSONA_PREFS_TRAIN_EPOCHS the epochs (40).
+//! PERSONA_PREFS_MODEL_DIR names the MiniLM folder; PERSONA_PREFS_TRAIN_EPOCHS the epochs (16).
 
 use std::path::Path;
 
@@ -14,7 +14,7 @@ fn main() -> Result<(), String> {
     let epochs: usize = std::env::var("PERSONA_PREFS_TRAIN_EPOCHS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(16);
     let model = LocalEmbedder::load(Path::new(&dir), 2000).map_err(|e| e.to_string())?;
     let mut labelled = Vec::new();
     for (name, text) in SHIPPED_SETS {

@@ -32,7 +32,7 @@ fn input(message: &str) -> ExtractionInput<'_> {
 }
 
 /// On the development sixth of the tuning sets (480 utterances, 112 opinions), which its
-/// training did not fit: the learned extractor alone measured precision 0.69, recall 0.39;
+/// training did not fit: the learned extractor alone measured precision 0.62, recall 0.39;
 /// the rules then the learned extractor where they find nothing raise the rules' recall there.
 /// Floors under those measurements.
 #[tokio::test(flavor = "multi_thread")]
@@ -57,7 +57,7 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         "learned alone: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
         alone.precision, alone.matched, alone.found, alone.recall, alone.recalled, alone.expected
     );
-    assert!(alone.precision >= 0.60, "{}", alone.precision);
+    assert!(alone.precision >= 0.55, "{}", alone.precision);
     assert!(alone.recall >= 0.30, "{}", alone.recall);
 
     let rules = evaluate(&RulesExtractor::new(8), &development, 2)

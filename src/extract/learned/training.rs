@@ -144,6 +144,38 @@ pub fn train(
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
     let mut head = Head::new(vb, dims).map_err(error)?;
+    // candle initialises from an unseeded generator: start from fixed values instead (uniform
+    // in ±1/√(the inputs it weighs)), so every run makes the same weights.
+    let mut state: u64 = 20_261_125;
+    let mut uniform = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    {
+        let vars = varmap
+            .data()
+            .lock()
+            .map_err(|_| "the weights' lock is poisoned".to_string())?;
+        let mut names: Vec<&String> = vars.keys().collect();
+        names.sort();
+        for name in names {
+            let var = &vars[name];
+            let shape = var.as_tensor().dims().to_vec();
+            let fan_in = if name.ends_with("weight") {
+                shape[1]
+            } else {
+                shape[0]
+            };
+            let bound = 1.0 / (fan_in.max(1) as f32).sqrt();
+            let values: Vec<f32> = (0..var.as_tensor().elem_count())
+                .map(|_| uniform() * bound)
+                .collect();
+            var.set(&Tensor::from_vec(values, shape, &device).map_err(error)?)
+                .map_err(error)?;
+        }
+    }
     let mut optimiser = AdamW::new(
         varmap.all_vars(),
         ParamsAdamW {
@@ -157,7 +189,6 @@ pub fn train(
     // crate in the build, and the same weights on every machine).
     let batch = 512usize;
     let mut order: Vec<usize> = (0..words_total).collect();
-    let mut state: u64 = 20_261_125;
     for _ in 0..epochs {
         for i in (1..order.len()).rev() {
             state = state
