@@ -878,3 +878,60 @@ async fn an_unusable_reply_dead_letters_the_event_with_what_the_model_said() {
     );
     running.stop().await;
 }
+
+/// Behind a slow stage, events wait for a free slot in JetStream, not in the worker: the
+/// worker asks for no more messages than it has free slots, so none sits unacknowledged in a
+/// client buffer while its ack wait runs out. (It did: behind a one-slot llama.cpp server, 150
+/// events became 900 deliveries and 27 dead letters "delivered 6 times without success".)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_stage_never_turns_waiting_events_into_redeliveries() {
+    let fake = FakeOpenAi::start().await;
+    fake.with_slots(1, Duration::from_millis(700));
+    fake.respond_with(|_, _| {
+        Reply::opinions(json!([{"evidence": "I love owls", "name": "owls", "stance": "for",
+            "strength": 0.7, "category": "nature", "opinion": "I love owls.", "related_user_ids": []}]))
+    });
+    let mut config = test_config("slowstage");
+    config.extract.kind = ExtractorKind::Llm;
+    config.extract.llm.base_url = fake.base_url.clone();
+    config.extract.llm.timeout_ms = 30_000;
+    config.ingest.max_in_flight = 2;
+    config.ingest.ack_wait_ms = 1500;
+    config.ingest.max_deliver = 3;
+    let _cleanup = Cleanup(config.clone());
+    let running = Running::worker(config.clone()).await;
+    let events = 10;
+    for n in 0..events {
+        running
+            .publish_event(&json!({"event_id": format!("slow-{n}"), "persona_id": format!("p{n}"),
+                "platform": "p", "channel_id": "c", "messages": [{"message_id": format!("slow-{n}-m"),
+                "role": "persona", "content": "I love owls.", "timestamp": "2026-11-20T08:00:00Z"}]}))
+            .await;
+    }
+    persona_prefs::app::wait_until_drained(
+        &running.app.js,
+        running.consumer.clone(),
+        Duration::from_secs(120),
+    )
+    .await
+    .unwrap();
+    let info = running.consumer.clone().info().await.unwrap().clone();
+    assert_eq!(info.num_redelivered, 0, "no event was delivered twice");
+    assert_eq!(
+        info.delivered.consumer_sequence, events as u64,
+        "one delivery per event"
+    );
+    let dead = running
+        .app
+        .js
+        .get_stream(&config.ingest.dlq_stream)
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .state
+        .messages;
+    assert_eq!(dead, 0);
+    running.stop().await;
+}

@@ -66,6 +66,13 @@ impl DeadLetterReason {
     }
 }
 
+/// How long one pull request waits for messages before the worker asks again (with the slots
+/// freed meanwhile).
+const PULL_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a saturated worker waits for more slots to free before it pulls.
+const GATHER_WAIT: Duration = Duration::from_millis(10);
+
 /// Room kept for a dead letter's headers (the reason is cut to 1 KiB).
 const DLQ_HEADER_ROOM: usize = 4096;
 
@@ -224,13 +231,6 @@ impl Worker {
         let in_flight = Arc::new(AtomicUsize::new(0));
         // Hard stop: tells in-flight tasks that the grace period is over.
         let (hard_stop, hard_stop_rx) = watch::channel(false);
-        let mut messages = consumer
-            .stream()
-            .max_messages_per_batch(worker.config.max_in_flight)
-            .heartbeat(Duration::from_secs(5))
-            .messages()
-            .await
-            .map_err(|e| WorkerError::Consume(e.to_string()))?;
         let dead_letters =
             super::dead_letters::DeadLetters::new(worker.js.clone(), worker.config.clone());
         let pending_task = tokio::spawn(report_pending(
@@ -241,49 +241,90 @@ impl Worker {
         let mut tasks = tokio::task::JoinSet::new();
         // Handed out here, as messages are pulled, so each persona's turns follow the stream.
         let turns = super::turns::PersonaTurns::default();
-        loop {
-            // Backpressure: take a slot before pulling, so at most max_in_flight are held.
-            let permit = tokio::select! {
+        'intake: loop {
+            // Backpressure: wait for a free slot, then ask JetStream for as many messages as
+            // there are free slots, never more. A message pulled ahead of a free slot would
+            // wait in the client's buffer with nothing extending its ack wait: behind a slow
+            // stage (a one-slot LLM) it came back as a second delivery, and again, until it
+            // was dead-lettered for being delivered too often.
+            let first = tokio::select! {
                 permit = permits.clone().acquire_owned() => permit.expect("semaphore is never closed"),
                 _ = stopped(&mut shutdown) => break,
             };
-            let next = tokio::select! {
-                next = messages.next() => next,
-                _ = stopped(&mut shutdown) => break,
-            };
-            let message = match next {
-                Some(Ok(message)) => message,
-                Some(Err(error)) => {
+            let mut free = vec![first];
+            while let Ok(permit) = permits.clone().try_acquire_owned() {
+                free.push(permit);
+            }
+            // Saturated, slots free one at a time: gather a few before asking (each pull is a
+            // request and a subscription of its own), waiting a moment at most.
+            let enough = (worker.config.max_in_flight / 8).max(1);
+            if free.len() < enough {
+                let gathered = tokio::time::timeout(GATHER_WAIT, async {
+                    while free.len() < enough {
+                        match permits.clone().acquire_owned().await {
+                            Ok(permit) => free.push(permit),
+                            Err(_) => break,
+                        }
+                    }
+                });
+                let _ = gathered.await;
+            }
+            let batch = consumer
+                .batch()
+                .max_messages(free.len())
+                .expires(PULL_WAIT)
+                .messages()
+                .await;
+            let mut batch = match batch {
+                Ok(batch) => batch,
+                Err(error) => {
                     tracing::warn!(%error, "pulling from JetStream failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 }
-                None => break,
             };
-            while tasks.try_join_next().is_some() {}
-            let turn = subject_persona(&message.subject, &worker.config.subject_prefix)
-                .map(|persona_id| turns.take(persona_id));
-            let worker = worker.clone();
-            let in_flight = in_flight.clone();
-            let hard_stop = hard_stop_rx.clone();
-            tasks.spawn(async move {
-                telemetry::in_flight(in_flight.fetch_add(1, Ordering::Relaxed) + 1);
-                // The publisher's trace (a `traceparent` header) continues through the event.
-                let trace = TraceContext::from_headers(message.headers.as_ref());
-                let finished = trace_context::in_span(
-                    "ingest",
-                    trace,
-                    worker.handle(message, turn, hard_stop),
-                )
-                .await;
-                telemetry::in_flight(in_flight.fetch_sub(1, Ordering::Relaxed) - 1);
-                drop(permit);
-                finished
-            });
+            loop {
+                let next = tokio::select! {
+                    next = batch.next() => next,
+                    _ = stopped(&mut shutdown) => break 'intake,
+                };
+                let message = match next {
+                    Some(Ok(message)) => message,
+                    Some(Err(error)) => {
+                        tracing::warn!(%error, "pulling from JetStream failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                    // The batch is over: its messages came, or its wait ran out.
+                    None => break,
+                };
+                let Some(permit) = free.pop() else {
+                    // Cannot happen: the batch asked for as many as there are free slots.
+                    let _ = message.ack_with(AckKind::Nak(None)).await;
+                    continue;
+                };
+                while tasks.try_join_next().is_some() {}
+                let turn = subject_persona(&message.subject, &worker.config.subject_prefix)
+                    .map(|persona_id| turns.take(persona_id));
+                let worker = worker.clone();
+                let in_flight = in_flight.clone();
+                let hard_stop = hard_stop_rx.clone();
+                tasks.spawn(async move {
+                    telemetry::in_flight(in_flight.fetch_add(1, Ordering::Relaxed) + 1);
+                    // The publisher's trace (a `traceparent` header) continues through the event.
+                    let trace = TraceContext::from_headers(message.headers.as_ref());
+                    let finished = trace_context::in_span(
+                        "ingest",
+                        trace,
+                        worker.handle(message, turn, hard_stop),
+                    )
+                    .await;
+                    telemetry::in_flight(in_flight.fetch_sub(1, Ordering::Relaxed) - 1);
+                    drop(permit);
+                    finished
+                });
+            }
         }
-        // Stop pulling: dropping the stream ends the pull requests; prefetched messages that
-        // were never handed to a task are redelivered after ack_wait.
-        drop(messages);
         let running = tasks.len();
         tracing::info!(
             in_flight = running,
