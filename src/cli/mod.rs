@@ -785,10 +785,10 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-/// `evaluate-extraction`: scores the configured extractor on each labelled set.
 /// The gate's measurement (`evaluate-extraction --gate`): rules and the learned sentence
 /// score over every shipped set, then per threshold the messages kept from the model and the
 /// labelled opinions they hold.
+#[cfg(feature = "local-embedder")]
 async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled, wilson_interval};
     let model = persona_prefs::embed::load_local(&config.embed)?;
@@ -847,6 +847,15 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Without the local model there is no learned sentence score to measure the gate by.
+#[cfg(not(feature = "local-embedder"))]
+async fn measure_gate(_config: &Config) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "evaluate-extraction --gate needs the learned sentence score, which this build leaves out (built without the `local-embedder` feature)"
+    )
+}
+
+/// `evaluate-extraction`: scores the configured extractor on each labelled set.
 async fn evaluate_extraction(
     config: &Config,
     sets: &[std::path::PathBuf],
