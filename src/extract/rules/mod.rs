@@ -42,16 +42,15 @@
 //! The patterns and the clean-up of what they capture are one grammar, read together in this
 //! file; the word lists and the fixed phrases live beside it.
 
-use std::sync::LazyLock;
-
 use futures::future::BoxFuture;
-use regex::Regex;
 
+pub mod engine;
 mod lexicon;
 mod phrases;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
 use crate::model::Stance;
+use engine::*;
 use lexicon::{comparative_polarity, polarity};
 
 pub struct RulesExtractor {
@@ -268,12 +267,6 @@ fn named_topic_and_reply(
     reply: Option<&String>,
 ) -> Option<(ExtractedOpinion, bool)> {
     // "Ah, fresh bread. Bliss.": a topic named with relish is judged by its reply as well.
-    static RELISHED: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"^(?:(?:ah+|oh+|ooh+|mm+|yum|aah+),? ([a-z][a-z' -]*?)[.!]+|([a-z][a-z' -]*?)!+)$",
-        )
-        .unwrap()
-    });
     let named = normalise(sentence);
     // A bare exclamation ("Elbow pasta!") counts only when the reply likes or hates it in
     // the first person ("I love that!"): "Yep! Exactly." and "A volcano erupted! Scary
@@ -301,9 +294,6 @@ fn named_topic_and_reply(
     let whole_reply = reply_text;
     let reply_text = LEADING_FILLER.replace(reply_text, "");
     let reply_text = reply_text.trim();
-    static FIRST_PERSON_VERDICT: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^i (?:really |just |absolutely |totally )?(?:love|like|adore|enjoy|hate|dislike|can't stand|detest)\b").unwrap()
-    });
     if exclaimed && !FIRST_PERSON_VERDICT.is_match(reply_text) {
         return None;
     }
@@ -347,13 +337,6 @@ fn answered_question(
 
 /// "Coffee or tea? Tea, obviously.": the side the reply names is `for`, the other `against`.
 fn choice_between(sentence: &str, reply: &str) -> Option<Vec<ExtractedOpinion>> {
-    static EITHER_OR: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^([a-z][a-z' -]*?),? (?:or|versus|vs\.?|against) ([a-z][a-z' -]*?)\?$")
-            .unwrap()
-    });
-    static CHOSEN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:definitely|obviously|easily|always|oh|honestly|personally|hmm|for me|me),? )*([a-z][a-z' -]*?)(?:[,.!;:]|$| all the way| every time| any day| hands down| for me)").unwrap()
-    });
     let question = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
     let c = EITHER_OR.captures(&question)?;
     let (one, other) = (c[1].trim(), c[2].trim());
@@ -385,9 +368,6 @@ fn choice_between(sentence: &str, reply: &str) -> Option<Vec<ExtractedOpinion>> 
 /// "What's my favourite planet? Saturn, easily.", "Favourite dessert? Mine's tiramisu.": the
 /// persona names its own favourite (a question about the user's is answered only with "mine").
 fn favourite_answered(sentence: &str, reply: &str) -> Option<ExtractedOpinion> {
-    static ANSWER: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(mine(?:'s| is| would be| has to be| will always be))|(?:oh,? |hmm,? )?(?:definitely|easily|probably|that'd be|that would be|it has to be|has to be|it's|it would be))? ?([a-z][a-z' -]*?),?(?: (?:easily|hands down|obviously|definitely|for sure|no contest|no question|of course|always|probably|by far|every time))?[.!]*$").unwrap()
-    });
     let question = normalise(sentence);
     if !question.ends_with('?')
         || !(question.contains("favourite") || question.contains("favorite"))
@@ -411,18 +391,10 @@ fn favourite_answered(sentence: &str, reply: &str) -> Option<ExtractedOpinion> {
 /// "Cilantro and I don't get along", "thunderstorms and I are old friends", "give me a good
 /// book and I'm happy": read whole, before the clauses are split at "and I".
 fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
-    /// "Give me a good mystery novel and I'm happy".
-    static GIVE_ME_AND: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^give me (.+?),? and i'm (?:(?:perfectly|completely|totally|so|very) )?(?:happy|content|set|good|sold|in heaven|a happy camper|yours)\b").unwrap()
-    });
     let text = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
     if let Some(c) = GIVE_ME_AND.captures(&text) {
         return make(&c[1], Stance::For, sentence, sentence);
     }
-    /// "Cilantro and I don't get along" (against); "thunderstorms and I are old friends" (for).
-    static THING_AND_I: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(.+?) and i (?:(don't|do not|never|just don't|have never|will never) (?:really )?(?:get along|see eye to eye|mix|click)|(?:are|have always been|'ve always been) (?:old |good |best |great |fast )?friends|go (?:way )?back|get along (?:great|famously|well))\b").unwrap()
-    });
     let c = THING_AND_I.captures(&text)?;
     let subject = c[1].trim();
     if subject.split_whitespace().count() > 4 {
@@ -440,9 +412,6 @@ fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
 /// "Yeah, because waiting in line is SO much fun.", "Another reboot, just what the world
 /// needed."
 fn sarcasm(sentence: &str) -> Option<ExtractedOpinion> {
-    static SARCASTIC: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:oh|wow|ah),? )?(?:(?:great|wonderful|fantastic|perfect|brilliant|lovely|super|awesome|yay),? (?:another|more) ([a-z][a-z' -]*?)|(?:yeah|oh yeah|sure|right),? because (.+?) (?:is|are) (?:so|such|totally|really|just) (?:much )?(?:fun|great|enjoyable|relaxing|exciting|a joy|a treat|fantastic|wonderful)|(?:another|more) ([a-z][a-z' -]*?),? (?:just |exactly )?what (?:the world|we|i|everyone|anyone) (?:really )?(?:needed|wanted|asked for))\b").unwrap()
-    });
     let text = normalise(sentence);
     let c = SARCASTIC.captures(&text)?;
     let topic = c.get(1).or(c.get(2)).or(c.get(3))?.as_str().trim();
@@ -454,10 +423,6 @@ fn sarcasm(sentence: &str) -> Option<ExtractedOpinion> {
 
 /// "Ugh, mosquitoes.": a sentence that is only a topic and a noise of distaste.
 fn exclamation_of_distaste(sentence: &str) -> Option<ExtractedOpinion> {
-    static DISTASTE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:ugh+|urgh+|yuck|ew+|blech|bleh|meh|yikes),? ([a-z][a-z' -]*?)[.!]*$")
-            .unwrap()
-    });
     let text = normalise(sentence);
     let c = DISTASTE.captures(&text)?;
     let topic = c[1].trim();
@@ -482,12 +447,6 @@ struct OthersView {
 
 impl OthersView {
     fn read(sentence: &str) -> Option<OthersView> {
-        static OTHERS: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(r"^(?:everyone|everybody|people|lots of (?:people|folks)|a lot of (?:people|folks)|some (?:people|folks)|many (?:people|folks)|most people|folks|critics|the critics|my friends|all my friends|the internet) (?:(?:always|seem to|seems to|keep|keeps|really|just|tend to|love to|like to) )*(?:(love|loves|adore|adores|rave about|raves about|rave over|raves over|swear by|swears by|praise|praises|hype up|hypes up|hype|hypes|worship|worships|go crazy for|goes crazy for|are obsessed with|is obsessed with|are into|is into)|(hate|hates|complain about|complains about|dislike|dislikes|trash|trashes|mock|mocks|sneer at|sneers at|look down on|looks down on|knock|knocks|can't stand)|(say|says|think|thinks|claim|claims|insist|insists|find|finds|call|calls|reckon|reckons|consider|considers)(?: that)?) (.+)$").unwrap()
-        });
-        static REACTION_AFTER: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(r"(?:,|;)? (?:and|but) (they(?:'re| are) .+|i .+)$").unwrap()
-        });
         let text = normalise(sentence);
         let text = text.trim_end_matches(['.', '!', ';']).trim();
         let text = LEADING_FILLER.replace(text, "").to_string();
@@ -547,12 +506,6 @@ impl OthersView {
 /// Whether a reaction to others' view agrees with it (`Some(true)`), disagrees
 /// (`Some(false)`), or is no reaction at all.
 fn agreement(reaction: &str) -> Option<bool> {
-    static AGREES: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:and|but|honestly|frankly|well),? )*(?:(?:they're|they are) (?:(?:absolutely|totally|so|dead|quite|completely|100%) )?(?:right|not wrong|spot on|correct|onto something)|i (?:(?:totally|completely|fully|have to|must) )?agree|same here|me too|i'm one of them|i'm with them|count me (?:in|among them)|guilty as charged|i can see why|can't argue with that|i get it|i'm on their side)\b").unwrap()
-    });
-    static DISAGREES: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:and|but|honestly|frankly|well),? )*(?:(?:they're|they are) (?:(?:so|totally|completely|dead|quite) )?(?:wrong|mistaken)|not me|i'm not one of them|i (?:(?:strongly|completely|totally) )?disagree|i beg to differ|i (?:just |really |honestly )?(?:don't|do not|never|can't|cannot|could never) (?:get|got|see|saw|understand|understood) (?:it|the appeal|the hype|why|what the fuss is about)|i don't buy it|i don't agree|i've never understood (?:it|why|the appeal|the hype)|i never understood (?:it|why|the appeal|the hype))\b").unwrap()
-    });
     let reaction = reaction.trim();
     if reaction.ends_with('?') {
         return None;
@@ -569,17 +522,6 @@ fn agreement(reaction: &str) -> Option<bool> {
 /// "…, but I love them": the pronoun stands for the subject of the clause before it, which
 /// the rules could not otherwise see.
 fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
-    static OBJECT_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:and|but|so|yet|though|honestly|still|mostly|personally|actually|in fact|anyway|secretly),? )*i(?:'ve| have| do| still| really| honestly| actually| just| totally| absolutely| secretly| kind of| sort of| always| mostly| genuinely)* (?:love|loved|adore|adored|like|liked|enjoy|enjoyed|hate|hated|dislike|disliked|avoid|detest|despise|can't stand|cannot stand|appreciate|recommend|miss|dread|admire|treasure|cherish|resent|loathe)) (it|them|every (?:single )?(?:second|minute|moment|bit)(?: of it)?)\b").unwrap()
-    });
-    /// "…but I think they're delicious", "…and I find it calming".
-    static JUDGED_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:and|but|so|yet|though|still|honestly|personally|actually),? )*(?:i (?:(?:really|honestly|still|actually|personally|genuinely|do) )*(?:think|believe|feel|find|reckon|would say)|i'd say) (?:that )?)(it's|it is|they're|they are|it|them|they)\b").unwrap()
-    });
-    /// "…, but it's not really my thing": the clause is about the same subject.
-    static SUBJECT_PRONOUN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:and |but |so )?(it's|it is|it was|they're|they are|they were)\s").unwrap()
-    });
     let Some(subject) = previous_subject else {
         return clause.to_string();
     };
@@ -612,9 +554,6 @@ fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
 /// "I used to hate olives, but now I adore them": a past view names the topic a later
 /// pronoun stands for, though it is not read as a view itself.
 fn object_of_a_past_liking(clause: &str) -> Option<String> {
-    static PAST_LIKING: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^i (?:used to|once|always used to|never used to) (?:really )?(?:love|like|adore|enjoy|hate|dislike|despise|detest|loathe|mind|care for|stand) (.+)").unwrap()
-    });
     let c = PAST_LIKING.captures(clause.trim())?;
     let object = make(&c[1], Stance::For, clause, clause)?;
     Some(object.name)
@@ -623,9 +562,6 @@ fn object_of_a_past_liking(clause: &str) -> Option<String> {
 /// "I tried sushi last week", "we went to Red House in SLC": what the persona met, which a
 /// following "it was super good" judges.
 fn object_of_an_experience(clause: &str) -> Option<String> {
-    static EXPERIENCE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:i|we) (?:(?:just|recently|finally|once|actually|also|first) )*(?:went to|tried|visited|watched|saw|read|ate at|played|listened to|got to try|finished|binged) (.+)").unwrap()
-    });
     let clause = LEADING_FILLER.replace(clause.trim(), "");
     let c = EXPERIENCE.captures(&clause)?;
     // "I saw some here": an unnamed few.
@@ -685,84 +621,6 @@ impl Extractor for RulesExtractor {
         })
     }
 }
-
-const INTENSIFIERS: &str = r"(?:really|very|so|truly|incredibly|deeply|genuinely|quite|pretty|kind of|sort of|rather|totally|absolutely|extremely|simply|just|a bit|a little|somewhat|utterly|hugely|wildly|massively|actually|honestly|still|always|often|completely|fairly|terribly|remarkably|surprisingly|oddly|strangely|endlessly|seriously|criminally|wildly|way|too|such|exactly)";
-const SUBJECT_ADVERBS: &str = r"(?:really |absolutely |truly |genuinely |just |honestly |do |did |also |kind of |sort of |still |always |deeply |secretly |actually |personally |quite |totally |utterly |completely |simply |have always |(?:have )?(?:come|grown|learned|learnt) to |(?:have )?started to |tend to |try to |try and )*";
-
-static POSITIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(love|loved|adore|adored|enjoy|enjoyed|like|liked|prefer|preferred|appreciate|admire|admired|cherish|cherished|treasure|value|relish|savor|savour|dig|trust|long for|yearn for|crave)\s+(.+)"
-    ))
-    .unwrap()
-});
-static NEGATIVE_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"\bi(?:'ve)? {SUBJECT_ADVERBS}(hate|hated|dislike|disliked|despise|despised|detest|detested|loathe|loathed|resent|abhor|can't stand|cannot stand|can't bear|cannot bear|can't abide|distrust|avoid|dread|dreaded)\s+(.+)"
-    ))
-    .unwrap()
-});
-static NEGATED_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'ve)? (?:really |just |honestly |actually |still )?(?:don't|do not|didn't|did not|never|no longer|can't say i|cannot say i|won't ever|wouldn't say i|haven't|have not|have never)\s+(?:really |much |particularly |truly |actually |ever |even |exactly |especially |care to )?(?:like|liked|love|loved|enjoy|enjoyed|care for|cared for|appreciate|trust|trusted|prefer|get the appeal of|understand the appeal of|understood the appeal of|see the appeal of|seen the appeal of|got the appeal of|admire|dig)\s+(.+)").unwrap()
-});
-static FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am|'ve (?:really |always |honestly |definitely |recently |also )?been|'ve always been| have been| have always been|'ve long been| was always| find myself| found myself) (?:(?:really|absolutely|totally|truly|such|so|kind of|sort of|quite|pretty|a|always|completely|utterly|hopelessly|properly|rather|very|awfully|terribly|most|increasingly|growing|ever more|more and more|honestly|genuinely|seriously|lowkey|low-key|kinda|secretly|still|just|super|deeply|incredibly|extremely|endlessly) )*(?:(?:big|huge|massive|real|great|devoted|lifelong|die hard|die-hard|diehard|loyal|true|longtime|long-time|proud|avid|keen) )*(?:fan of|into|fond of|interested in|inspired by|keen on|crazy about|obsessed with|passionate about|in love with|partial to|drawn to|sucker for|hooked on|smitten with|mad about|nuts about|wild about|big on|all about|enamou?red (?:of|with)|enchanted by|charmed by|fascinated by|impressed (?:with|by)|loving)\s+(.+)").unwrap()
-});
-static CANT_GET_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"\bi (?:just |really |honestly |simply )?(?:can't|cannot|can never) get enough of\s+(.+)",
-    )
-    .unwrap()
-});
-/// "Sadness is not an emotion that I like to feel", "jazz is a thing I love": the liking sits
-/// in a relative clause and judges the subject.
-static THING_I_LIKE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re|was|were) (not |never )?(?:a|an|one|the|something|someone|somebody|exactly)\b(?: [a-z'-]+){0,4}? (?:that |which |who )?i (?:(?:really|truly|genuinely|always|do|just|particularly|especially) )*(don't |do not |never )?(like|love|enjoy|adore|admire|cherish|treasure|value|appreciate|hate|dislike|despise|loathe|dread|avoid|can't stand)\b").unwrap()
-});
-/// "X is (not) my thing" / "X isn't my thing".
-static MY_THING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|'s|are|'re|was|were|has|have|had)?\s*(?:really |just |definitely |totally |honestly |simply )?(isn't |aren't |wasn't |not |never |hasn't |haven't )?(?:been )?(?:really |just |definitely |totally |quite )?(?:my|not my) (?:kind of |sort of )?(?:thing|jam|cup of tea|scene|bag)\b").unwrap()
-});
-/// What a thing does to the persona: "loud restaurants drive me crazy", "birdsong calms me".
-static EFFECT_ON_ME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:really |always |just |honestly |genuinely |kind of |sort of |totally |absolutely )?(?:(drives? me (?:crazy|nuts|mad|insane|bonkers|up the wall)|makes? me (?:so |really |very |a bit |a little |kind of )?(?:anxious|nervous|sad|uneasy|uncomfortable|miserable|angry|sick|queasy|cringe|tense)|scares? me|bores? me|annoys? me|irritates? me|gets? on my nerves|frustrates? me)|(makes? me (?:so |really |very )?(?:happy|smile|calm|glad|joyful)|delights? me|thrills? me|calms? me|soothes? me|fascinates? me|inspires? me|moves? me))\b").unwrap()
-});
-static NOT_FAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:really |just |honestly |definitely )?(?:not|never) (?:really |much |particularly |exactly |a |the |that |too |very |so |incredibly |terribly |overly |especially |super |all that |massively |hugely |madly |remotely |at all )*(?:big |huge |real |great )?(?:fan of|into|fond of|keen on|crazy about|a fan of|impressed by|sold on|convinced by|big on|up for|interested in)\s+(.+)").unwrap()
-});
-static TIRED_OF: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi(?:'m| am) (?:so |really |very |completely |utterly |just |a bit |a little |kind of |sort of |somewhat |rather |quite |always |increasingly |deeply |highly |very much |growing |getting )*(?:tired of|sick of|bored of|bored by|fed up with|annoyed by|put off by|wary of|suspicious of|disgusted by|skeptical of|sceptical of|cynical about|uneasy about|uncomfortable with|troubled by|disappointed by|disappointed in|disillusioned with)\s+(.+)").unwrap()
-});
-static FAVOURITE_FIRST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:\bmy|^) ?(?:absolute |all-time |all time |personal |very |other |new )?(?:favou?rites?|most beloved)(?: [a-z\- ]+?)? (?:is|are|has to be|would be|would have to be|will always be|remains|'s|(?:just )?changed to|is now|has become|became)\s+(.+)").unwrap()
-});
-/// "The one I like most on Hulu is Brooklyn 99", "the song I love most is X": a favourite.
-static ONE_I_LIKE_MOST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:the )?(?:one|thing|show|movie|film|book|song|band|food|place|game|season|sport)s? (?:that )?i (?:like|love|enjoy|prefer) (?:the )?(?:most|best)(?: [a-z0-9' ]+?)? (?:is|are|has to be|would be) (.+)$").unwrap()
-});
-static FAVOURITE_LAST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|remains|will always be),? (?:[a-z'-]+,? ){0,3}?(?:my|one of my) (?:absolute |all-time |personal |very )?(?:favou?rite|favou?rites|most beloved|dream)\b").unwrap()
-});
-static NOTHING_BEATS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:you can(?:'t| not| never) go wrong with|few (?:things|pleasures|joys|experiences) (?:rival|beat|top|match|compare to|compare with)|nothing (?:beats|tops|can top|can beat|comes close to|compares to|compares with|is better than|(?:smells|tastes|sounds|feels|looks) (?:better|nicer|sweeter) than)|nothing (?:quite )?like|nothing better than|there's nothing (?:quite )?like|there is nothing (?:quite )?like|there's something (?:special|magical|lovely|wonderful|comforting) about|(?:you )?(?:can't|cannot|can never|can not) (?:really |ever )?beat|few things beat)\s+(.+)").unwrap()
-});
-static JUDGE_AFTER_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"\bi(?:'d)? (?:really |honestly |genuinely |strongly |firmly |truly |do |still |actually |personally |have always |'ve always |always |just |somehow )*(don't |do not |never )?(?:think|believe|feel|reckon|suspect|would say|'d say|say|argue|maintain|hold)\s+(?:that\s+)?(.+?)\s+(?:is|are|was|were|'s|'re|can be|remains|remain|seems|seem|sounds|tastes|smells|feels|looks)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|anything but\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
-    ))
-    .unwrap()
-});
-static FIND: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bi (?:really |honestly |genuinely |always |still |actually |personally |just |somehow )*(don't |do not |never )?find\s+(.+)").unwrap()
-});
-static JUDGE_PLAIN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^(?:(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b,?\s+)?(.+?)\s+(?:is|are|'s|'re|was|were|remains|remain|tastes|taste|sounds|sound|smells|smell|feels|feel|looks|look|seems|seem|got|gets|has gotten|became|becomes)\s+(?:{INTENSIFIERS}\s+)*(not\s+|never\s+|hardly\s+|rarely\s+|seldom\s+|barely\s+)?(?:{INTENSIFIERS}\s+)*(?:an?\s+|the\s+)?(.+)"
-    ))
-    .unwrap()
-});
-static MARKED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:honestly|personally|frankly|to be honest|in my opinion|in my view|imo|to me|if you ask me|for me|truthfully|candidly|i have to say|i must say|i'll admit|i admit|i'd argue|i would argue|i say)\b").unwrap()
-});
 
 const STRONG: &[&str] = &[
     "love",
@@ -884,9 +742,6 @@ const NON_TOPICS: &[&str] = &[
 
 /// Sounds of conversation, not things: "oooh", "hm", "hahaha", "ugh", "shoot".
 fn is_interjection(word: &str) -> bool {
-    static INTERJECTION: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:o+h*|a+h+|a+w+h*|h+m+|m{2,}|u+h+|u+m+|e+w+|w+o+w+|w+h?o+a+h?|y+a+y+|(?:h+a+)+h*|(?:h+e+)+|l+o+l+|o+m+g+|u+g+h+|m+e+h+|e+h+|o+o+f+|p+h+e+w+|w+h+e+w+|y+i+k+e+s+|o+o+p+s+|g+o+s+h+|g+e+e+z+|d+a+n+g+|d+a+r+n+|s+h+o+o+t+|y+u+m+|d+a+w+g+|b+r+u+h+|b+r+o+|d+u+d+e+|y+o+|y+e+a+h*|y+e+p+|n+a+h+|n+o+p+e+)$").unwrap()
-    });
     INTERJECTION.is_match(word)
 }
 
@@ -950,22 +805,11 @@ fn sentences(message: &str) -> Vec<String> {
 /// "I'm a Real Madrid fan, and you?": the question handed back to the user does not make the
 /// statement before it a question.
 fn without_tag_question(sentence: &str) -> &str {
-    static TAG: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"(?i)(?:,\s*|\s+)(?:(?:and|how about|what about|or)\s+(?:you|yours|u)|wbu|hbu)\s*\?+$",
-        )
-        .unwrap()
-    });
     match TAG.find(sentence) {
         Some(tag) if tag.start() > 0 => &sentence[..tag.start()],
         _ => sentence,
     }
 }
-
-static CLAUSE_SPLIT: LazyLock<Regex> = LazyLock::new(|| {
-    // `next` marks where the following clause starts (its subject is kept).
-    Regex::new(r"(?:,\s*|\s+)(?:but|and|although|though|while|whereas|yet|so|because|cause|'cause|cuz)\s+(?:also\s+|honestly\s+|personally\s+|now\s+|sadly\s+|unfortunately\s+|luckily\s+|then\s+)?(?P<next>(?:i|i'm|my)\b)|,\s+(?P<next2>i\s+(?:still\s+|really\s+|also\s+|just\s+|do\s+|much\s+)?(?:love|hate|like|adore|prefer|think|believe|find|can't|don't|dislike|enjoy)\b)|,?\s*(?:but|though|yet|although|and)\s+(?P<next3>(?:it's|it is|they're|they are)\s)|,\s*(?:but|and|while|whereas|yet|so)\s+(?P<next4>[a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3} (?:just |really |honestly |always |truly |still )?(?:is|are|was|were|feel|feels|seem|seems|look|looks|sound|sounds|taste|tastes)\s)|,\s*(?:though|although|whereas|while|but)\s+(?P<next5>[a-z])|,?\s+but\s+(?P<next6>(?:(?:really|absolutely|totally|just|also|kind of|secretly) )*(?:hate|love|adore|like|dislike|can't stand|enjoy|prefer|despise|detest|loathe)\s)|\s+-+\s+|\s+—\s+").unwrap()
-});
 
 fn clauses(sentence: &str) -> Vec<String> {
     let lowered = normalise(sentence);
@@ -996,17 +840,8 @@ fn normalise(text: &str) -> String {
     let text = text
         .replace(['\u{2019}', '\u{2018}'], "'")
         .replace(['\u{201c}', '\u{201d}'], "\"");
-    static TITLE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"\b(dr|mr|mrs|ms|st|jr|sr)\. ").unwrap());
     // Emoticons and brackets carry no words: "I am a big Marvel fan :)", "(Love McDonalds)".
-    static EMOTICON: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?:^|\s)(?:[:;=]-?[)(dpo/|]+|<3)(?:\s|$)|[()\[\]]").unwrap());
     // "I'm like really into X", "im in to computers": chat's filler and spelling.
-    static CHAT_LIKE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"\b(i'm|im|i am) like (really|so|super|totally|very|kind of|kinda|such|a huge|a big)\b").unwrap()
-    });
-    static IN_TO: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"\b(i'm|im|i am) (really |so |super )?in to\b").unwrap());
     let text = text.to_lowercase();
     let text = EMOTICON.replace_all(&text, " ");
     let text = CHAT_LIKE.replace_all(&text, "$1 $2");
@@ -1050,122 +885,6 @@ fn chat_spelling(word: &str) -> &str {
     }
 }
 
-static LEADING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:(?:no jokes?(?: though)?|no joke|oh man|c'?mon|besides|idk|never mind|in a nutshell|so far|as for me|oh|ah|wel{2,}|well|yeah|yes|yep|yup|no|nah|okay|ok|hm+|so|and|but|also|actually|really|i mean|you know|see|look|listen|sure|right|ha|haha|lol|wow|plus|still|anyway|anyways|now|then|because|cause|'cause|absolutely|totally|definitely|exactly|indeed|of course|true|agreed|totally agree|i agree|ngl|tbh|honestly|frankly|ugh|eh|hey|alright|fair enough|good point|you're right|oh definitely|oh yes|lately|recently|these days|nowadays|trust me|believe me|i suppose|i guess|omg|okay but|ok but|oh gosh|oh my gosh|my gosh|gosh|oh my goodness|my goodness|goodness|oh my|dang|dude|bro|ahh?|aw+|ooh+|a?(?:ha){2,}h?|(?:he){2,}|lo+l|lmao|xd|hmm+|um+|uh+|yea|ya|however|me too|me neither|same here|hi|hey|hello|oh+|o+h|o{2,}|awh?|aww+|yes+|wait|jk|seriously)\b[,!?.]?\s+|(?:nice|cool|sweet|awesome|sorry|right|agreed|same|true|great|perfect)[,!.]+\s+)+").unwrap()
-});
-
-/// "I prefer X to Y", "I'd take X over Y", "I like X more than Y", "give me X rather than Y".
-static PREFER_OVER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^(?:(?:personally|honestly|frankly|truthfully),? )?(?:i(?:'d|'ll|'ve| would| will)? {SUBJECT_ADVERBS}(?P<verb>prefer|preferred|take|pick|choose|like|liked|love|loved|enjoy|rate|rank|put|place|go for|opt for|vote for)|give me) (?P<x>.+?) (?P<than>to|over|rather than|instead of|more than|better than|above|ahead of) (?P<y>.+)"
-    ))
-    .unwrap()
-});
-/// Verbless comparatives: "cats over dogs, always", "vinyl beats streaming".
-static X_OVER_Y: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:over|beats|beat|wins over|win over|trumps|trump|outclasses) (.+)")
-        .unwrap()
-});
-/// "paper books feel warmer than e-readers", "tea is so much better than coffee".
-static BETTER_THAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is|are|'s|'re|sounds?|feels?|tastes?|looks?|seems?|reads?|smells?|was|were) (?:(?:so|much|far|way|a lot|a bit|even|always|definitely|still|just|miles|infinitely) )*((?:more|less) [a-z'-]+|[a-z'-]+er) (?:than|to) (.+)").unwrap()
-});
-/// "jazz has always moved me more than rock", "sunrise suits me better than sunset": what a
-/// thing does to the persona, compared.
-static MOVES_ME_MORE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:(?:has|have) )?(?:(?:always|really|just|honestly|genuinely|definitely|still|somehow) )*(?:moves?|moved|suits?|suited|speaks? to|spoke to|appeals? to|appealed to|excites?|excited|interests?|interested|grabs?|grabbed|touch|touches|touched|pleases?|pleased|calms?|calmed|relaxes|relaxed|thrills?|thrilled|delights?|delighted|works? for|worked for|does it for|did it for) me (?:(?:far|much|way|a lot|so much|even|always|a great deal|a good deal) )*(more|better|less) than (.+)").unwrap()
-});
-/// "owls have a mystery that parrots can't match", "vinyl has a warmth streaming can never
-/// touch".
-static UNMATCHED_QUALITY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:has|have|had) (?:an? |the |this |that |such an? |some )?(?:[a-z'-]+ ){0,2}?[a-z'-]+ (?:that |which )?(.+?) (?:can't|cannot|can never|could never|will never|won't|don't|doesn't|do not|does not|never) (?:ever |quite |really |even )?(?:match|touch|rival|beat|equal|compete with|replicate|capture|come close to)\b").unwrap()
-});
-/// "I'm more of a night owl than a morning person": the first `for`, the second `against`.
-static MORE_OF_A: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i(?:'m| am) (?:(?:definitely|really|much|always|far|way|so|honestly|probably) )*more (?:of )?an? (.+?) than an? (.+)").unwrap()
-});
-/// "give me a quiet library any day", "chamomile, any day of the week": a choice without a
-/// verb of liking, marked by how often it would be made.
-static ANY_DAY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:give me )?([a-z][a-z' -]*?),? (?:any day(?: of the week)?|every day of the week|any time|anytime|every time|every single time|all day every day|all the way|hands down|any season|every season|any night)$").unwrap()
-});
-/// "I'd rather watch paint dry than sit through golf": against the second; the first is for
-/// only when it is not a byword for tedium.
-static RATHER_THAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i(?:'d| would) (?:much |far |honestly |genuinely |really |happily )?rather (.+?) than (.+)").unwrap()
-});
-
-/// "Kindness matters more than being right", "fairness matters to me more than winning".
-static MATTERS_MORE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i (?:really |honestly |genuinely |firmly )?(?:think|believe|feel) (?:that )?)?(.+?) (?:(?:really|truly|always|just) )?(?:matters?|counts?|is worth) (?:to me )?(?:(?:far|much|way|a lot|so much|infinitely) )?more than (.+)").unwrap()
-});
-/// "I'm team pancakes, not waffles", "team cats all the way".
-static TEAM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i'm |i am )?(?:(?:firmly|always|forever|definitely|totally|so) )?team ([a-z][a-z'-]*(?: [a-z][a-z'-]*)?)(?:,? (?:not|over|never|rather than|all the way over) (?:team )?([a-z][a-z'-]*(?: [a-z][a-z'-]*)?))?(?:,? (?:all the way|forever|always|every time|for life))?$").unwrap()
-});
-/// "green tea for me": a choice stated without a verb.
-static X_FOR_ME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^([a-z][a-z' -]*?) for me\b").unwrap());
-/// Prescriptions: "leaf blowers should be illegal", "museums should be free".
-static SHOULD_BE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:should|ought to|must|deserves? to) (?:really |definitely |honestly |all |just |be )*(?:be )?(banned|illegal|outlawed|abolished|scrapped|stopped|avoided|retired|forgotten|free|funded|celebrated|protected|encouraged|taught|mandatory|required|everywhere|cherished|preserved|supported|more common|far more common)\b").unwrap()
-});
-/// "I love how snow muffles everything", "I love the way jazz drummers improvise".
-static LOVE_HOW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^i(?:'ve)? {SUBJECT_ADVERBS}(love|adore|like|enjoy|hate|dislike|can't stand) (?:how|the way) (.+)"
-    ))
-    .unwrap()
-});
-/// "I love that about math": the liking of a trait is a liking of its owner.
-static THAT_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^i(?:'ve)? {SUBJECT_ADVERBS}(love|adore|like|enjoy|hate|dislike|can't stand) (?:that|this|it|everything) about ([a-z][a-z0-9' -]*?)(?: (?:i|you|because|since|and|but|when)\b.*)?$"
-    ))
-    .unwrap()
-});
-/// "chess makes people kinder", "naps make everything better".
-static MAKES_BETTER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i think )?(.+?) (?:really |always |just |honestly )?makes? (?:people|everyone|us|life|everything|the world|me|my day|any day|a day|things) (?:so |much |far |a lot |a little |a bit )?(better|kinder|happier|calmer|wiser|smarter|healthier|brighter|worse|meaner|sadder|lazier|dumber|angrier)\b").unwrap()
-});
-
-/// "jazz is growing on me", "opera grew on me": a view that came slowly, still a view.
-static GROWS_ON_ME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(.+?) (?:is (?:really |slowly )?growing|has (?:really |slowly )?grown|(?:really |slowly )?grew|(?:really |slowly )?grows|is starting to grow|started to grow) on me\b").unwrap()
-});
-
-/// "I don't think X adds anything": a denial without an adjective.
-static DENIED_WORTH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^i (?:really |honestly |just )?(?:don't|do not) (?:think|believe|feel) (?:that )?(.+?) (?:adds?|means?|matters?|deserves?|holds? up|works?|helps?|is worth|are worth|has any|have any|does any|do any)\b").unwrap()
-});
-/// Perspective phrases that say "in my opinion" in other words; read as "i think".
-static CONVINCED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i(?:'m| am) (?:absolutely |totally |fully |completely )?(?:convinced|certain|sure|positive) (?:that )?|i(?:'ve| have) (?:always )?(?:felt|thought|believed) (?:that )?|i(?:'m| am) (?:a )?(?:firm |strong |big |great |true |huge )?believer that |it's my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |it is my (?:firm |considered |honest |personal )?(?:belief|conviction|view|opinion) that |my verdict: |(?:i think )?we (?:can|could|should) (?:all )?agree (?:that )?)").unwrap()
-});
-/// Admissions that introduce the view they concede: "I was wrong: coffee is wonderful",
-/// "I have to admit jazz grew on me". The view follows; the admission is not a topic.
-static ADMISSION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:i was wrong|i've been wrong|i have been wrong|i(?:'ve| have)? changed my mind|i stand corrected|i take it back|i(?:'ll| must| have to| gotta| will)? admit|i(?:'ll| must| have to)? confess(?:[,:;]| that)|(?:it )?turns out|to be (?:honest|fair)|in hindsight|looking back)(?: about (?:it|that|this|all that))?(?:[,:;]\s*|\s+)(?:that\s+)?").unwrap()
-});
-/// An opinion marker set off by commas inside the clause: "silent films are, to me, the purest
-/// cinema". It marks the view; the commas would cut the topic.
-static ASIDE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r",\s*(?:to me|in my opinion|in my view|in my estimation|in my experience|to my mind|to my taste|to my ears?|to my eyes?|in my book|for my money|honestly|frankly|personally|if you ask me|if i'm honest|if i'm being honest|for me|imo|i think|i'd say|i feel|truly|really)\s*,\s*").unwrap()
-});
-/// Openers that announce a view without being its topic: "hot take:", "unpopular opinion,
-/// but", "between you and me,", "speaking as a chef,".
-static STANCE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:hot take|unpopular opinion|controversial opinion|real talk|truth be told|confession|between (?:us|you and me|ourselves)|for my money|speaking as an? [a-z'-]+(?: [a-z'-]+)?|(?:maybe|perhaps) it's just me|it (?:might|may|could) (?:just )?be me|call me (?:old-fashioned|old fashioned|crazy|weird|biased|a snob|boring|a romantic|sentimental)|i could be wrong|i might be wrong|i may be wrong|don't judge me|no offense|no offence|if i'm (?:being )?honest|if i am (?:being )?honest|if you ask me|in my experience|to my (?:mind|ear|eye|taste))(?:,|:| -| but| though)*\s+").unwrap()
-});
-/// "As a gamer, I'd say…", "as a chef, I think…": a role the persona speaks from. A role of
-/// the past ("as a child, I loved…") is not stripped: that view is not held now.
-static ROLE_OPENER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^as an? ([a-z'-]+(?: [a-z'-]+)?),\s+(i (?:think|find|believe|reckon|would say|can tell you|love|adore|hate|prefer|can't stand)\b|i'd (?:say|argue)\b)").unwrap()
-});
-static AS_FAR_AS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:as far as i'm concerned|as far as i am concerned|from where i stand|in my book|in my eyes|if you ask me),?\s+").unwrap()
-});
-
 /// Every opinion of one clause: a comparative gives two (the preferred thing `for`, the other
 /// `against`), anything else at most one.
 fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
@@ -1195,17 +914,8 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let stripped = ASIDE.replace_all(&stripped, " ").to_string();
     let stripped = with_subject(&stripped);
     // "I can't say I'm fond of X", "I wouldn't say I'm a fan of X": "I'm not fond of X".
-    static CANT_SAY_IM: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^i (?:can't|cannot|couldn't|wouldn't|would not|can not) (?:honestly |really |exactly )?say (?:that )?i(?:'m| am) (?:really |particularly |exactly |all that |that )?").unwrap()
-    });
     let stripped = CANT_SAY_IM.replace(&stripped, "i'm not ").to_string();
     // "I personally am not a fan of X" is "I am not a fan of X".
-    static ADVERB_BEFORE_AM: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"^i (?:personally|really|honestly|truly|definitely|just|also|certainly) (?:am|'m)\b",
-        )
-        .unwrap()
-    });
     let stripped = ADVERB_BEFORE_AM.replace(&stripped, "i am").to_string();
     if let Some(c) = ONE_THING.captures(&stripped) {
         let stance = if matches!(
@@ -1231,12 +941,6 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     // fall is how the leaves turn": what is said of a thing's trait, told as a clause, is said
     // of the thing. (A noun after "is" is the trait itself, read below: "…is the noise",
     // "my favourite part of winter is the first snowfall".)
-    static ABOUT_X_IS_HOW: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:one|the|another|a) )?(?:thing|things|something|part|what)(?: (?:that|which))? i (?:(?:really|truly|just|most|especially|absolutely|do|genuinely) )*(don't |do not |really don't |can't |cannot )?(love|like|enjoy|adore|appreciate|admire|miss|hate|dislike|despise|can't stand) (?:the )?(?:most |best |least )?about ([a-z][a-z0-9' -]*?) (?:is|are|was|has to be|would be|would have to be) (?:that|how|when|the way)\b").unwrap()
-    });
-    static FAVOURITE_ABOUT: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:my|one of my) (?:absolute |very |all-time )?favou?rite (?:things?|parts?) (?:about|of) ([a-z][a-z0-9' -]*?) (?:is|are|was|has to be|would be|would have to be) (?:that|how|when|the way)\b").unwrap()
-    });
     if let Some(c) = ABOUT_X_IS_HOW.captures(&stripped) {
         let disliked = matches!(&c[2], "hate" | "dislike" | "despise" | "can't stand");
         let stance = flip(
@@ -1257,9 +961,6 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             .collect();
     }
     // "I always feel better when I run", "it's nice when I meet new people".
-    static BETTER_WHEN_I: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:i (?:always |really |just )?feel (?:so much |much |a lot |way )?better (?:when|after|whenever) i|it(?:'s| is) (?:so |really |always |just )?(?:nice|great|fun|awesome|the best|so good) when i (?:actually |finally |get to )?)\s*([a-z][a-z' -]*?)(?: (?:and|but|because|even)\b.*)?$").unwrap()
-    });
     if let Some(c) = BETTER_WHEN_I.captures(&stripped) {
         return make(&c[1], Stance::For, sentence, &stripped)
             .into_iter()
@@ -1316,12 +1017,6 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     }
     // "I love both cats and dogs", "both jazz and blues move me": one view of each.
     // "Neither tea nor coffee appeals to me", "I like neither": the view of each, denied.
-    static BOTH_OR_NEITHER: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"\b(both|neither) ([a-z][a-z0-9'-]*(?: [a-z][a-z0-9'-]*){0,2}?) (?:and|nor) (.+)$",
-        )
-        .unwrap()
-    });
     if let Some(c) = BOTH_OR_NEITHER.captures(&stripped)
         && !stripped.contains(" than ")
     {
@@ -1436,11 +1131,6 @@ fn favourite_items(whole: &str, rest: &str) -> Option<Vec<String>> {
 /// them. Words that open other sentences too ("enjoy your meal", "into the woods", "done with
 /// the report") count only where nothing else could be meant.
 fn with_subject(clause: &str) -> String {
-    static SUBJECTLESS: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:(?:really|absolutely|totally|honestly|so|just|kinda|still|lowkey|genuinely|seriously|truly|always|secretly|low-key) )*)(?:(love|adore|hate|despise|detest|loathe|can't stand|can't get enough of|can't be doing with|swear by)|((?:a )?(?:big|huge|massive) fan of|not (?:a |really a |much of a |the biggest )?(?:big |huge )?fan of|(?:so|really|totally|super) into|obsessed with|(?:not (?:really |too |that |very )?)?keen on|fond of|sick of|tired of|(?:so|totally|completely) done with|(?:so|totally|completely) over|living for)|(no (?:real )?need for)|((?:can't|cannot|couldn't) live without))\b").unwrap()
-    });
-    static REPEATED_LOVE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"^(?:love,? )+love\b").unwrap());
     let clause = REPEATED_LOVE.replace(clause, "love");
     match SUBJECTLESS.captures(&clause) {
         Some(c) if c.get(2).is_some() => format!("i {clause}"),
@@ -1450,21 +1140,6 @@ fn with_subject(clause: &str) -> String {
         None => clause.to_string(),
     }
 }
-
-static WOULD_BE_NICE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:more|some more|a bit more|a little more|a lot more) ([a-z][a-z' -]*?) would be (?:so |really |very |super |pretty )?(?:nice|great|lovely|amazing|awesome|wonderful|good|fantastic)$").unwrap()
-});
-static FAVOURITE_IF: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^if (?:we're|we are) talking(?: about)? (?:my )?(?:favou?rite )?[a-z' ]+?,? i'd (?:go with|pick|choose|say|have to say|take) (.+)$").unwrap()
-});
-static LIKING_OF_A_LIST: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(i (?:(?:really|also|just|do|truly|absolutely) )*(?:like|love|enjoy|adore|hate|dislike|can't stand|detest)) ([^,]+(?:, [^,]+)+)$").unwrap()
-});
-
-/// "If there's one thing I can't stand, it's loud chewing": an "if" that is not hypothetical.
-static ONE_THING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^if there(?:'s| is) (?:one|any) thing i (?:really |truly |absolutely |just )?(love|adore|like|enjoy|hate|can't stand|dislike|despise|detest|loathe|can't abide|dread|treasure|miss)(?: (?:more than anything|most|in (?:this|the) world|about [a-z' ]+?))?,? (?:it's|it is|that's|that would be) (.+)").unwrap()
-});
 
 /// "If…", "imagine…", "suppose…", "would you…": not the persona's view.
 fn is_hypothetical(clause: &str) -> bool {
@@ -1491,18 +1166,12 @@ fn is_hypothetical(clause: &str) -> bool {
 /// like "I used to love X", is not one it holds now. "The weather was terrible yesterday" is
 /// about a moment, not a standing view.
 fn is_a_past_view(clause: &str) -> bool {
-    static PAST: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:as an? (?:child|kid|little kid|teen|teenager|boy|girl|student|youngster|baby)|when i was (?:young|little|small|a kid|a child|younger|a teenager|a teen|in school|growing up)|growing up|back then|back in the day|years ago|in my youth|in my younger days|once upon a time|(?:way )?back when|in (?:like )?(?:the )?\d+(?:st|nd|rd|th) grade)\b|\b(?:yesterday|last night|this morning|last week|earlier today|this week|this weekend|tonight)\b").unwrap()
-    });
     PAST.is_match(clause)
 }
 
 /// Someone else's view reported, or the user's view restated: "my friend says…", "you
 /// mentioned…", "so you're saying…".
 fn is_reported(clause: &str) -> bool {
-    static REPORTED: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^(?:(?:my|your|our|his|her|their) [a-z]+|[a-z]+|you|they|people|some people|everyone|he|she) (?:says?|said|told me|tells me|thinks?|thought|claims?|claimed|mentioned|believes?|reckons?|always say|keeps? saying)\b|^(?:so )?you(?:'re| are) (?:saying|telling me)|^you (?:obviously |clearly )?(?:love|adore|like|hate|think|prefer)\b|^from your (?:point of view|perspective)").unwrap()
-    });
     // "Nothing says home like fresh bread" is an idiom, not a report.
     REPORTED.is_match(clause) && !clause.starts_with("i ") && !clause.starts_with("nothing says")
 }
@@ -1632,9 +1301,6 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
             "die",
         ];
         // What is put up with: "sit through golf" is about golf.
-        static ENDURED: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(r"^(?:sit through|watch|listen to|go to|attend|do|be at|eat|drink|read|play|have|deal with|spend (?:an hour|a day|an evening|time) (?:at|on|with|in)) ").unwrap()
-        });
         let preferred = c[1].trim();
         // "I'd rather have honey sticks than pixie sticks": the things, not the having.
         let preferred_thing = ENDURED.replace(preferred, "").to_string();
@@ -2321,10 +1987,6 @@ fn flip(stance: Stance, denied: bool) -> Stance {
         (Stance::Against, true) => Stance::For,
     }
 }
-
-static TOPIC_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\s*(?:[,;:(\[]|\.\s|\s-\s|\s—\s| because | but | when | whenever | since | although | though | as long as | unless | if | which | so that | so much| more than | over | rather than | instead of | than | and i | for me\b| to me\b| you know\b| for the first time| last (?:night|week|weekend|month|year|summer|time)\b| yesterday| the other day| this (?:morning|week|weekend|summer|year)\b| a while ago| with | without | ever (?:could|can|will|would|did)\b| on a | on slow | at the end| these days| nowadays| lately| right now| at the moment| anymore| any day| anyway| anyhow| regardless| all the same| every time| every (?:single )?(?:morning|day|night|week|year|weekend)| at all| as well| too$| now$| most of all| above all| in the world| the most| a lot| very much| in general| especially| like you| just like| even more| any more| ever since| as a | at night| in the morning| who | that makes | that i | that is | that are | that was | that were | they | so (?:it|i|they|we|that|you|he|she)\b| and (?:it|they|that|he|she|we|you)\b| or how | to be honest| this (?:is|was) | haha| lol| lmao| xd\b| (?:all )?that much\b| most of the time| recently| even though| even if| i guess| i think| i suppose| like on | and not | even\b| (?:its|it's|it is) | i'd say| just$| so+ much| for the same reason| as much as possible| somehow\b| so$|\.{2,}| and (?:oddly|honestly|really|actually|basically|literally|usually|probably|surprisingly|obviously|personally|luckily|sadly|unfortunately|hopefully|especially|definitely|totally)\b| except\b| that (?:everyone|everybody|people|most|others|nobody)\b|!|\?|\.$)").unwrap()
-});
 
 fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
     // "I can't stand the movie", "I love the idea": the one being talked about, which only the
