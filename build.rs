@@ -55,7 +55,7 @@ fn rules_table() -> Result<(), String> {
     let mut names = BTreeSet::new();
     for file in RULE_FILES {
         let table = read(file)?;
-        for (key, _) in table.iter().filter(|(key, _)| *key != "rule") {
+        if let Some(key) = table.keys().find(|key| *key != "rule") {
             return Err(format!(
                 "{file}: unknown key `{key}` (rules are [[rule]] tables)"
             ));
@@ -70,6 +70,17 @@ fn rules_table() -> Result<(), String> {
                 return Err(format!("{file}: rule `{}` is named twice", rule.name));
             }
             rules.push(rule);
+        }
+    }
+
+    for rule in &rules {
+        for (other, _) in &rule.also_found_by {
+            if !names.contains(other) {
+                return Err(format!(
+                    "{}: rule `{}`: also_found_by names `{other}`, which is no rule",
+                    rule.file, rule.name
+                ));
+            }
         }
     }
 
@@ -88,8 +99,8 @@ fn rules_table() -> Result<(), String> {
     for rule in &rules {
         writeln!(
             out,
-            "    RuleDef {{ name: {:?}, file: {:?}, about: {:?}, pattern: {:?}, roles: &{:?}, examples: &{:?} }},",
-            rule.name, rule.file, rule.about, rule.pattern, rule.roles, rule.examples
+            "    RuleDef {{ name: {:?}, kind: Kind::{}, file: {:?}, about: {:?}, pattern: {:?}, roles: &{:?}, examples: &{:?}, unfired: {:?}, also_found_by: &{:?} }},",
+            rule.name, rule.kind, rule.file, rule.about, rule.pattern, rule.roles, rule.examples, rule.unfired, rule.also_found_by
         )
         .unwrap();
     }
@@ -111,6 +122,9 @@ fn rules_table() -> Result<(), String> {
 
 struct RuleData {
     name: String,
+    kind: &'static str,
+    unfired: Option<String>,
+    also_found_by: Vec<(String, String)>,
     file: &'static str,
     about: String,
     pattern: String,
@@ -215,10 +229,30 @@ fn read_rule(
     check_name(file, &name)?;
     let at = format!("{file}: rule `{name}`");
     for key in table.keys() {
-        if !["name", "about", "pattern", "examples"].contains(&key.as_str()) {
+        if ![
+            "name",
+            "kind",
+            "about",
+            "pattern",
+            "examples",
+            "unfired",
+            "also_found_by",
+        ]
+        .contains(&key.as_str())
+        {
             return Err(format!("{at}: unknown key `{key}`"));
         }
     }
+    let kind = match text("kind").as_deref() {
+        Some("reads") => "Reads",
+        Some("helps") => "Helps",
+        Some("prepares") => "Prepares",
+        _ => {
+            return Err(format!(
+                "{at}: `kind` must be \"reads\" (a match gives an opinion), \"helps\" (a piece of another rule's reading, or a refusal) or \"prepares\" (rewrites or splits text before the readers)"
+            ));
+        }
+    };
     let written = text("pattern").ok_or_else(|| format!("{at}: no `pattern`"))?;
     let pattern = expand(&written, classes, &mut Vec::new()).map_err(|e| format!("{at}: {e}"))?;
     let compiled = regex::Regex::new(&pattern).map_err(|e| format!("{at}: {e}"))?;
@@ -234,15 +268,34 @@ fn read_rule(
         }
         rule_roles.push(group.to_string());
     }
-    let examples = match table.get("examples") {
+    let examples: Vec<String> = match table.get("examples") {
         None => Vec::new(),
         Some(list) => list
             .as_array()
             .and_then(|l| l.iter().map(|e| e.as_str().map(str::to_string)).collect())
             .ok_or_else(|| format!("{at}: `examples` is not a list of strings"))?,
     };
+    if examples.is_empty() {
+        return Err(format!(
+            "{at}: no `examples`: a rule says what it exists for"
+        ));
+    }
+    let also_found_by: Vec<(String, String)> = match table.get("also_found_by") {
+        None => Vec::new(),
+        Some(reasons) => reasons
+            .as_table()
+            .and_then(|t| {
+                t.iter()
+                    .map(|(rule, why)| why.as_str().map(|why| (rule.clone(), why.to_string())))
+                    .collect()
+            })
+            .ok_or_else(|| format!("{at}: `also_found_by` is not a table of rule = \"why\""))?,
+    };
     Ok(RuleData {
         name,
+        kind,
+        unfired: text("unfired"),
+        also_found_by,
         file,
         about: text("about").unwrap_or_default(),
         pattern,

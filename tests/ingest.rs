@@ -835,6 +835,7 @@ impl persona_prefs::extract::Extractor for ScriptedExtractor {
                 strength: 0.7,
                 related_user_ids: Vec::new(),
                 evidence: String::new(),
+                found_by: None,
             })
             .collect();
         Box::pin(async move { Ok(opinions) })

@@ -19,6 +19,7 @@ use persona_prefs::store::{PreferenceStore, Stance};
 mod dlq;
 mod prefs;
 mod print;
+mod rules_report;
 
 use dlq::dlq;
 use prefs::prefs;
@@ -128,6 +129,23 @@ pub enum ClientCommand {
         /// Needs the local model, not an LLM.
         #[arg(long)]
         gate: bool,
+        /// Instead: the rules extractor, rule by rule: how many findings each rule made on
+        /// the labelled sets, right and wrong (tuning and held-out apart), and each finding
+        /// of the tuning sets (or --set files) with the rules that found it.
+        #[arg(long)]
+        explain: bool,
+        /// Instead: what the rules find now against the snapshot of what they found
+        /// (tests/data/rules_findings.jsonl): per set, findings gained and lost, right and
+        /// wrong by the labels; each changed utterance of the tuning sets. After a rule change.
+        #[arg(long)]
+        changes: bool,
+        /// With --changes: write what the rules find now as the snapshot.
+        #[arg(long, requires = "changes")]
+        accept: bool,
+        /// Instead: what the labelled sets lose and gain with this rule switched off (the
+        /// same report as --changes, against the rules as they are).
+        #[arg(long, value_name = "RULE")]
+        without: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -526,10 +544,23 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             sample,
             addressee,
             gate,
+            explain,
+            changes,
+            accept,
+            without,
             json,
         } => {
             if gate {
                 return measure_gate(&config).await;
+            }
+            if explain {
+                return rules_report::explain(&config, &sets, show_misses);
+            }
+            if changes {
+                return rules_report::changes(show_misses, accept);
+            }
+            if let Some(rule) = without {
+                return rules_report::without(&rule, show_misses);
             }
             evaluate_extraction(
                 &config,

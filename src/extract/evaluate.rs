@@ -185,7 +185,7 @@ pub struct Score {
 /// (`model::topic`: case, spacing, hyphens, a leading article and plural -s aside; "super man"
 /// and "superman" alike), or when either is named inside the other, word for word ("green tea"
 /// and "green tea in the morning"): topic wording is the embedder's business, not the label's.
-fn same_topic(found: &str, labelled: &str) -> bool {
+pub fn same_topic(found: &str, labelled: &str) -> bool {
     use crate::model::topic;
     topic::same(found, labelled)
         || topic::contains(found, labelled)
@@ -352,6 +352,7 @@ mod tests {
             strength: 0.5,
             related_user_ids: Vec::new(),
             evidence: String::new(),
+            found_by: None,
         }
     }
 

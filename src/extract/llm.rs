@@ -187,6 +187,7 @@ impl LlmExtractor {
                     .clamp(0.0, 1.0),
                 related_user_ids,
                 evidence: raw.evidence.trim().to_string(),
+                found_by: Some("llm".to_string()),
             });
             if kept.len() == self.max_opinions {
                 break;

@@ -287,6 +287,7 @@ mod tests {
             strength: 0.5,
             related_user_ids: Vec::new(),
             evidence: evidence.into(),
+            found_by: None,
         }
     }
 

@@ -405,6 +405,14 @@ impl Pipeline {
                     outcome.dropped_redacted += 1;
                     continue;
                 };
+                // What found it (the rule, or the extractor), never what was said.
+                tracing::debug!(
+                    persona_id = %event.persona_id,
+                    message_id = %persona_message.message_id,
+                    stance = ?opinion.stance,
+                    found_by = opinion.found_by.as_deref().unwrap_or("unknown"),
+                    "opinion extracted"
+                );
                 // Whom and what it is about: the participants its topic names, the entities
                 // the producer says its message mentions.
                 people::related_participants(&mut opinion, &participants);

@@ -18,4 +18,9 @@ pub struct ExtractedOpinion {
     pub related_user_ids: Vec<String>,
     /// A verbatim quote of the persona's message.
     pub evidence: String,
+    /// What found it, for the debug logs and `evaluate-extraction --explain`: the rules
+    /// extractor's rule (`liking_verb`; `list_of_likings > liking_verb` when a reader
+    /// re-read part of a clause), or the extractor (`llm`, `learned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_by: Option<String>,
 }

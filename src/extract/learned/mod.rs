@@ -279,6 +279,7 @@ fn opinion_of(message: &str, span: &Span) -> Option<ExtractedOpinion> {
         strength: 0.6,
         related_user_ids: Vec::new(),
         evidence: sentence.to_string(),
+        found_by: Some("learned".to_string()),
     })
 }
 

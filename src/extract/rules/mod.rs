@@ -44,6 +44,7 @@
 
 use futures::future::BoxFuture;
 
+pub mod coverage;
 pub mod engine;
 mod lexicon;
 mod phrases;
@@ -147,16 +148,18 @@ impl RulesExtractor {
                 });
             }
             // "Sure, pineapple on pizza is a totally reasonable choice. Not.": the view is denied.
-            if sentences.get(i + 1).is_some_and(|next| {
-                matches!(
-                    normalise(next).as_str(),
-                    "not." | "not!" | "not" | "...not." | "not!!"
-                )
-            }) {
+            if sentences
+                .get(i + 1)
+                .is_some_and(|next| DENIED_AFTER.is_match(&normalise(next)))
+            {
                 replied_to = true;
-                for opinion in &mut in_sentence {
-                    opinion.stance = flip(opinion.stance, true);
-                }
+                in_sentence = in_sentence
+                    .into_iter()
+                    .map(|mut opinion| {
+                        opinion.stance = flip(opinion.stance, true);
+                        read_within(DENIED_AFTER, opinion)
+                    })
+                    .collect();
             }
             for opinion in in_sentence {
                 if !found.iter().any(|o| o.name == opinion.name) {
@@ -272,12 +275,12 @@ fn named_topic_and_reply(
     // the first person ("I love that!"): "Yep! Exactly." and "A volcano erupted! Scary
     // stuff." name nothing the persona holds.
     let mut exclaimed = false;
-    let question = match named.strip_suffix('?') {
-        Some(question) => question.to_string(),
+    let (rule, question) = match NAMED_TOPIC_QUESTION.captures(&named) {
+        Some(c) => (NAMED_TOPIC_QUESTION, c["topic"].to_string()),
         None => {
             let c = RELISHED.captures(&named)?;
             exclaimed = c.get(1).is_none();
-            c.get(1).or(c.get(2))?.as_str().to_string()
+            (RELISHED, c.get(1).or(c.get(2))?.as_str().to_string())
         }
     };
     let question = LEADING_FILLER.replace(&question, "").to_string();
@@ -300,7 +303,7 @@ fn named_topic_and_reply(
     let stance = phrases::verdict_on_named_topic(reply_text)
         .or_else(|| phrases::verdict_on_named_topic(whole_reply).filter(|_| !exclaimed))?;
     let evidence = format!("{} {}", sentence.trim(), reply.trim());
-    let opinion = make(&question, stance, &evidence, &evidence)?;
+    let opinion = make(rule, &question, stance, &evidence, &evidence)?;
     Some((opinion, true))
 }
 
@@ -360,7 +363,7 @@ fn choice_between(sentence: &str, reply: &str) -> Option<Vec<ExtractedOpinion>> 
     let evidence = format!("{} {}", sentence.trim(), reply.trim());
     let both: Vec<ExtractedOpinion> = [(winner, Stance::For), (loser, Stance::Against)]
         .into_iter()
-        .filter_map(|(side, stance)| make(side, stance, &evidence, &evidence))
+        .filter_map(|(side, stance)| make(EITHER_OR, side, stance, &evidence, &evidence))
         .collect();
     (both.len() == 2).then_some(both)
 }
@@ -385,7 +388,7 @@ fn favourite_answered(sentence: &str, reply: &str) -> Option<ExtractedOpinion> {
         return None;
     }
     let evidence = format!("{} {}", sentence.trim(), reply.trim());
-    make(topic, Stance::For, &evidence, &evidence)
+    make(ANSWER, topic, Stance::For, &evidence, &evidence)
 }
 
 /// "Cilantro and I don't get along", "thunderstorms and I are old friends", "give me a good
@@ -393,7 +396,7 @@ fn favourite_answered(sentence: &str, reply: &str) -> Option<ExtractedOpinion> {
 fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
     let text = LEADING_FILLER.replace(&normalise(sentence), "").to_string();
     if let Some(c) = GIVE_ME_AND.captures(&text) {
-        return make(&c[1], Stance::For, sentence, sentence);
+        return make(GIVE_ME_AND, &c[1], Stance::For, sentence, sentence);
     }
     let c = THING_AND_I.captures(&text)?;
     let subject = c[1].trim();
@@ -405,7 +408,7 @@ fn thing_and_i(sentence: &str) -> Option<ExtractedOpinion> {
     } else {
         Stance::For
     };
-    make(subject, stance, sentence, sentence)
+    make(THING_AND_I, subject, stance, sentence, sentence)
 }
 
 /// Sarcasm in its commonest shapes, read as the dislike it means: "Oh great, another Monday.",
@@ -418,7 +421,7 @@ fn sarcasm(sentence: &str) -> Option<ExtractedOpinion> {
     if topic.split_whitespace().count() > 6 {
         return None;
     }
-    make(topic, Stance::Against, sentence, sentence)
+    make(SARCASTIC, topic, Stance::Against, sentence, sentence)
 }
 
 /// "Ugh, mosquitoes.": a sentence that is only a topic and a noise of distaste.
@@ -427,7 +430,7 @@ fn exclamation_of_distaste(sentence: &str) -> Option<ExtractedOpinion> {
     let c = DISTASTE.captures(&text)?;
     let topic = c[1].trim();
     is_a_named_topic(topic, 4)
-        .then(|| make(topic, Stance::Against, sentence, sentence))
+        .then(|| make(DISTASTE, topic, Stance::Against, sentence, sentence))
         .flatten()
 }
 
@@ -467,7 +470,7 @@ impl OthersView {
         } else {
             (said, Stance::Against)
         };
-        let topic = make(&topic, stance, sentence, sentence)?.name;
+        let topic = make(OTHERS, &topic, stance, sentence, sentence)?.name;
         Some(OthersView {
             topic,
             stance,
@@ -483,6 +486,7 @@ impl OthersView {
         let rest = self.rest.as_deref()?;
         let agrees = agreement(rest)?;
         make(
+            OTHERS,
             &self.topic,
             flip(self.stance, !agrees),
             &self.said,
@@ -495,6 +499,7 @@ impl OthersView {
         let agrees = agreement(&normalise(sentence))?;
         let evidence = format!("{} {}", self.said, sentence.trim());
         make(
+            OTHERS,
             &self.topic,
             flip(self.stance, !agrees),
             &evidence,
@@ -555,7 +560,7 @@ fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> String {
 /// pronoun stands for, though it is not read as a view itself.
 fn object_of_a_past_liking(clause: &str) -> Option<String> {
     let c = PAST_LIKING.captures(clause.trim())?;
-    let object = make(&c[1], Stance::For, clause, clause)?;
+    let object = make(PAST_LIKING, &c[1], Stance::For, clause, clause)?;
     Some(object.name)
 }
 
@@ -571,7 +576,7 @@ fn object_of_an_experience(clause: &str) -> Option<String> {
     {
         return None;
     }
-    let object = make(&c[1], Stance::For, &clause, &clause)?;
+    let object = make(EXPERIENCE, &c[1], Stance::For, &clause, &clause)?;
     Some(object.name)
 }
 
@@ -933,7 +938,7 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
         } else {
             Stance::For
         };
-        return make(&c[2], stance, sentence, &stripped)
+        return make(ONE_THING, &c[2], stance, sentence, &stripped)
             .into_iter()
             .collect();
     }
@@ -951,30 +956,30 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             },
             c.get(1).is_some(),
         );
-        return make(&c[3], stance, sentence, &stripped)
+        return make(ABOUT_X_IS_HOW, &c[3], stance, sentence, &stripped)
             .into_iter()
             .collect();
     }
     if let Some(c) = FAVOURITE_ABOUT.captures(&stripped) {
-        return make(&c[1], Stance::For, sentence, &stripped)
+        return make(FAVOURITE_ABOUT, &c[1], Stance::For, sentence, &stripped)
             .into_iter()
             .collect();
     }
     // "I always feel better when I run", "it's nice when I meet new people".
     if let Some(c) = BETTER_WHEN_I.captures(&stripped) {
-        return make(&c[1], Stance::For, sentence, &stripped)
+        return make(BETTER_WHEN_I, &c[1], Stance::For, sentence, &stripped)
             .into_iter()
             .collect();
     }
     // "More free time would be nice": a wish is a liking, though it says "would".
     if let Some(c) = WOULD_BE_NICE.captures(&stripped) {
-        return make(&c[1], Stance::For, sentence, &stripped)
+        return make(WOULD_BE_NICE, &c[1], Stance::For, sentence, &stripped)
             .into_iter()
             .collect();
     }
     // "If we're talking favourite gods, I'd go with Athena": the "if" names the question.
     if let Some(c) = FAVOURITE_IF.captures(&stripped) {
-        return make(&c[1], Stance::For, sentence, &stripped)
+        return make(FAVOURITE_IF, &c[1], Stance::For, sentence, &stripped)
             .into_iter()
             .collect();
     }
@@ -1012,6 +1017,7 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
             return items
                 .iter()
                 .filter_map(|item| read_clause(&format!("{} {item}", &c[1]), sentence))
+                .map(|opinion| read_within(LIKING_OF_A_LIST, opinion))
                 .collect();
         }
     }
@@ -1040,7 +1046,7 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
                     if neither {
                         opinion.stance = flip(opinion.stance, true);
                     }
-                    found.push(opinion);
+                    found.push(read_within(BOTH_OR_NEITHER, opinion));
                 }
             }
             if found.len() == 2 {
@@ -1058,11 +1064,11 @@ fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     {
         return items
             .iter()
-            .filter_map(|item| make(item, Stance::For, sentence, &stripped))
+            .filter_map(|item| make(FAVOURITE_FIRST, item, Stance::For, sentence, &stripped))
             .collect();
     }
-    if let Some((topic, stance)) = phrases::read_phrase(&stripped) {
-        return make(&topic, stance, sentence, &stripped)
+    if let Some((rule, topic, stance)) = phrases::read_phrase(&stripped) {
+        return make(rule, &topic, stance, sentence, &stripped)
             .into_iter()
             .collect();
     }
@@ -1178,14 +1184,14 @@ fn is_reported(clause: &str) -> bool {
 
 /// The comparatives: (preferred `for`, other `against`); a pronoun side is left out.
 fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
-    let pair = |preferred: &str, other: &str, flipped: bool| {
+    let pair = |rule: Rule, preferred: &str, other: &str, flipped: bool| {
         let (winner, loser) = if flipped {
             (other, preferred)
         } else {
             (preferred, other)
         };
         let mut out = Vec::new();
-        if let Some(o) = make(winner, Stance::For, sentence, clause) {
+        if let Some(o) = make(rule, winner, Stance::For, sentence, clause) {
             out.push(o);
         }
         // "which is better than other ghosts": a relative pronoun wins nothing, so nothing
@@ -1220,7 +1226,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                 )
             )
         });
-        if !relative && let Some(o) = make(loser, Stance::Against, sentence, clause) {
+        if !relative && let Some(o) = make(rule, loser, Stance::Against, sentence, clause) {
             out.push(o);
         }
         out
@@ -1264,13 +1270,13 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                 Some("prefer" | "preferred" | "rate" | "rank")
             ))
     {
-        let found = pair(c["x"].trim(), c["y"].trim(), false);
+        let found = pair(PREFER_OVER, c["x"].trim(), c["y"].trim(), false);
         if !found.is_empty() {
             return Some(found);
         }
     }
     if let Some(c) = MATTERS_MORE.captures(clause) {
-        let found = pair(c[1].trim(), c[2].trim(), false);
+        let found = pair(MATTERS_MORE, c[1].trim(), c[2].trim(), false);
         if found.len() == 2 {
             return Some(found);
         }
@@ -1278,8 +1284,8 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
     if let Some(c) = TEAM.captures(clause) {
         let chosen = c[1].trim();
         let found = match c.get(2) {
-            Some(other) => pair(chosen, other.as_str().trim(), false),
-            None => make(chosen, Stance::For, sentence, clause)
+            Some(other) => pair(TEAM, chosen, other.as_str().trim(), false),
+            None => make(TEAM, chosen, Stance::For, sentence, clause)
                 .into_iter()
                 .collect(),
         };
@@ -1306,11 +1312,11 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         let preferred_thing = ENDURED.replace(preferred, "").to_string();
         let other = ENDURED.replace(c[2].trim(), "").to_string();
         let found = if TEDIUM.contains(&preferred) {
-            make(&other, Stance::Against, sentence, clause)
+            make(RATHER_THAN, &other, Stance::Against, sentence, clause)
                 .into_iter()
                 .collect()
         } else {
-            pair(&preferred_thing, &other, false)
+            pair(RATHER_THAN, &preferred_thing, &other, false)
         };
         if !found.is_empty() {
             return Some(found);
@@ -1325,13 +1331,13 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         ) && &c[2] != "less"
         {
             return Some(
-                make(c[3].trim(), Stance::For, sentence, clause)
+                make(MOVES_ME_MORE, c[3].trim(), Stance::For, sentence, clause)
                     .into_iter()
                     .collect(),
             );
         }
         if short(subject, 5) && !subject.starts_with("i ") && !subject.starts_with("it ") {
-            let found = pair(subject, c[3].trim(), &c[2] == "less");
+            let found = pair(MOVES_ME_MORE, subject, c[3].trim(), &c[2] == "less");
             if !found.is_empty() {
                 return Some(found);
             }
@@ -1340,7 +1346,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
     if let Some(c) = UNMATCHED_QUALITY.captures(clause) {
         let subject = c[1].trim();
         if short(subject, 5) && short(c[2].trim(), 4) && !subject.starts_with("i ") {
-            let found = pair(subject, c[2].trim(), false);
+            let found = pair(UNMATCHED_QUALITY, subject, c[2].trim(), false);
             if found.len() == 2 {
                 return Some(found);
             }
@@ -1355,7 +1361,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                 .unwrap_or(side)
                 .to_string()
         };
-        let found = pair(&kind(&c[1]), &kind(&c[2]), false);
+        let found = pair(MORE_OF_A, &kind(&c[1]), &kind(&c[2]), false);
         if found.len() == 2 {
             return Some(found);
         }
@@ -1377,7 +1383,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
             positive
         };
         if short(subject, 5) && !subject.starts_with("i ") {
-            let found = pair(subject, c[3].trim(), !positive);
+            let found = pair(BETTER_THAN, subject, c[3].trim(), !positive);
             if !found.is_empty() {
                 return Some(found);
             }
@@ -1462,7 +1468,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
                 .any(|lead| rival.starts_with(lead));
         if short(subject, 4) && !placed && !subject.split_whitespace().any(verbish) {
             let other = other_side(subject, &c[2]);
-            let found = pair(subject, &other, false);
+            let found = pair(X_OVER_Y, subject, &other, false);
             if found.len() == 2 {
                 return Some(found);
             }
@@ -1472,7 +1478,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         && is_a_named_topic(c[1].trim(), 4)
     {
         return Some(
-            make(c[1].trim(), Stance::For, sentence, clause)
+            make(ANY_DAY, c[1].trim(), Stance::For, sentence, clause)
                 .into_iter()
                 .collect(),
         );
@@ -1505,7 +1511,7 @@ fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedOpinion>> {
         })
     {
         return Some(
-            make(c[1].trim(), Stance::For, sentence, clause)
+            make(X_FOR_ME, c[1].trim(), Stance::For, sentence, clause)
                 .into_iter()
                 .collect(),
         );
@@ -1544,24 +1550,24 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
             },
             c.get(2).is_some() ^ c.get(3).is_some(),
         );
-        return make(&c[1], stance, sentence, &clause);
+        return make(THING_I_LIKE, &c[1], stance, sentence, &clause);
     }
     // "Linux, always Linux!": the choice said twice.
-    if let Some((first, second)) = clause.split_once(", always ")
-        && first == second
-        && first.split_whitespace().count() <= 3
+    if let Some(c) = ALWAYS_REPEATED.captures(&clause)
+        && c["topic"] == c["again"]
+        && c["topic"].split_whitespace().count() <= 3
     {
-        return make(first, Stance::For, sentence, &clause);
+        return make(ALWAYS_REPEATED, &c["topic"], Stance::For, sentence, &clause);
     }
     // Order matters: negated forms before the plain ones they contain.
     if let Some(c) = NOT_FAN.captures(&clause) {
-        return make(&c[1], Stance::Against, sentence, &clause);
+        return make(NOT_FAN, &c[1], Stance::Against, sentence, &clause);
     }
     if let Some(c) = NEGATED_VERB.captures(&clause) {
-        return make(&c[1], Stance::Against, sentence, &clause);
+        return make(NEGATED_VERB, &c[1], Stance::Against, sentence, &clause);
     }
     if let Some(c) = CANT_GET_ENOUGH.captures(&clause) {
-        return make(&c[1], Stance::For, sentence, &clause);
+        return make(CANT_GET_ENOUGH, &c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = NEGATIVE_VERB.captures(&clause) {
         if in_relative_clause(&clause, c.get(0).map_or(0, |m| m.start())) {
@@ -1572,19 +1578,19 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         if is_speech_act(rest) {
             return None;
         }
-        return make(rest, Stance::Against, sentence, &clause);
+        return make(NEGATIVE_VERB, rest, Stance::Against, sentence, &clause);
     }
     if let Some(c) = TIRED_OF.captures(&clause) {
-        return make(&c[1], Stance::Against, sentence, &clause);
+        return make(TIRED_OF, &c[1], Stance::Against, sentence, &clause);
     }
     if let Some(c) = ONE_I_LIKE_MOST.captures(&clause) {
-        return make(&c[1], Stance::For, sentence, &clause);
+        return make(ONE_I_LIKE_MOST, &c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = FAVOURITE_FIRST.captures(&clause) {
-        return make(&c[1], Stance::For, sentence, &clause);
+        return make(FAVOURITE_FIRST, &c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = FAVOURITE_LAST.captures(&clause) {
-        return make(&c[1], Stance::For, sentence, &clause);
+        return make(FAVOURITE_LAST, &c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = FAN.captures(&clause) {
         // "I'm interested in hearing more": the conversation, not an interest.
@@ -1594,7 +1600,7 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         {
             return None;
         }
-        return make(&c[1], Stance::For, sentence, &clause);
+        return make(FAN, &c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = LOVE_HOW.captures(&clause) {
         let stance = if matches!(&c[1], "hate" | "dislike" | "can't stand") {
@@ -1602,11 +1608,18 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         } else {
             Stance::For
         };
-        return make(&subject_before_verb(&c[2])?, stance, sentence, &clause);
+        return make(
+            LOVE_HOW,
+            &subject_before_verb(&c[2])?,
+            stance,
+            sentence,
+            &clause,
+        );
     }
     if let Some(c) = THAT_ABOUT.captures(&clause) {
         let against = matches!(&c[1], "hate" | "dislike" | "can't stand");
         return make(
+            THAT_ABOUT,
             &c[2],
             if against {
                 Stance::Against
@@ -1644,10 +1657,10 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         {
             return None;
         }
-        return make(rest, Stance::For, sentence, &clause);
+        return make(POSITIVE_VERB, rest, Stance::For, sentence, &clause);
     }
     if let Some(c) = NOTHING_BEATS.captures(&clause) {
-        return make(&c[1], Stance::For, sentence, &clause);
+        return make(NOTHING_BEATS, &c[1], Stance::For, sentence, &clause);
     }
     if let Some(c) = MAKES_BETTER.captures(&clause) {
         let stance = if matches!(
@@ -1660,17 +1673,17 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         };
         let subject = c[1].trim();
         if subject.split_whitespace().count() <= 4 {
-            return make(subject, stance, sentence, &clause);
+            return make(MAKES_BETTER, subject, stance, sentence, &clause);
         }
     }
     if let Some(c) = GROWS_ON_ME.captures(&clause) {
         let subject = c[1].trim();
         if subject.split_whitespace().count() <= 4 {
-            return make(subject, Stance::For, sentence, &clause);
+            return make(GROWS_ON_ME, subject, Stance::For, sentence, &clause);
         }
     }
     if let Some(c) = DENIED_WORTH.captures(&clause) {
-        return make(&c[1], Stance::Against, sentence, &clause);
+        return make(DENIED_WORTH, &c[1], Stance::Against, sentence, &clause);
     }
     if let Some(c) = SHOULD_BE.captures(&clause) {
         let stance = if matches!(
@@ -1691,7 +1704,7 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         };
         let subject = c[1].trim();
         if subject.split_whitespace().count() <= 5 {
-            return make(subject, stance, sentence, &clause);
+            return make(SHOULD_BE, subject, stance, sentence, &clause);
         }
     }
     // "Jazz isn't great" is read as "jazz is not great". Not comparatives: "tea isn't
@@ -1704,11 +1717,23 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
     if let Some(c) = JUDGE_AFTER_VERB.captures(&clause) {
         let denied = c.get(1).is_some() ^ c.get(3).is_some();
         let stance = polarity(&c[4])?;
-        return make(&c[2], flip(stance, denied), sentence, &clause);
+        return make(
+            JUDGE_AFTER_VERB,
+            &c[2],
+            flip(stance, denied),
+            sentence,
+            &clause,
+        );
     }
     if let Some(c) = FIND.captures(&clause) {
         let (topic, stance) = split_topic_judgement(&c[2])?;
-        return make(&topic, flip(stance, c.get(1).is_some()), sentence, &clause);
+        return make(
+            FIND,
+            &topic,
+            flip(stance, c.get(1).is_some()),
+            sentence,
+            &clause,
+        );
     }
     if let Some(c) = MY_THING.captures(&clause) {
         let subject = c[1].trim();
@@ -1717,7 +1742,7 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
                 Stance::For,
                 c.get(2).is_some() || clause.contains("not my "),
             );
-            return make(subject, stance, sentence, &clause);
+            return make(MY_THING, subject, stance, sentence, &clause);
         }
     }
     if let Some(c) = EFFECT_ON_ME.captures(&clause) {
@@ -1728,7 +1753,7 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
             } else {
                 Stance::For
             };
-            return make(subject, stance, sentence, &clause);
+            return make(EFFECT_ON_ME, subject, stance, sentence, &clause);
         }
     }
     if let Some(c) = JUDGE_PLAIN.captures(&clause) {
@@ -1784,7 +1809,13 @@ fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpinion> {
         {
             return None;
         }
-        return make(subject, flip(stance, c.get(2).is_some()), sentence, &clause);
+        return make(
+            JUDGE_PLAIN,
+            subject,
+            flip(stance, c.get(2).is_some()),
+            sentence,
+            &clause,
+        );
     }
     None
 }
@@ -1980,6 +2011,16 @@ fn split_topic_judgement(rest: &str) -> Option<(String, Stance)> {
     None
 }
 
+/// An opinion a reader found by reading part of a clause again (an item of a list, one side
+/// of "both X and Y"): both rules are its provenance, `outer > inner`.
+fn read_within(outer: Rule, mut opinion: ExtractedOpinion) -> ExtractedOpinion {
+    opinion.found_by = Some(match opinion.found_by {
+        Some(inner) => format!("{} > {inner}", outer.name()),
+        None => outer.name().to_string(),
+    });
+    opinion
+}
+
 fn flip(stance: Stance, denied: bool) -> Stance {
     match (stance, denied) {
         (stance, false) => stance,
@@ -1988,7 +2029,15 @@ fn flip(stance: Stance, denied: bool) -> Stance {
     }
 }
 
-fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option<ExtractedOpinion> {
+/// The opinion `rule` read: its topic cleaned and checked, its category, strength and
+/// evidence.
+fn make(
+    rule: Rule,
+    raw_topic: &str,
+    stance: Stance,
+    sentence: &str,
+    clause: &str,
+) -> Option<ExtractedOpinion> {
     // "I can't stand the movie", "I love the idea": the one being talked about, which only the
     // conversation can name.
     const INSTANCES: &[&str] = &[
@@ -2384,6 +2433,7 @@ fn make(raw_topic: &str, stance: Stance, sentence: &str, clause: &str) -> Option
         strength,
         related_user_ids: Vec::new(),
         evidence: sentence.trim().to_string(),
+        found_by: Some(rule.name().to_string()),
     })
 }
 

@@ -7,9 +7,9 @@ use super::engine::*;
 use super::lexicon::polarity;
 use crate::model::Stance;
 
-/// Topic (raw) and stance, when `clause` is one of the fixed phrases. `clause` is normalised
+/// The rule, topic (raw) and stance, when `clause` is one of the fixed phrases. `clause` is normalised
 /// and stripped of leading filler.
-pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
+pub(super) fn read_phrase(clause: &str) -> Option<(Rule, String, Stance)> {
     let short = |subject: &str, words: usize| {
         let n = subject.split_whitespace().count();
         // "espresso over drip coffee, always" is a comparative, read elsewhere.
@@ -26,61 +26,70 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         }
     };
     if let Some(c) = HAVE_NO_TIME_FOR.captures(clause) {
-        return Some((c[1].to_string(), Stance::Against));
+        return Some((HAVE_NO_TIME_FOR, c[1].to_string(), Stance::Against));
     }
     if let Some(c) = IDIOM_AFTER_COPULA.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(3).is_some())));
+        return Some((IDIOM_AFTER_COPULA, subject, stance_if(c.get(3).is_some())));
     }
     if let Some(c) = SLANG_VERDICT.captures(clause)
         && let Some(subject) = short(&c[1], 4)
     {
-        return Some((subject, stance_if(c.get(3).is_some())));
+        return Some((SLANG_VERDICT, subject, stance_if(c.get(3).is_some())));
     }
     if let Some(c) = BEST_THING_ABOUT.captures(clause) {
         let against = c.get(2).is_some() || c.get(4).is_some() || clause.starts_with("my least");
-        return Some((c[5].to_string(), stance_if(against)));
+        return Some((BEST_THING_ABOUT, c[5].to_string(), stance_if(against)));
     }
     if let Some(c) = VALUE_TO_ME.captures(clause)
         // "fairness matters to me more than winning" is a comparative, read elsewhere.
         && !clause.contains(" more than ")
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(3).is_some())));
+        return Some((VALUE_TO_ME, subject, stance_if(c.get(3).is_some())));
     }
     if let Some(c) = STAND.captures(clause) {
-        return Some((c[3].to_string(), stance_if(c.get(2).is_some())));
+        return Some((STAND, c[3].to_string(), stance_if(c.get(2).is_some())));
     }
     if let Some(c) = MORE_OF_IT.captures(clause) {
         let less = matches!(
             c.get(1).or(c.get(3)).map(|m| m.as_str()),
             Some("less" | "fewer")
         );
-        return Some((c[4].to_string(), stance_if(less || c.get(2).is_some())));
+        return Some((
+            MORE_OF_IT,
+            c[4].to_string(),
+            stance_if(less || c.get(2).is_some()),
+        ));
     }
-    if let Some(c) = NEVER_OKAY
+    if let Some((rule, c)) = NEVER_OKAY
         .captures(clause)
-        .or_else(|| ROOT_OF.captures(clause))
+        .map(|c| (NEVER_OKAY, c))
+        .or_else(|| ROOT_OF.captures(clause).map(|c| (ROOT_OF, c)))
         && let Some(subject) = short(&c[1], 6)
     {
-        return Some((subject, Stance::Against));
+        return Some((rule, subject, Stance::Against));
     }
     if let Some(c) = GLAD_WE_HAVE.captures(clause) {
-        return Some((c[1].to_string(), Stance::For));
+        return Some((GLAD_WE_HAVE, c[1].to_string(), Stance::For));
     }
     if let Some(c) = NOT_FAVOURITE.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, Stance::Against));
+        return Some((NOT_FAVOURITE, subject, Stance::Against));
     }
     if let Some(c) = WHAT_SUCKS_ABOUT.captures(clause) {
-        return Some((c[3].to_string(), stance_if(c.get(1).is_some())));
+        return Some((
+            WHAT_SUCKS_ABOUT,
+            c[3].to_string(),
+            stance_if(c.get(1).is_some()),
+        ));
     }
     if let Some(c) = REMINDS_ME_HOW.captures(clause)
         && let Some(stance) = polarity(&c[1])
     {
-        return Some((c[2].to_string(), stance));
+        return Some((REMINDS_ME_HOW, c[2].to_string(), stance));
     }
     if let Some(c) = EXTRAPOSED.captures(clause) {
         // "It's nice to meet you", "it's good to know": the conversation, not a verdict.
@@ -96,6 +105,7 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
             CONVERSATION.contains(&first) && !(first == "be" && polarity(second).is_some());
         if !conversation && let Some(stance) = polarity(&c[2]) {
             return Some((
+                EXTRAPOSED,
                 rest.to_string(),
                 stance_if((stance == Stance::Against) ^ c.get(1).is_some()),
             ));
@@ -104,17 +114,17 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     if let Some(c) = LACKS.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, Stance::Against));
+        return Some((LACKS, subject, Stance::Against));
     }
     if let Some(c) = NOT_WORTH.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, Stance::Against));
+        return Some((NOT_WORTH, subject, Stance::Against));
     }
     if let Some(c) = NOT_EVERYTHING.captures(clause)
         && let Some(subject) = short(c.get(1).or(c.get(2)).map_or("", |m| m.as_str()), 5)
     {
-        return Some((subject, Stance::Against));
+        return Some((NOT_EVERYTHING, subject, Stance::Against));
     }
     if let Some(c) = I_IDIOM_FOR.captures(clause) {
         let rest = &c[1];
@@ -127,7 +137,7 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
             .iter()
             .any(|w| rest.split_whitespace().next() == Some(*w))
         {
-            return Some((rest.to_string(), Stance::For));
+            return Some((I_IDIOM_FOR, rest.to_string(), Stance::For));
         }
     }
     if let Some(c) = I_IDIOM_AGAINST.captures(clause) {
@@ -142,30 +152,30 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
                 .iter()
                 .any(|w| rest == *w || rest.starts_with(&format!("{w} ")))
         {
-            return Some((rest.to_string(), Stance::Against));
+            return Some((I_IDIOM_AGAINST, rest.to_string(), Stance::Against));
         }
     }
     if let Some(c) = NOTHING_BETTER.captures(clause) {
-        return Some((c[1].to_string(), Stance::For));
+        return Some((NOTHING_BETTER, c[1].to_string(), Stance::For));
     }
     if let Some(c) = VERDICT_FROM_ME.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(3).is_some())));
+        return Some((VERDICT_FROM_ME, subject, stance_if(c.get(3).is_some())));
     }
     if let Some(c) = NEVER_FAILS.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(2).is_none())));
+        return Some((NEVER_FAILS, subject, stance_if(c.get(2).is_none())));
     }
     if let Some(c) = COULD_HAVE_FOREVER.captures(clause) {
-        return Some((c[1].to_string(), Stance::For));
+        return Some((COULD_HAVE_FOREVER, c[1].to_string(), Stance::For));
     }
     if let Some(c) = NEVER_GIVE_UP.captures(clause)
         && !c[1].starts_with("on ")
         && !c[1].starts_with("hope")
     {
-        return Some((c[1].to_string(), Stance::For));
+        return Some((NEVER_GIVE_UP, c[1].to_string(), Stance::For));
     }
     // "I've never been a morning person" is "I'm never a morning person" here.
     let as_now = clause
@@ -177,41 +187,54 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
     if let Some(c) = KIND_OF_PERSON.captures(&as_now)
         && is_a_thing_not_a_trait(&c[2])
     {
-        return Some((c[2].to_string(), stance_if(c.get(1).is_some())));
+        return Some((
+            KIND_OF_PERSON,
+            c[2].to_string(),
+            stance_if(c.get(1).is_some()),
+        ));
     }
     if let Some(c) = TOO_MUCH_FOR_ME.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, Stance::Against));
+        return Some((TOO_MUCH_FOR_ME, subject, Stance::Against));
     }
     if let Some(c) = HAVE_A_LIKING_FOR.captures(clause) {
-        return Some((c[1].to_string(), Stance::For));
+        return Some((HAVE_A_LIKING_FOR, c[1].to_string(), Stance::For));
     }
     if let Some(c) = HOLD_IN.captures(clause) {
         let low = matches!(&c[2], "low" | "lowest" | "contempt");
-        return Some((c[1].to_string(), stance_if(low)));
+        return Some((HOLD_IN, c[1].to_string(), stance_if(low)));
     }
     if let Some(c) = CONSIDER.captures(clause) {
         let rest = &c[2];
         if let Some((topic, judgement)) = rest.split_once(" as ") {
-            return Some((topic.to_string(), polarity(judgement)?));
+            return Some((CONSIDER, topic.to_string(), polarity(judgement)?));
         }
         if !matches!(&c[1], "consider" | "call" | "deem" | "rate") {
             return None;
         }
         if &c[1] == "rate" {
             // British "I rate X": a compliment, unless it is "I rate X poorly".
-            return (!rest.contains(" poorly") && !rest.contains(" low"))
-                .then(|| (rest.trim_end_matches(" highly").to_string(), Stance::For));
+            return (!rest.contains(" poorly") && !rest.contains(" low")).then(|| {
+                (
+                    CONSIDER,
+                    rest.trim_end_matches(" highly").to_string(),
+                    Stance::For,
+                )
+            });
         }
-        return super::split_topic_judgement(rest);
+        return super::split_topic_judgement(rest).map(|(topic, stance)| (CONSIDER, topic, stance));
     }
     if let Some(c) = LIVE_WITHOUT.captures(clause) {
-        return Some((c[3].to_string(), stance_if(c.get(1).is_some())));
+        return Some((
+            LIVE_WITHOUT,
+            c[3].to_string(),
+            stance_if(c.get(1).is_some()),
+        ));
     }
     if let Some(c) = POSITION.captures(clause) {
         let against = c.get(3).is_some() ^ c.get(1).is_some();
-        return Some((c[4].to_string(), stance_if(against)));
+        return Some((POSITION, c[4].to_string(), stance_if(against)));
     }
     if let Some(c) = NOTHING_I_LOVE_MORE.captures(clause) {
         let against = matches!(
@@ -226,12 +249,12 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
                 | "resent"
                 | "can't stand"
         );
-        return Some((c[2].to_string(), stance_if(against)));
+        return Some((NOTHING_I_LOVE_MORE, c[2].to_string(), stance_if(against)));
     }
     if let Some(c) = STRIKES_ME_AS.captures(clause)
         && let Some(subject) = short(&c[1], 4)
     {
-        return Some((subject, polarity(&c[2])?));
+        return Some((STRIKES_ME_AS, subject, polarity(&c[2])?));
     }
     if let Some(c) = RATHER_NOT.captures(clause)
         // "I'd rather not say", "I'd rather not get into it": declining to talk.
@@ -240,25 +263,25 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
             .iter()
             .any(|act| c[1].starts_with(act))
     {
-        return Some((c[1].to_string(), Stance::Against));
+        return Some((RATHER_NOT, c[1].to_string(), Stance::Against));
     }
     if let Some(c) = MATTERS_TO_ME.captures(clause)
         && let Some(subject) = short(&c[1], 4)
     {
-        return Some((subject, Stance::For));
+        return Some((MATTERS_TO_ME, subject, Stance::For));
     }
     if let Some(c) = LEANING.captures(clause) {
         if let Some(object) = c.get(1) {
-            return Some((object.as_str().to_string(), Stance::For));
+            return Some((LEANING, object.as_str().to_string(), Stance::For));
         }
         // "I wish, writing is one of my passions": the subject follows the last comma.
         let subject = c[2].rsplit(", ").next().unwrap_or(&c[2]);
         if let Some(subject) = short(subject, 4) {
-            return Some((subject, Stance::For));
+            return Some((LEANING, subject, Stance::For));
         }
     }
     if let Some(c) = SOMETHING_ABOUT.captures(clause) {
-        return Some((c[2].to_string(), polarity(&c[1])?));
+        return Some((SOMETHING_ABOUT, c[2].to_string(), polarity(&c[1])?));
     }
     if let Some(c) = IDIOM_OF_CHOICE.captures(clause) {
         for (group, stance) in [
@@ -269,7 +292,7 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
             ("goto", Stance::For),
         ] {
             if let Some(topic) = c.name(group) {
-                return Some((topic.as_str().to_string(), stance));
+                return Some((IDIOM_OF_CHOICE, topic.as_str().to_string(), stance));
             }
         }
     }
@@ -279,19 +302,19 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         && !c[1].starts_with("that ")
         && !c[1].starts_with("it")
     {
-        return Some((c[1].to_string(), Stance::For));
+        return Some((RECOMMEND, c[1].to_string(), Stance::For));
     }
     if let Some(c) = NEVER_TIRE_OF.captures(clause) {
         let topic = c.get(1).or_else(|| c.get(2))?;
-        return Some((topic.as_str().to_string(), Stance::For));
+        return Some((NEVER_TIRE_OF, topic.as_str().to_string(), Stance::For));
     }
     if let Some(c) = NOTHING_IS_MORE.captures(clause) {
-        return Some((c[2].to_string(), polarity(&c[1])?));
+        return Some((NOTHING_IS_MORE, c[2].to_string(), polarity(&c[1])?));
     }
     if let Some(c) = NOT_FOR_ME.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, Stance::Against));
+        return Some((NOT_FOR_ME, subject, Stance::Against));
     }
     if let Some(c) = VERDICT_AFTER_TOPIC.captures(clause)
         && let Some(subject) = short(&c[1], 4)
@@ -303,27 +326,27 @@ pub(super) fn read_phrase(clause: &str) -> Option<(String, Stance)> {
         // "Ironic for sure", "true, always": agreement with a description, not a topic.
         && !(subject.split_whitespace().count() == 1 && is_a_description(&subject))
     {
-        return Some((subject, stance_if(c.get(2).is_some())));
+        return Some((VERDICT_AFTER_TOPIC, subject, stance_if(c.get(2).is_some())));
     }
     if let Some(c) = DESERVES.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(3).is_some())));
+        return Some((DESERVES, subject, stance_if(c.get(3).is_some())));
     }
     if let Some(c) = HAS_QUALITY.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(2).is_some())));
+        return Some((HAS_QUALITY, subject, stance_if(c.get(2).is_some())));
     }
     if let Some(c) = DOES_TO_ME.captures(clause)
         && let Some(subject) = short(&c[1], 5)
     {
-        return Some((subject, stance_if(c.get(2).is_some())));
+        return Some((DOES_TO_ME, subject, stance_if(c.get(2).is_some())));
     }
     if let Some(c) = RUINS.captures(clause)
         && let Some(subject) = short(&c[1], 4)
     {
-        return Some((subject, Stance::Against));
+        return Some((RUINS, subject, Stance::Against));
     }
     None
 }
@@ -521,7 +544,7 @@ mod tests {
         for (clause, expected) in cases {
             let found = read_phrase(clause);
             assert_eq!(
-                found.as_ref().map(|(t, s)| (t.as_str(), *s)),
+                found.as_ref().map(|(_, t, s)| (t.as_str(), *s)),
                 expected,
                 "{clause:?}"
             );
