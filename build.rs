@@ -99,13 +99,18 @@ fn rules_table() -> Result<(), String> {
     for rule in &rules {
         writeln!(
             out,
-            "    RuleDef {{ name: {:?}, kind: Kind::{}, file: {:?}, about: {:?}, pattern: {:?}, roles: &{:?}, examples: &{:?}, unfired: {:?}, also_found_by: &{:?} }},",
-            rule.name, rule.kind, rule.file, rule.about, rule.pattern, rule.roles, rule.examples, rule.unfired, rule.also_found_by
+            "    RuleDef {{ name: {:?}, kind: Kind::{}, file: {:?}, about: {:?}, pattern: {:?}, roles: &{:?}, examples: &{:?}, unfired: {:?}, also_found_by: &{:?}, reading: {} }},",
+            rule.name, rule.kind, rule.file, rule.about, rule.pattern, rule.roles, rule.examples, rule.unfired, rule.also_found_by, rule.reading
         )
         .unwrap();
     }
     writeln!(out, "];").unwrap();
-    for (number, rule) in rules.iter().enumerate() {
+    // A constant for each rule the code names; the engine finds the rest by their file.
+    for (number, rule) in rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.reading == "None")
+    {
         writeln!(
             out,
             "/// `{}` ({}).\npub(super) const {}: Rule = Rule({number});",
@@ -123,6 +128,8 @@ fn rules_table() -> Result<(), String> {
 struct RuleData {
     name: String,
     kind: &'static str,
+    /// The engine's reading, as Rust (`Some(Reading { .. })`), or `None` (read in code).
+    reading: String,
     unfired: Option<String>,
     also_found_by: Vec<(String, String)>,
     file: &'static str,
@@ -237,6 +244,13 @@ fn read_rule(
             "examples",
             "unfired",
             "also_found_by",
+            "stance",
+            "topic_words",
+            "refuse_if_clause_has",
+            "refuse_if_topic_starts",
+            "refuse_first_words",
+            "claims_the_clause",
+            "read_in_code",
         ]
         .contains(&key.as_str())
         {
@@ -291,9 +305,11 @@ fn read_rule(
             })
             .ok_or_else(|| format!("{at}: `also_found_by` is not a table of rule = \"why\""))?,
     };
+    let reading = reading(file, &at, table, kind, &rule_roles)?;
     Ok(RuleData {
         name,
         kind,
+        reading,
         unfired: text("unfired"),
         also_found_by,
         file,
@@ -302,4 +318,100 @@ fn read_rule(
         roles: rule_roles,
         examples,
     })
+}
+
+/// The file whose reading rules the engine reads itself (in its order), from their data.
+const ENGINE_READS: &str = "phrases.toml";
+
+/// How the engine reads a rule of phrases.toml from its data, as Rust; "None" for a rule read
+/// in code. The fields are refused elsewhere: other files' rules are read by code.
+fn reading(
+    file: &str,
+    at: &str,
+    table: &toml::Table,
+    kind: &str,
+    roles: &[String],
+) -> Result<String, String> {
+    let fields = [
+        "stance",
+        "topic_words",
+        "refuse_if_clause_has",
+        "refuse_if_topic_starts",
+        "refuse_first_words",
+        "claims_the_clause",
+        "read_in_code",
+    ];
+    let given: Vec<&str> = fields
+        .iter()
+        .copied()
+        .filter(|f| table.contains_key(*f))
+        .collect();
+    if file != ENGINE_READS || kind != "Reads" {
+        return match given.first() {
+            Some(field) => Err(format!(
+                "{at}: `{field}` is for the reading rules of {ENGINE_READS}, which the engine reads from their data; this rule is read in code"
+            )),
+            None => Ok("None".into()),
+        };
+    }
+    let flag = |key: &str| -> Result<bool, String> {
+        match table.get(key) {
+            None => Ok(false),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| format!("{at}: `{key}` is not true or false")),
+        }
+    };
+    if flag("read_in_code")? {
+        return match given.iter().find(|f| **f != "read_in_code") {
+            Some(field) => Err(format!(
+                "{at}: `{field}` means nothing for a rule read in code"
+            )),
+            None => Ok("None".into()),
+        };
+    }
+    let role = |name: &str| {
+        roles
+            .iter()
+            .any(|r| r.trim_end_matches(|c: char| c.is_ascii_digit()) == name)
+    };
+    let stance = match table.get("stance").map(|v| v.as_str()) {
+        None => "None",
+        Some(Some("for")) => "Some(crate::model::Stance::For)",
+        Some(Some("against")) => "Some(crate::model::Stance::Against)",
+        Some(_) => return Err(format!("{at}: `stance` is \"for\" or \"against\"")),
+    };
+    if !(role("topic") || role("topic_for") || role("topic_against")) {
+        return Err(format!(
+            "{at}: no `topic` group: the engine reads the topic from it"
+        ));
+    }
+    if stance == "None" && !role("judgement") && !role("topic_for") && !role("topic_against") {
+        return Err(format!(
+            "{at}: no `stance`, no `judgement` group and no `topic_for` / `topic_against`: nothing says for or against (or set `read_in_code = true`)"
+        ));
+    }
+    let topic_words = match table.get("topic_words") {
+        None => "None".to_string(),
+        Some(v) => match v.as_integer() {
+            Some(n) if n > 0 => format!("Some({n})"),
+            _ => return Err(format!("{at}: `topic_words` is a whole number above 0")),
+        },
+    };
+    let list = |key: &str| -> Result<Vec<String>, String> {
+        match table.get(key) {
+            None => Ok(Vec::new()),
+            Some(v) => v
+                .as_array()
+                .and_then(|l| l.iter().map(|e| e.as_str().map(str::to_string)).collect())
+                .ok_or_else(|| format!("{at}: `{key}` is not a list of strings")),
+        }
+    };
+    Ok(format!(
+        "Some(Reading {{ stance: {stance}, topic_words: {topic_words}, refuse_if_clause_has: &{:?}, refuse_if_topic_starts: &{:?}, refuse_first_words: &{:?}, claims_the_clause: {} }})",
+        list("refuse_if_clause_has")?,
+        list("refuse_if_topic_starts")?,
+        list("refuse_first_words")?,
+        flag("claims_the_clause")?
+    ))
 }

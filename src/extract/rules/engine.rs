@@ -8,6 +8,9 @@ use std::sync::OnceLock;
 
 use regex::{Captures, Regex};
 
+use super::lexicon::polarity;
+use crate::model::Stance;
+
 include!(concat!(env!("OUT_DIR"), "/rules_table.rs"));
 
 /// One rule of the table, by its place in it. The readers name rules by the constants the
@@ -47,6 +50,44 @@ pub struct RuleDef {
     /// Rules that still find what it finds when it is switched off, each with why both are
     /// kept.
     pub also_found_by: &'static [(&'static str, &'static str)],
+    /// How the engine reads it from its data (phrases.toml's reading rules); `None` for a
+    /// rule read in code.
+    pub reading: Option<Reading>,
+}
+
+/// A reading rule the engine applies from its data alone: a newcomer adds a phrasing by
+/// adding the rule, with no code.
+///
+/// The topic is the first group present among `topic`, `topic_for` and `topic_against` (and
+/// their numbered alternatives). The stance starts from `stance`, or from the lexicon's
+/// polarity of the `judgement` group; a `disliked` group present makes it against, else a
+/// `liked` one makes it for; each `negation` group present flips it; a `topic_for` or
+/// `topic_against` topic fixes it.
+#[derive(Debug)]
+pub struct Reading {
+    pub stance: Option<Stance>,
+    /// At most this many words in the topic, and no comparison in it (" over ", " than ":
+    /// those are read as comparatives); the topic is trimmed.
+    pub topic_words: Option<usize>,
+    /// No reading when the clause holds one of these.
+    pub refuse_if_clause_has: &'static [&'static str],
+    /// No reading when the topic starts with one of these.
+    pub refuse_if_topic_starts: &'static [&'static str],
+    /// No reading when the topic's first word is one of these.
+    pub refuse_first_words: &'static [&'static str],
+    /// When the topic passes but no stance can be read, no later rule is tried either.
+    pub claims_the_clause: bool,
+}
+
+/// What a rule read from its data makes of a clause.
+#[derive(Debug, PartialEq)]
+pub enum Read {
+    /// An opinion: the topic (raw; the topic clean-up follows) and its stance.
+    Opinion(String, Stance),
+    /// The pattern did not match, or a refusal held: the next rule is tried.
+    Nothing,
+    /// The rule claims the clause but reads no stance: no later rule is tried.
+    Claimed,
 }
 
 thread_local! {
@@ -83,6 +124,105 @@ impl Rule {
         let result = read();
         SWITCHED_OFF.set(before);
         result
+    }
+
+    /// Every rule written in `file`, in its order there.
+    pub fn in_file(file: &'static str) -> impl Iterator<Item = Rule> {
+        Rule::all().filter(move |rule| rule.def().file == file)
+    }
+
+    /// What this rule, read from its data, makes of `clause`; `None` when it is read in
+    /// code.
+    pub fn read(self, clause: &str) -> Option<Read> {
+        let reading = self.def().reading.as_ref()?;
+        let Some(c) = self.captures(clause) else {
+            return Some(Read::Nothing);
+        };
+        Some(self.read_match(reading, &c, clause))
+    }
+
+    fn read_match(self, reading: &Reading, c: &Captures<'_>, clause: &str) -> Read {
+        let roles = self.def().roles;
+        let present = |role: &str| {
+            roles
+                .iter()
+                .filter(|group| group.trim_end_matches(|ch: char| ch.is_ascii_digit()) == role)
+                .any(|group| c.name(group).is_some())
+        };
+        let Some((group, raw)) = roles
+            .iter()
+            .filter(|group| {
+                matches!(
+                    group.trim_end_matches(|ch: char| ch.is_ascii_digit()),
+                    "topic" | "topic_for" | "topic_against"
+                )
+            })
+            .find_map(|group| c.name(group).map(|m| (*group, m.as_str())))
+        else {
+            return Read::Nothing;
+        };
+        if reading
+            .refuse_if_clause_has
+            .iter()
+            .any(|words| clause.contains(words))
+            || reading
+                .refuse_if_topic_starts
+                .iter()
+                .any(|start| raw.starts_with(start))
+            || raw
+                .split_whitespace()
+                .next()
+                .is_some_and(|first| reading.refuse_first_words.contains(&first))
+        {
+            return Read::Nothing;
+        }
+        let topic = match reading.topic_words {
+            Some(at_most) => {
+                let words = raw.split_whitespace().count();
+                // "espresso over drip coffee, always" is a comparative, read elsewhere.
+                let comparative = [" over ", " than ", " beats ", " rather "]
+                    .iter()
+                    .any(|w| raw.contains(w));
+                if words == 0 || words > at_most || comparative {
+                    return Read::Nothing;
+                }
+                raw.trim().to_string()
+            }
+            None => raw.to_string(),
+        };
+        if group.starts_with("topic_for") {
+            return Read::Opinion(topic, Stance::For);
+        }
+        if group.starts_with("topic_against") {
+            return Read::Opinion(topic, Stance::Against);
+        }
+        let judged = roles
+            .iter()
+            .filter(|g| g.trim_end_matches(|ch: char| ch.is_ascii_digit()) == "judgement")
+            .find_map(|g| c.name(g))
+            .map(|m| polarity(m.as_str()));
+        let mut stance = match (reading.stance, judged) {
+            (_, Some(Some(stance))) | (Some(stance), None) => stance,
+            _ if reading.claims_the_clause => return Read::Claimed,
+            _ => return Read::Nothing,
+        };
+        if present("disliked") {
+            stance = Stance::Against;
+        } else if present("liked") {
+            stance = Stance::For;
+        }
+        let negations = roles
+            .iter()
+            .filter(|g| g.trim_end_matches(|ch: char| ch.is_ascii_digit()) == "negation")
+            .filter(|g| c.name(g).is_some())
+            .count();
+        if negations % 2 == 1 {
+            stance = match stance {
+                Stance::For => Stance::Against,
+                Stance::Against => Stance::For,
+            };
+        }
+        Read::Opinion(topic, stance)
     }
 
     fn is_on(self) -> bool {
