@@ -270,6 +270,12 @@ fn read_rule(
     let written = text("pattern").ok_or_else(|| format!("{at}: no `pattern`"))?;
     let pattern = expand(&written, classes, &mut Vec::new()).map_err(|e| format!("{at}: {e}"))?;
     let compiled = regex::Regex::new(&pattern).map_err(|e| format!("{at}: {e}"))?;
+    let named = compiled.capture_names().flatten().count();
+    if named + 1 != compiled.captures_len() {
+        return Err(format!(
+            "{at}: a group without a role: name each capturing group by its role, `(?<topic>…)`, or make it `(?:…)`"
+        ));
+    }
     let mut rule_roles = Vec::new();
     for group in compiled.capture_names().flatten() {
         // A role may be taken more than once in a pattern's alternatives: `topic2` is `topic`.
