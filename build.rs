@@ -48,7 +48,8 @@ fn rules_table() -> Result<(), String> {
             .map_err(|e| format!("{name}: {e}"))
     };
 
-    let classes = word_classes(&read("word_classes.toml")?)?;
+    let class_table = read("word_classes.toml")?;
+    let classes = word_classes(&class_table)?;
     let roles: BTreeSet<String> = read("roles.toml")?.keys().cloned().collect();
 
     let mut rules = Vec::new();
@@ -105,6 +106,32 @@ fn rules_table() -> Result<(), String> {
         .unwrap();
     }
     writeln!(out, "];").unwrap();
+    // The word classes the readers' code looks words up in.
+    for (name, class) in &class_table {
+        if class.get("in_code").and_then(|v| v.as_bool()) != Some(true) {
+            continue;
+        }
+        let words: Vec<&str> = class
+            .get("words")
+            .and_then(|w| w.as_array())
+            .map(|w| w.iter().filter_map(|w| w.as_str()).collect())
+            .unwrap_or_default();
+        if let Some(word) = words
+            .iter()
+            .find(|w| w.contains(|c: char| "\\.^$*+?()[]{}|".contains(c)))
+        {
+            return Err(format!(
+                "word_classes.toml: class `{name}` is looked up in code, so its words are plain words; {word:?} is a piece of pattern"
+            ));
+        }
+        writeln!(
+            out,
+            "/// The word class `{name}` (word_classes.toml).\npub(super) const {}: &[&str] = &{:?};",
+            name.to_uppercase(),
+            words
+        )
+        .unwrap();
+    }
     // A constant for each rule the code names; the engine finds the rest by their file.
     for (number, rule) in rules
         .iter()

@@ -174,95 +174,6 @@ impl RulesExtractor {
     }
 }
 
-/// Words that show a short sentence is not a topic named on its own ("Do you sail?", "Oh,
-/// thanks."): verbs, pronouns, question words and the small words of conversation.
-const NOT_A_TOPIC_WORD: &[&str] = &[
-    "do",
-    "does",
-    "did",
-    "is",
-    "are",
-    "was",
-    "were",
-    "am",
-    "have",
-    "has",
-    "had",
-    "can",
-    "could",
-    "would",
-    "will",
-    "should",
-    "shall",
-    "may",
-    "might",
-    "must",
-    "what",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "where",
-    "when",
-    "why",
-    "how",
-    "you",
-    "your",
-    "i",
-    "me",
-    "my",
-    "we",
-    "our",
-    "they",
-    "their",
-    "he",
-    "she",
-    "it",
-    "its",
-    "anyone",
-    "anybody",
-    "ever",
-    "right",
-    "really",
-    "seriously",
-    "huh",
-    "yes",
-    "no",
-    "ok",
-    "okay",
-    "so",
-    "or",
-    "not",
-    "want",
-    "like",
-    "try",
-    "tried",
-    "know",
-    "think",
-    "mean",
-    "about",
-    "thanks",
-    "thank",
-    "sorry",
-    "hello",
-    "hi",
-    "hey",
-    "well",
-    "that",
-    "this",
-    "there",
-    "here",
-    "now",
-    "then",
-    "see",
-    "got",
-    "get",
-    "went",
-    "go",
-    "said",
-    "made",
-];
-
 /// A topic named as a question and judged by the next sentence: "Sailing? Love it." Gives the
 /// opinion and whether the reply was used (then it is not read again on its own).
 fn named_topic_and_reply(
@@ -600,7 +511,7 @@ fn clause_subject(clause: &str) -> Option<String> {
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-'))
         .collect();
     let first = *words.first()?;
-    if NON_TOPICS.contains(&first) || matches!(first, "my" | "our" | "his" | "their") {
+    if NON_TOPIC.contains(&first) || matches!(first, "my" | "our" | "his" | "their") {
         return None;
     }
     let end = first_verb(&words).filter(|end| *end <= 5)?;
@@ -638,148 +549,10 @@ impl Extractor for RulesExtractor {
     }
 }
 
-const STRONG: &[&str] = &[
-    "love",
-    "adore",
-    "hate",
-    "despise",
-    "detest",
-    "loathe",
-    "can't stand",
-    "cannot stand",
-    "absolutely",
-    "really",
-    "truly",
-    "deeply",
-    "best",
-    "worst",
-    "favourite",
-    "favorite",
-    "obsessed",
-    "passionate",
-    "huge",
-    "nothing beats",
-    "incredibly",
-    "utterly",
-    "completely",
-    "totally",
-    "so ",
-];
-const HEDGES: &[&str] = &[
-    "kind of", "sort of", "a bit", "a little", "somewhat", "maybe", "i guess", "rather", "fairly",
-    "pretty", "mildly",
-];
-
-/// Words that are not topics: pronouns and placeholders refer to something the rules cannot see.
-const NON_TOPICS: &[&str] = &[
-    "it",
-    "that",
-    "this",
-    "these",
-    "those",
-    "them",
-    "they",
-    "he",
-    "she",
-    "him",
-    "her",
-    "you",
-    "your",
-    "yours",
-    "we",
-    "us",
-    "everything",
-    "nothing",
-    "something",
-    "anything",
-    "everyone",
-    "anyone",
-    "someone",
-    "nobody",
-    "there",
-    "which",
-    "what",
-    "who",
-    "one",
-    "all",
-    "both",
-    "either",
-    "neither",
-    "i",
-    "me",
-    "myself",
-    "yourself",
-    "such",
-    "so",
-    "too",
-    "here",
-    "things",
-    "stuff",
-    "lot",
-    "way",
-    "much",
-    "more",
-    "most",
-    "same",
-    "ones",
-    "some",
-    "any",
-    "everywhere",
-    "try",
-    "nope",
-    "nah",
-    "yeah",
-    "yes",
-    "no",
-    "ok",
-    "okay",
-    "same",
-    "sure",
-    "cool",
-    "nice",
-    "wow",
-    "whatnot",
-    "especially",
-    "meh",
-    "not",
-    "yet",
-    "yep",
-    "yup",
-    "good",
-    "bad",
-    "great",
-    "fun",
-    "bigger",
-    "better",
-    "worse",
-    "as",
-    "rest",
-];
-
 /// Sounds of conversation, not things: "oooh", "hm", "hahaha", "ugh", "shoot".
 fn is_interjection(word: &str) -> bool {
     INTERJECTION.is_match(word)
 }
-
-/// Words a topic never starts with: pronouns and possessives ("his newer works", "i wish i"),
-/// contractions and conjunctions a pattern cut in the wrong place ("that's why deflation",
-/// "or making others"), prepositions and verbs of seeming ("through what", "seems like
-/// there"), and the question words of remarks about the conversation ("how you explained
-/// that").
-#[rustfmt::skip]
-const NOT_A_FIRST_WORD: &[&str] = &[
-    "i", "i'm", "i've", "i'd", "i'll", "me", "we", "us", "you", "your", "he", "she", "they",
-    "them", "it", "his", "her", "their", "its", "this", "that", "these", "those", "there",
-    "that's", "it's", "they're", "there's", "here's", "what's", "who's", "mine", "yours",
-    "ours", "theirs", "hers", "other", "or", "and", "but", "so", "if", "which", "what", "who",
-    "how", "when", "where", "why", "whenever", "whatever", "for", "into", "like", "through",
-    "about", "with", "without", "from", "at", "on", "over", "around", "in", "after", "before",
-    "since", "until", "because", "seems", "seem", "looks", "sounds", "as", "here", "much",
-    "every", "everyone",
-    "everybody", "nobody", "that'd", "it'd",
-    "that'll", "it'll", "they'd", "you'd", "we'd", "something", "someone", "somebody", "anyone",
-    "anybody",
-];
 
 fn sentences(message: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -2246,7 +2019,7 @@ fn make(
     }) {
         return None;
     }
-    if words.len() == 1 && NON_TOPICS.contains(&words[0]) {
+    if words.len() == 1 && NON_TOPIC.contains(&words[0]) {
         return None;
     }
     // "10 is a good number", "I like doing (a lot of work)", "I enjoy a fresh, (crisp
@@ -2462,7 +2235,7 @@ fn make(
     }
     let name = words.join(" ");
     let lowered = normalise(sentence);
-    let strength = if HEDGES.iter().any(|h| clause.contains(h)) {
+    let strength = if HEDGE.iter().any(|h| clause.contains(h)) {
         0.35
     } else if STRONG.iter().any(|s| clause.contains(s)) {
         0.7
@@ -3691,7 +3464,7 @@ mod tests {
                         opinion.opinion
                     );
                     assert!(
-                        !opinion.name.is_empty() && !NON_TOPICS.contains(&opinion.name.as_str()),
+                        !opinion.name.is_empty() && !NON_TOPIC.contains(&opinion.name.as_str()),
                         "{set}: topic {:?} of {:?}",
                         opinion.name,
                         row.text

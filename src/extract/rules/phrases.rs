@@ -166,7 +166,7 @@ fn read_in_code(rule: Rule, clause: &str) -> Read {
             // topic (pronouns, verbs and words of conversation are the named-topic test's).
             let a_clause = subject
                 .split_whitespace()
-                .any(|w| w.contains('\'') || w == "be" || super::NOT_A_TOPIC_WORD.contains(&w));
+                .any(|w| w.contains('\'') || w == "be" || NOT_A_TOPIC_WORD.contains(&w));
             // "Ironic for sure", "true, always": agreement with a description, not a topic.
             let a_description =
                 subject.split_whitespace().count() == 1 && is_a_description(&subject);
