@@ -1,0 +1,716 @@
+//! What a reading rule's topic becomes an opinion by: the topic cut and checked (`make`), the
+//! opinion's wording, strength and category.
+
+use super::*;
+
+/// The opinion `rule` read: its topic cleaned and checked, its category, strength and
+/// evidence.
+pub(super) fn make(
+    rule: Rule,
+    raw_topic: &str,
+    stance: Stance,
+    sentence: &str,
+    clause: &str,
+) -> Option<ExtractedOpinion> {
+    // "I can't stand the movie", "I love the idea": the one being talked about, which only the
+    // conversation can name.
+    const INSTANCES: &[&str] = &[
+        "movie",
+        "film",
+        "show",
+        "book",
+        "song",
+        "game",
+        "episode",
+        "album",
+        "series",
+        "class",
+        "lecture",
+        "course",
+        "trip",
+        "ending",
+        "plot",
+        "story",
+        "video",
+        "picture",
+        "photo",
+        "concert",
+        "meal",
+        "party",
+        "event",
+        "place",
+        "restaurant",
+        "idea",
+        "one",
+        "ones",
+        "guy",
+        "person",
+        "part",
+        "topic",
+        "question",
+        "conversation",
+        "chat",
+        "option",
+        "feature",
+        "end",
+        "color",
+        "people",
+        "fact",
+        "experience",
+        "offer",
+        "change",
+        "summary",
+    ];
+    // "almost anything to do with chicken": chicken; "the thought of X": X.
+    let raw_topic = [
+        "almost anything to do with ",
+        "anything to do with ",
+        "anything with ",
+        "the thought of ",
+        "the idea of ",
+        "stuff like ",
+        "things like ",
+    ]
+    .iter()
+    .find_map(|lead| raw_topic.trim().strip_prefix(lead))
+    .unwrap_or(raw_topic);
+    // "chatting with you", "talking to you": the conversation itself.
+    let raw = raw_topic.trim();
+    if raw.contains(" with you") || raw.contains(" to you") || raw.starts_with("just about ") {
+        return None;
+    }
+    let mut topic = raw.to_string();
+    if let Some(found) = TOPIC_CUT.find(&topic) {
+        topic.truncate(found.start());
+    }
+    // "mantis also goes \"something": cut inside a quotation. A whole one ("the song \"hey
+    // jude\"") loses its marks.
+    if topic.matches('"').count() % 2 == 1 {
+        return None;
+    }
+    let topic = topic.replace('"', "");
+    let topic = topic
+        .trim()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_string();
+    let mut words: Vec<&str> = topic.split_whitespace().collect();
+    while let Some(first) = words.first()
+        && matches!(
+            *first,
+            "the"
+                | "a"
+                | "an"
+                | "another"
+                | "to"
+                | "some"
+                | "my"
+                | "our"
+                | "all"
+                | "any"
+                | "being"
+                | "really"
+                | "just"
+                | "actually"
+                | "apparently"
+                | "probably"
+                | "maybe"
+                | "basically"
+                | "literally"
+                | "definitely"
+                | "also"
+                | "still"
+                | "mostly"
+                | "usually"
+                | "both"
+                | "even"
+                | "unfortunately"
+                | "though"
+                | "although"
+                | "especially"
+                | "of"
+                | "hopefully"
+                | "sometimes"
+        )
+    {
+        words.remove(0);
+    }
+    // "shoot wikipedia (is never wrong)", "hm (sounds sweet)", "noooooo (breaking bad)": a
+    // sound of conversation before the topic is left out; a word drawn out inside one
+    // ("freeeee") says the topic is no name.
+    let drawn_out = |w: &str| {
+        w.as_bytes()
+            .windows(3)
+            .any(|run| run[0] == run[1] && run[1] == run[2] && run[0].is_ascii_alphabetic())
+    };
+    while words.first().is_some_and(|w| {
+        is_interjection(w)
+            || drawn_out(w)
+            || matches!(*w, "sorry" | "okay" | "ok" | "well" | "thanks" | "please")
+    }) {
+        words.remove(0);
+    }
+    if words.iter().any(|w| drawn_out(w)) {
+        return None;
+    }
+    if words.is_empty() || words.len() > 6 {
+        return None;
+    }
+    // "the new season of that show": a thing only the conversation can name.
+    if words.windows(2).any(|pair| {
+        pair[0] == "of"
+            && matches!(
+                pair[1],
+                "that"
+                    | "this"
+                    | "these"
+                    | "those"
+                    | "your"
+                    | "his"
+                    | "her"
+                    | "their"
+                    | "them"
+                    | "it"
+                    | "us"
+            )
+    }) {
+        return None;
+    }
+    if words.len() == 1 && NON_TOPIC.contains(&words[0]) {
+        return None;
+    }
+    // "10 is a good number", "I like doing (a lot of work)", "I enjoy a fresh, (crisp
+    // benjamin)": a number, a bare light verb, or a judgement cut from its noun by a comma.
+    // ("I hate the cold", "honesty is essential": nouns that judge are still topics.)
+    if words.len() == 1
+        && (words[0].chars().all(|ch| ch.is_ascii_digit())
+            || matches!(
+                words[0],
+                "doing" | "going" | "having" | "getting" | "making" | "being" | "taking" | "trying"
+            )
+            || polarity(words[0]).is_some() && (raw.starts_with("a ") || raw.starts_with("an ")))
+    {
+        return None;
+    }
+    // "i think cryptocurrency": an opinion verb the pattern took for part of its subject.
+    // "i'd choose the train": a choice the pattern took for part of its subject.
+    if words.len() > 2
+        && matches!(words[0], "i'd" | "i'll" | "i")
+        && matches!(words[1], "choose" | "pick" | "take" | "have")
+    {
+        words.drain(..2);
+    }
+    if words.len() > 2
+        && words[0] == "i"
+        && matches!(
+            words[1],
+            "think" | "believe" | "feel" | "reckon" | "find" | "guess" | "suppose" | "say"
+        )
+    {
+        words.drain(..2);
+        while matches!(words.first(), Some(&("that" | "the" | "a" | "an"))) {
+            words.remove(0);
+        }
+    }
+    // Chat tails: "linux either", "play for fun though", "bake probably", "learning about".
+    while let Some(last) = words.last()
+        && matches!(
+            *last,
+            "though"
+                | "tho"
+                | "either"
+                | "haha"
+                | "hahaha"
+                | "lol"
+                | "xd"
+                | "honestly"
+                | "probably"
+                | "actually"
+                | "also"
+                | "anyway"
+                | "anyways"
+                | "really"
+                | "better"
+                | "more"
+                | "sure"
+                | "dude"
+                | "bro"
+                | "guys"
+                | "sometimes"
+                // "golf simply (isn't fun)": the adverb before the copula.
+                | "simply"
+                | "too"
+                | "definitely"
+                | "totally"
+                | "truly"
+                | "genuinely"
+                | "certainly"
+                | "absolutely"
+                | "seriously"
+                | "literally"
+                | "basically"
+                | "just"
+        )
+    {
+        words.pop();
+    }
+    // "into a pile of", "bond with": cut inside a phrase; "weather today": a moment.
+    if matches!(
+        words.last(),
+        Some(
+            &("of"
+                | "about"
+                | "to"
+                | "for"
+                | "with"
+                | "in"
+                | "on"
+                | "at"
+                | "into"
+                | "from"
+                | "by"
+                | "today"
+                | "tonight"
+                | "ones"
+                | "one")
+        )
+    ) || words.first() == Some(&"one")
+        || words
+            .iter()
+            .any(|w| matches!(*w, "myself" | "yourself" | "ourselves"))
+    {
+        return None;
+    }
+    // Pronouns and possessives name nothing on their own: "his newer works", "i wish i".
+    if words.is_empty() {
+        return None;
+    }
+    // A subject that starts or ends on an auxiliary was cut in the wrong place: "doesn't"
+    // (from "doesn't sound fun"), "gosh that does" (from "that does sound painful").
+    const AUXILIARIES: &[&str] = &[
+        "does", "do", "did", "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "is",
+        "are", "was", "were", "will", "would", "can", "could", "should", "has", "have", "had",
+    ];
+    if AUXILIARIES.contains(&words[0]) || AUXILIARIES.contains(words.last().unwrap_or(&"")) {
+        return None;
+    }
+    if NOT_A_FIRST_WORD.contains(&words[0]) {
+        return None;
+    }
+    // "the only weird thing (is hugging a stranger)", "the best part": a slot the sentence
+    // fills later, not a topic.
+    if (2..=3).contains(&words.len())
+        && matches!(words.last(), Some(&("thing" | "part")))
+        && (matches!(
+            words[words.len() - 2],
+            "only"
+                | "main"
+                | "other"
+                | "same"
+                | "first"
+                | "last"
+                | "real"
+                | "weird"
+                | "strange"
+                | "biggest"
+                | "hardest"
+                | "easiest"
+                | "important"
+        ) || polarity(words[words.len() - 2]).is_some())
+    {
+        return None;
+    }
+    // "not till next year", "not everyone": a denial cut loose. ("Not having groceries" is a
+    // thing done, or not.)
+    if words[0] == "not" && !words.get(1).is_some_and(|w| w.ends_with("ing")) {
+        return None;
+    }
+    // "most of my garden", "some of the songs": a part, not the thing.
+    if raw.starts_with("most of ") || raw.starts_with("some of ") || raw.starts_with("many of ") {
+        return None;
+    }
+    // "reading that book": the conversation names it, not the topic. ("Companies that
+    // exploit workers" keeps its relative "that".)
+    if words.len() > 1 && matches!(words[words.len() - 2], "that" | "this" | "these" | "those") {
+        return None;
+    }
+    // "the end either", "the feature they added": the one being talked about.
+    // "our class is a joke", "the pictures are amazing", "I like the colors": the same, owned
+    // or plural. (In 40 000 messages of people's chat, five plurals after "the" named the
+    // ones in the conversation for each that named a kind.)
+    if words.len() == 1
+        && ["the ", "our ", "my ", "your ", "his ", "her ", "their "]
+            .iter()
+            .any(|owner| raw.starts_with(owner))
+        && [
+            Some(words[0]),
+            words[0].strip_suffix('s'),
+            words[0].strip_suffix("es"),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|one| INSTANCES.contains(&one))
+    {
+        return None;
+    }
+    // "turning it off", "love him man": a pronoun inside names nothing the memory can keep.
+    if words.len() > 1
+        && words
+            .iter()
+            .any(|w| matches!(*w, "it" | "him" | "them" | "her"))
+    {
+        return None;
+    }
+    if matches!(
+        words.last(),
+        Some(&("who" | "which" | "what" | "when" | "where"))
+    ) {
+        return None;
+    }
+    // "nice man that", "yess i", "wait you": a subject that ends on a pronoun was cut wrong.
+    if words.len() > 1
+        && matches!(
+            words.last(),
+            Some(
+                &("that"
+                    | "this"
+                    | "it"
+                    | "they"
+                    | "you"
+                    | "i"
+                    | "he"
+                    | "she"
+                    | "we"
+                    | "them"
+                    | "and"
+                    | "or"
+                    | "but")
+            )
+        )
+    {
+        return None;
+    }
+    let name = words.join(" ");
+    let lowered = normalise(sentence);
+    let strength = if HEDGE.iter().any(|h| clause.contains(h)) {
+        0.35
+    } else if STRONG.iter().any(|s| clause.contains(s)) {
+        0.7
+    } else {
+        0.5
+    };
+    let opinion = first_person_opinion(sentence);
+    Some(ExtractedOpinion {
+        category: category_for(&format!("{name} {lowered}")).to_string(),
+        name,
+        opinion,
+        stance,
+        strength,
+        related_user_ids: Vec::new(),
+        evidence: sentence.trim().to_string(),
+        found_by: Some(rule.name().to_string()),
+    })
+}
+
+/// The sentence as a standalone opinion: trimmed, capitalised, ending in punctuation.
+pub(super) fn first_person_opinion(sentence: &str) -> String {
+    let trimmed = sentence.trim().trim_end_matches([';', ':', ',']).trim_end();
+    let mut chars = trimmed.chars();
+    let mut text = match chars.next() {
+        Some(first) => first.to_uppercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    };
+    if !text.ends_with(['.', '!', '?']) {
+        text.push('.');
+    }
+    text
+}
+
+/// A category from keywords; the store falls back to "philosophical" for anything else.
+pub fn category_for(text: &str) -> &'static str {
+    const TABLE: &[(&str, &[&str])] = &[
+        (
+            "culinary",
+            &[
+                "food",
+                "tea",
+                "coffee",
+                "cilantro",
+                "pizza",
+                "cook",
+                "bread",
+                "cheese",
+                "chocolate",
+                "wine",
+                "beer",
+                "soup",
+                "spicy",
+                "sushi",
+                "pineapple",
+                "breakfast",
+                "dinner",
+                "lunch",
+                "dessert",
+                "cake",
+                "fruit",
+                "vegetable",
+                "meal",
+                "recipe",
+                "taste",
+                "flavor",
+                "flavour",
+                "eat",
+                "mushroom",
+                "garlic",
+                "curry",
+                "pasta",
+                "noodle",
+                "olive",
+                "coriander",
+                "espresso",
+                "latte",
+                "kimchi",
+                "tofu",
+                "baking",
+                "salt",
+            ],
+        ),
+        (
+            "musical",
+            &[
+                "music",
+                "jazz",
+                "song",
+                "band",
+                "album",
+                "opera",
+                "piano",
+                "guitar",
+                "symphony",
+                "melody",
+                "rock",
+                "pop",
+                "classical",
+                "violin",
+                "concert",
+                "sing",
+                "choir",
+                "hip hop",
+                "rap",
+                "vinyl",
+                "playlist",
+                "bach",
+                "mozart",
+                "beatles",
+            ],
+        ),
+        (
+            "literary",
+            &[
+                "book",
+                "novel",
+                "poem",
+                "poetry",
+                "author",
+                "story",
+                "stories",
+                "reading",
+                "literature",
+                "fiction",
+                "prose",
+                "writer",
+                "library",
+                "tolstoy",
+                "austen",
+                "haiku",
+                "shakespeare",
+                "sci-fi",
+                "fantasy",
+                "memoir",
+                "essay",
+            ],
+        ),
+        (
+            "technological",
+            &[
+                "code",
+                "coding",
+                "rust",
+                "python",
+                "javascript",
+                "software",
+                "computer",
+                "programming",
+                "ai",
+                "tech",
+                "internet",
+                "app",
+                "phone",
+                "linux",
+                "keyboard",
+                "robot",
+                "algorithm",
+                "typescript",
+                "tabs",
+                "spaces",
+                "vim",
+                "emacs",
+                "database",
+                "smartphone",
+                "gadget",
+            ],
+        ),
+        (
+            "nature",
+            &[
+                "rain", "forest", "ocean", "sea", "cat", "dog", "animal", "bird", "tree", "flower",
+                "mountain", "river", "garden", "snow", "autumn", "winter", "summer", "spring",
+                "season", "sunset", "storm", "thunder", "star", "moon", "weather", "owl", "whale",
+                "moss", "fog", "beach", "hiking",
+            ],
+        ),
+        (
+            "ethical",
+            &[
+                "honesty",
+                "lying",
+                "lie",
+                "cruelty",
+                "justice",
+                "kindness",
+                "fairness",
+                "cheating",
+                "loyalty",
+                "truth",
+                "moral",
+                "ethic",
+                "greed",
+                "generosity",
+                "forgiveness",
+                "rudeness",
+                "empathy",
+                "privacy",
+                "violence",
+            ],
+        ),
+        (
+            "aesthetic",
+            &[
+                "art",
+                "painting",
+                "design",
+                "color",
+                "colour",
+                "architecture",
+                "beauty",
+                "fashion",
+                "style",
+                "font",
+                "typography",
+                "minimalism",
+                "gothic",
+                "brutalism",
+                "sculpture",
+                "photography",
+                "aesthetic",
+                "light",
+                "candle",
+            ],
+        ),
+        (
+            "entertainment",
+            &[
+                "movie",
+                "film",
+                "game",
+                "show",
+                "tv",
+                "television",
+                "series",
+                "anime",
+                "cinema",
+                "sitcom",
+                "video game",
+                "chess",
+                "puzzle",
+                "sport",
+                "football",
+                "soccer",
+                "reality",
+                "comedy",
+                "horror",
+                "netflix",
+            ],
+        ),
+        (
+            "social",
+            &[
+                "people",
+                "party",
+                "parties",
+                "conversation",
+                "friend",
+                "crowd",
+                "small talk",
+                "gossip",
+                "meeting",
+                "community",
+                "company",
+                "chat",
+                "smalltalk",
+                "strangers",
+                "networking",
+            ],
+        ),
+        (
+            "intellectual",
+            &[
+                "math",
+                "science",
+                "physics",
+                "history",
+                "learning",
+                "philosophy",
+                "logic",
+                "chemistry",
+                "biology",
+                "astronomy",
+                "language",
+                "grammar",
+                "etymology",
+                "puzzles",
+                "curiosity",
+                "knowledge",
+                "proof",
+                "theory",
+                "debate",
+                "latin",
+            ],
+        ),
+        (
+            "personal",
+            &[
+                "morning", "sleep", "nap", "walk", "routine", "quiet", "solitude", "silence",
+                "travel", "home", "journal", "exercise", "mornings", "nights", "weekend",
+            ],
+        ),
+    ];
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|w| !w.is_empty())
+        .collect();
+    for (category, keywords) in TABLE {
+        for keyword in *keywords {
+            let hit = if keyword.contains(' ') {
+                text.contains(keyword)
+            } else {
+                words.iter().any(|w| {
+                    *w == *keyword || (w.starts_with(keyword) && w.len() <= keyword.len() + 3)
+                })
+            };
+            if hit {
+                return category;
+            }
+        }
+    }
+    "philosophical"
+}
