@@ -110,6 +110,8 @@ impl App {
             ),
             lock_patience: Duration::from_millis(self.config.store.lock_patience_ms),
             max_redacted_share: self.config.ingest.max_redacted_share,
+            pipeline: self.pipeline(),
+            event_limits: self.event_limits(),
         }
     }
 

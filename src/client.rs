@@ -201,6 +201,15 @@ impl Client {
         self.request(Endpoint::Inject, request).await
     }
 
+    /// What a draft persona message would do to memory (contradicts, restates, new), decided
+    /// as ingest decides and written nowhere.
+    pub async fn check(
+        &self,
+        request: &crate::serve::protocol::CheckRequest,
+    ) -> Result<crate::serve::protocol::CheckReply, ClientError> {
+        self.request(Endpoint::Check, request).await
+    }
+
     pub async fn add(&self, request: &AddRequest) -> Result<Preference, ClientError> {
         self.request(Endpoint::Add, request).await
     }

@@ -48,6 +48,7 @@ pub struct Config {
     pub ingest: IngestConfig,
     pub serve: ServeConfig,
     pub ui: UiConfig,
+    pub mcp: McpConfig,
     pub metrics: MetricsConfig,
     pub log: LogConfig,
 }
@@ -59,6 +60,55 @@ pub struct UiConfig {
     pub listen: String,
     /// Curation shown and accepted; the NATS user must hold the write role too.
     pub allow_writes: bool,
+}
+
+/// `[mcp]`: the MCP server's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// The persona a stdio server serves (`--persona` overrides it).
+    pub persona: String,
+    /// Where the streamable HTTP server listens (`/mcp` on it).
+    pub listen: String,
+    /// Host names an HTTP request may name (DNS-rebinding protection): loopback by default;
+    /// add the names clients reach this server by.
+    pub allowed_hosts: Vec<String>,
+    /// Bearer tokens and the persona each gives a session, for HTTP. A token is read from the
+    /// environment variable `token_env` names, never written in a configuration file.
+    pub tokens: Vec<McpToken>,
+}
+
+/// One bearer token of the HTTP server and the persona it is bound to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToken {
+    /// The environment variable holding the token.
+    pub token_env: String,
+    pub persona: String,
+}
+
+impl McpConfig {
+    pub fn validate(&self) -> Result<(), crate::settings::ConfigError> {
+        let invalid = |key: &str, message: String| crate::settings::ConfigError::Invalid {
+            key: key.into(),
+            message,
+        };
+        if !self.persona.is_empty() {
+            crate::store::validate::persona_id(&self.persona)
+                .map_err(|e| invalid("mcp.persona", e.to_string()))?;
+        }
+        for (n, token) in self.tokens.iter().enumerate() {
+            crate::store::validate::persona_id(&token.persona)
+                .map_err(|e| invalid(&format!("mcp.tokens[{n}].persona"), e.to_string()))?;
+            if token.token_env.is_empty() {
+                return Err(invalid(
+                    &format!("mcp.tokens[{n}].token_env"),
+                    "names no environment variable".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -463,6 +513,7 @@ impl Config {
             ));
         }
         self.serve.validate()?;
+        self.mcp.validate()?;
         Ok(())
     }
 }

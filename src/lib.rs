@@ -14,6 +14,7 @@ pub mod erasure;
 pub mod extract;
 pub mod ingest;
 pub mod json_lines;
+pub mod mcp;
 pub mod migrate;
 pub mod model;
 pub mod openai_http;

@@ -42,6 +42,23 @@ enum Command {
         after_help = "Example:\n  REDIS_URL=redis://127.0.0.1:6379 NATS_URL=nats://127.0.0.1:4222 persona-prefs serve"
     )]
     Serve,
+    /// The persona's memory as MCP tools for an agent (manage, inspect, inject, check; its
+    /// active beliefs as a resource), through the running service. stdio for an MCP host that
+    /// starts this process; streamable HTTP (`/mcp`) with a bearer token per persona.
+    #[command(
+        after_help = "Examples:\n  persona-prefs mcp --persona stargazer\n  PERSONA_PREFS_MCP_TOKEN_STARGAZER=... persona-prefs mcp --transport http"
+    )]
+    Mcp {
+        /// stdio or http.
+        #[arg(long, default_value = "stdio")]
+        transport: String,
+        /// stdio: the persona served (`mcp.persona`).
+        #[arg(long)]
+        persona: Option<String>,
+        /// http: where to listen (`mcp.listen`).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Publish a sample conversation, process it with the real worker and print what the
     /// persona now believes.
     #[command(
@@ -149,6 +166,29 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             };
             persona_prefs::ui::serve(&config, &listen, writable, shutdown).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp {
+            transport,
+            persona,
+            listen,
+        } => {
+            match transport.as_str() {
+                "stdio" => {
+                    let persona = persona.unwrap_or_else(|| config.mcp.persona.clone());
+                    persona_prefs::mcp::serve_stdio(&config, &persona).await?;
+                }
+                "http" => {
+                    let listen = listen.unwrap_or_else(|| config.mcp.listen.clone());
+                    eprintln!("MCP server on http://{listen}/mcp");
+                    let mut stop = shutdown_on_signal();
+                    let shutdown = async move {
+                        let _ = stop.wait_for(|stopped| *stopped).await;
+                    };
+                    persona_prefs::mcp::serve_http(&config, &listen, shutdown).await?;
+                }
+                other => anyhow::bail!("--transport {other:?}: stdio or http"),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Client(command) => cli::run(command, config).await,

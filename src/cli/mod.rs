@@ -70,6 +70,26 @@ pub enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Before a persona's message goes out: which stored preferences it contradicts, which it
+    /// restates, what would be new. Decided as ingest decides; nothing is written.
+    #[command(
+        after_help = "Examples:\n  persona-prefs check --persona stargazer \"Honestly, cilantro tastes of soap.\"\n  persona-prefs check --persona stargazer --said \"Try my salsa!\" --user bob \"Cilantro is wonderful.\" --json"
+    )]
+    Check {
+        #[arg(long)]
+        persona: String,
+        /// The draft persona message.
+        draft: String,
+        /// What the user said just before (context for the extractor).
+        #[arg(long)]
+        said: Option<String>,
+        /// Who said it.
+        #[arg(long, default_value = "")]
+        user: String,
+        /// Print the whole reply as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect and correct a persona's preferences (through the running service).
     #[command(subcommand)]
     Prefs(PrefsCommand),
@@ -425,6 +445,67 @@ pub enum IndexCommand {
 
 pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitCode> {
     match command {
+        ClientCommand::Check {
+            persona,
+            draft,
+            said,
+            user,
+            json,
+        } => {
+            use persona_prefs::serve::protocol::{CheckRequest, CheckTurn};
+            let request = CheckRequest {
+                persona_id: persona,
+                draft,
+                conversation: said
+                    .map(|content| CheckTurn {
+                        role: persona_prefs::ingest::event::Role::User,
+                        user_id: user,
+                        content,
+                    })
+                    .into_iter()
+                    .collect(),
+            };
+            let client = match service_client(&config).await {
+                Ok(client) => client,
+                Err(code) => return Ok(code),
+            };
+            if json {
+                return print_json(client.request_json(Endpoint::Check, &request).await);
+            }
+            let reply = match answered(client.check(&request).await) {
+                Ok(reply) => reply,
+                Err(code) => return Ok(code),
+            };
+            for finding in &reply.contradicts {
+                println!(
+                    "contradicts  {} ({}): stored {:?}, draft {:?} [similarity {:.2}]",
+                    finding.name,
+                    finding.preference_id,
+                    finding.stored_opinion,
+                    finding.draft.evidence,
+                    finding.similarity
+                );
+            }
+            for finding in &reply.restates {
+                println!(
+                    "restates     {} ({}): {:?} [similarity {:.2}]",
+                    finding.name, finding.preference_id, finding.draft.evidence, finding.similarity
+                );
+            }
+            for opinion in &reply.new {
+                println!(
+                    "new          {} ({}): {:?}",
+                    opinion.topic,
+                    opinion.stance.as_str(),
+                    opinion.evidence
+                );
+            }
+            if reply.contradicts.is_empty() && reply.restates.is_empty() && reply.new.is_empty() {
+                println!("no opinion in the draft");
+            }
+            eprintln!("checked in {:.1} ms", reply.took_ms);
+            Ok(ExitCode::SUCCESS)
+        }
         ClientCommand::Inject {
             persona,
             query,

@@ -165,6 +165,24 @@ pub struct Pipeline {
     settings: Arc<PipelineSettings>,
 }
 
+/// One opinion of a draft persona message and what it would do to memory (`Pipeline::check`).
+#[derive(Debug, Clone)]
+pub struct DraftFinding {
+    pub opinion: ExtractedOpinion,
+    pub verdict: DraftVerdict,
+}
+
+/// What a draft's opinion would do.
+#[derive(Debug, Clone)]
+pub enum DraftVerdict {
+    /// It contradicts this stored preference (its own or a base's).
+    Contradicts(ScoredPreference),
+    /// It says again what this stored preference holds.
+    Restates(ScoredPreference),
+    /// Nothing stored is on its topic: it would be a new preference.
+    New,
+}
+
 /// What the rules need to know about one candidate besides the erasures (`Pipeline::gather`).
 #[derive(Default)]
 struct Gathered {
@@ -304,6 +322,91 @@ impl Pipeline {
         outcome.decisions = decisions;
         outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
         Ok(outcome)
+    }
+
+    /// What the persona message `draft_message_id` of `event` would do to memory, decided as
+    /// ingest decides (the configured extractor, redaction, the nearest preferences, the LLM's
+    /// grey-zone verdict, `decide::plan`) and written nowhere: a prompt builder or a guard can
+    /// ask before the words go out. No lock is taken; what it reads may change a moment later.
+    pub async fn check(
+        &self,
+        event: &ConversationEvent,
+        draft_message_id: &str,
+    ) -> Result<Vec<DraftFinding>, PipelineError> {
+        let mut outcome = EventOutcome::default();
+        let mut candidates: Vec<Candidate> = self
+            .extract_all(event, &mut outcome)
+            .await?
+            .into_iter()
+            .filter(|c| c.provenance.persona_message_id == draft_message_id)
+            .collect();
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let topics: Vec<String> = candidates.iter().map(|c| c.opinion.name.clone()).collect();
+        let vectors = self.embedder.embed(&topics).await?;
+        for (candidate, vector) in candidates.iter_mut().zip(vectors) {
+            candidate.embedding = vector;
+        }
+        let erasures = self.erasures(event, &candidates).await?;
+        let mut findings = Vec::with_capacity(candidates.len());
+        for candidate in &candidates {
+            let gathered = self.gather(event, candidate, &erasures).await?;
+            let plan = decide::plan(
+                &candidate.facts(event),
+                &gathered.neighbours,
+                &erasures,
+                self.settings.match_threshold,
+                gathered.adjudication.as_ref(),
+            );
+            let neighbour = |id: &str| {
+                gathered
+                    .neighbours
+                    .iter()
+                    .find(|hit| hit.preference.id == id)
+                    .cloned()
+            };
+            let verdict = match plan {
+                Plan::Erased => continue,
+                Plan::Echo { preference_id } => {
+                    neighbour(&preference_id).map(DraftVerdict::Restates)
+                }
+                Plan::Voice {
+                    preference_id,
+                    stance,
+                } => neighbour(&preference_id).map(|hit| {
+                    if hit.preference.stance.is_none_or(|held| held == stance) {
+                        DraftVerdict::Restates(hit)
+                    } else {
+                        DraftVerdict::Contradicts(hit)
+                    }
+                }),
+                // A base's view the draft voices: the same stance restates it, the opposite
+                // contradicts it (ingest would give the persona its own preference either way).
+                Plan::Add {
+                    inherited: Some(view),
+                    ..
+                } => neighbour(&view.preference_id).map(|hit| {
+                    if view
+                        .stance
+                        .is_none_or(|held| held == candidate.opinion.stance)
+                    {
+                        DraftVerdict::Restates(hit)
+                    } else {
+                        DraftVerdict::Contradicts(hit)
+                    }
+                }),
+                Plan::Add {
+                    inherited: None, ..
+                } => Some(DraftVerdict::New),
+            }
+            .unwrap_or(DraftVerdict::New);
+            findings.push(DraftFinding {
+                opinion: candidate.opinion.clone(),
+                verdict,
+            });
+        }
+        Ok(findings)
     }
 
     /// Records the event at `stream_sequence` as settled (its effects are stored) and says

@@ -104,6 +104,8 @@ pub struct Handlers {
     locks: crate::store::PersonaLock,
     lock_patience: std::time::Duration,
     max_redacted_share: f64,
+    pipeline: crate::ingest::pipeline::Pipeline,
+    event_limits: crate::ingest::event::EventLimits,
 }
 
 impl Handlers {
@@ -123,6 +125,8 @@ impl Handlers {
             locks: context.locks.clone(),
             lock_patience: context.lock_patience,
             max_redacted_share: context.max_redacted_share,
+            pipeline: context.pipeline.clone(),
+            event_limits: context.event_limits.clone(),
         }
     }
 
@@ -197,6 +201,7 @@ impl Handlers {
     async fn dispatch(&self, endpoint: Endpoint, payload: &[u8]) -> Reply {
         match endpoint {
             Endpoint::Inject => self.inject(parse(payload)?).await.and_then(json),
+            Endpoint::Check => self.check(parse(payload)?).await.and_then(json),
             Endpoint::Add => self.add(parse(payload)?).await.and_then(json),
             Endpoint::Reinforce => {
                 let r: PreferenceRef = parse(payload)?;
@@ -445,6 +450,105 @@ impl Handlers {
             })
             .await?;
         Ok(added.preference)
+    }
+
+    /// `check`: the draft as the last persona message of a conversation, through ingest's own
+    /// reading and decision, nothing written.
+    async fn check(
+        &self,
+        request: crate::serve::protocol::CheckRequest,
+    ) -> Result<crate::serve::protocol::CheckReply, ServiceError> {
+        use crate::ingest::event::{ChatMessage, ConversationEvent, Role, parse_event};
+        use crate::ingest::pipeline::DraftVerdict;
+        use crate::serve::protocol::{CheckFinding, CheckReply, DraftOpinion};
+        let started = Instant::now();
+        validate::persona_id(&request.persona_id)?;
+        if request.draft.trim().is_empty() {
+            return Err(ServiceError::new(ErrorKind::Invalid, "draft is empty"));
+        }
+        let now = crate::timestamp::Timestamp::now();
+        let draft_id = "check-draft";
+        let mut messages: Vec<ChatMessage> = request
+            .conversation
+            .iter()
+            .enumerate()
+            .map(|(n, turn)| ChatMessage {
+                message_id: format!("check-{n}"),
+                role: turn.role,
+                user_id: turn.user_id.clone(),
+                content: turn.content.clone(),
+                timestamp: now,
+                injected_preference_ids: Vec::new(),
+                mentions: Vec::new(),
+            })
+            .collect();
+        messages.push(ChatMessage {
+            message_id: draft_id.into(),
+            role: Role::Persona,
+            user_id: String::new(),
+            content: request.draft.clone(),
+            timestamp: now,
+            injected_preference_ids: Vec::new(),
+            mentions: Vec::new(),
+        });
+        let event = ConversationEvent {
+            event_id: "check".into(),
+            persona_id: request.persona_id.clone(),
+            platform: "check".into(),
+            channel_id: "check".into(),
+            messages,
+            participant_user_ids: Vec::new(),
+            received_at: None,
+        };
+        // The limits an event is held to (message count and length, ids), by its own parser.
+        let payload = serde_json::to_vec(&event)
+            .map_err(|e| ServiceError::new(ErrorKind::Internal, e.to_string()))?;
+        let subject = format!("check.{}", request.persona_id);
+        parse_event(&subject, "check", &payload, &self.event_limits)
+            .map_err(|invalid| ServiceError::new(ErrorKind::Invalid, invalid.message))?;
+        let findings = self
+            .pipeline
+            .check(&event, draft_id)
+            .await
+            .map_err(|error| {
+                if error.is_retryable() {
+                    ServiceError::new(ErrorKind::Unavailable, error.to_string())
+                } else {
+                    ServiceError::new(ErrorKind::Internal, error.to_string())
+                }
+            })?;
+        let mut reply = CheckReply {
+            persona_id: request.persona_id.clone(),
+            contradicts: Vec::new(),
+            restates: Vec::new(),
+            new: Vec::new(),
+            took_ms: 0.0,
+        };
+        for finding in findings {
+            let draft = DraftOpinion {
+                topic: finding.opinion.name.clone(),
+                opinion: finding.opinion.opinion.clone(),
+                stance: finding.opinion.stance,
+                evidence: finding.opinion.evidence.clone(),
+            };
+            let stored = |hit: crate::store::ScoredPreference| CheckFinding {
+                similarity: hit.similarity(),
+                inherited_from: (hit.preference.persona_id != request.persona_id)
+                    .then(|| hit.preference.persona_id.clone()),
+                preference_id: hit.preference.id,
+                name: hit.preference.name,
+                stored_opinion: hit.preference.opinion,
+                stored_stance: hit.preference.stance,
+                draft: draft.clone(),
+            };
+            match finding.verdict {
+                DraftVerdict::Contradicts(hit) => reply.contradicts.push(stored(hit)),
+                DraftVerdict::Restates(hit) => reply.restates.push(stored(hit)),
+                DraftVerdict::New => reply.new.push(draft),
+            }
+        }
+        reply.took_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(reply)
     }
 
     /// Runs a curation write under the persona's lock, as ingest and erasure take it: curation

@@ -77,6 +77,10 @@ pub struct ServeContext {
     pub lock_patience: std::time::Duration,
     /// Curated text that is more than this share secrets is refused (`ingest.max_redacted_share`).
     pub max_redacted_share: f64,
+    /// Ingest's pipeline: `check` decides a draft exactly as ingest would, writing nothing.
+    pub pipeline: crate::ingest::pipeline::Pipeline,
+    /// The limits events are held to (`check`'s draft and conversation are held to them too).
+    pub event_limits: crate::ingest::event::EventLimits,
 }
 
 /// Registers the service and its endpoints and starts answering until `shutdown`.

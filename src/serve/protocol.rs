@@ -49,11 +49,12 @@ pub enum Endpoint {
     Restore,
     Consolidate,
     Personas,
+    Check,
 }
 
 impl Endpoint {
     /// In the order they are registered.
-    pub const ALL: [Endpoint; 15] = [
+    pub const ALL: [Endpoint; 16] = [
         Endpoint::Inject,
         Endpoint::Add,
         Endpoint::Reinforce,
@@ -69,6 +70,7 @@ impl Endpoint {
         Endpoint::Restore,
         Endpoint::Consolidate,
         Endpoint::Personas,
+        Endpoint::Check,
     ];
 
     /// Every endpoint's name (the `endpoint` label of the request metrics).
@@ -97,6 +99,7 @@ impl Endpoint {
             Endpoint::Restore => "restore",
             Endpoint::Consolidate => "consolidate",
             Endpoint::Personas => "personas",
+            Endpoint::Check => "check",
         }
     }
 
@@ -108,7 +111,8 @@ impl Endpoint {
             | Endpoint::Stats
             | Endpoint::Search
             | Endpoint::Bases
-            | Endpoint::Personas => Role::Read,
+            | Endpoint::Personas
+            | Endpoint::Check => Role::Read,
             Endpoint::Add
             | Endpoint::Reinforce
             | Endpoint::Evolve
@@ -360,6 +364,67 @@ pub struct PurgeUserRequest {
     /// What replaces the id; a random `erased-…` pseudonym when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pseudonym: Option<String>,
+}
+
+/// `check`: what a draft persona message would do to memory, decided as ingest decides and
+/// written nowhere.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    pub persona_id: String,
+    /// The persona message about to go out.
+    pub draft: String,
+    /// The conversation before it, oldest first (context for the extractor: "that film" in
+    /// the draft takes its name from it; nothing in it is checked).
+    #[serde(default)]
+    pub conversation: Vec<CheckTurn>,
+}
+
+/// One earlier turn of the conversation a draft answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckTurn {
+    pub role: crate::ingest::event::Role,
+    #[serde(default)]
+    pub user_id: String,
+    pub content: String,
+}
+
+/// What the draft would do: preferences it contradicts, preferences it restates, opinions that
+/// would be new.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckReply {
+    pub persona_id: String,
+    pub contradicts: Vec<CheckFinding>,
+    pub restates: Vec<CheckFinding>,
+    pub new: Vec<DraftOpinion>,
+    pub took_ms: f64,
+}
+
+/// A stored preference the draft's opinion meets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckFinding {
+    pub preference_id: String,
+    pub name: String,
+    pub stored_opinion: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_stance: Option<Stance>,
+    /// The base persona the stored view is from; absent for the persona's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inherited_from: Option<String>,
+    /// Cosine similarity of the two topics.
+    pub similarity: f64,
+    pub draft: DraftOpinion,
+}
+
+/// An opinion read in the draft.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DraftOpinion {
+    pub topic: String,
+    pub opinion: String,
+    pub stance: Stance,
+    /// The words of the draft that say it.
+    pub evidence: String,
 }
 
 /// The body of every error reply, beside the `Nats-Service-Error` headers.
