@@ -7,7 +7,8 @@
 //! Measured (p50/p99): `persona.prefs.inject` with a precomputed embedding, with text (cache
 //! hit), and with new text every time (local embedder on the request path), the last
 //! alternated with the model embedding a like text alone and a precomputed injection; goal
-//! for new text: p50 <= 20 ms.
+//! for new text: p50 <= 20 ms. In the same rounds, `check` with a new draft every time (the
+//! rules extractor, its topic embedded on the request path), beside new-text injection.
 //! Floor: one raw VSIM over the persona's vector set (same Redis) plus a bare NATS
 //! request-reply echo of the same payload size. Compared too: the original system's query plan
 //! (one KNN over a shared index, then one query per user, each awaited) on its own layout of
@@ -285,13 +286,29 @@ async fn main() {
             client.request(subject, payload.into()).await.unwrap();
         })
     });
+    // A draft checked before it goes out (`check`, the rules extractor): its topic new every
+    // time, so it is embedded on the request path as new-text injection's query is.
+    let check_subject = persona_prefs::serve::Endpoint::Check.subject(&config.serve.subject_prefix);
+    let check_call: Call<'_> = Box::new(|i| {
+        let client = client.clone();
+        let subject = check_subject.clone();
+        Box::pin(async move {
+            let body = json!({"persona_id": "p0", "draft": format!("Honestly, I think topic number {i} is wonderful.")});
+            let reply = client
+                .request(subject, serde_json::to_vec(&body).unwrap().into())
+                .await
+                .unwrap();
+            assert!(reply.headers.is_none(), "check failed: {:?}", reply.payload);
+        })
+    });
     let mut text_paths = measure_interleaved(
         iterations / 4,
-        &[new_text_call, raw_embed_call, precomputed_call],
+        &[new_text_call, raw_embed_call, precomputed_call, check_call],
     )
     .await
     .into_iter();
-    let (new_text, raw_embed, precomputed_beside_text) = (
+    let (new_text, raw_embed, precomputed_beside_text, checked) = (
+        text_paths.next().unwrap(),
         text_paths.next().unwrap(),
         text_paths.next().unwrap(),
         text_paths.next().unwrap(),
@@ -339,6 +356,10 @@ async fn main() {
         "  beside it: inject, precomputed",
         precomputed_beside_text.p50,
         precomputed_beside_text.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "check, a new draft (rules extractor)", checked.p50, checked.p99
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",
