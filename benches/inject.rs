@@ -289,7 +289,6 @@ async fn main() {
     });
     // A draft checked before it goes out (`check`, the rules extractor): its topic new every
     // time, so it is embedded on the request path as new-text injection's query is.
-    let check_subject = persona_prefs::serve::Endpoint::Check.subject(&config.serve.subject_prefix);
     let check_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = check_subject.clone();
