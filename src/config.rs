@@ -50,7 +50,15 @@ pub struct Config {
     pub ui: UiConfig,
     pub mcp: McpConfig,
     pub metrics: MetricsConfig,
+    pub telemetry: TelemetryConfig,
     pub log: LogConfig,
+}
+
+/// `[telemetry]`: what leaves the process besides metrics and logs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    pub otlp: crate::otlp::OtlpConfig,
 }
 
 /// `persona-prefs ui`, the persona inspector.

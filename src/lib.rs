@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod migrate;
 pub mod model;
 pub mod openai_http;
+pub mod otlp;
 pub mod retry;
 pub mod serve;
 pub mod settings;

@@ -123,8 +123,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve => {
             let metrics = install_metrics()?;
+            let spans = persona_prefs::otlp::install(&config.telemetry.otlp)?;
             let shutdown = shutdown_on_signal();
-            app::serve(config, Some(metrics), shutdown).await?;
+            let served = app::serve(config, Some(metrics), shutdown).await;
+            if let Some(spans) = spans {
+                spans.shutdown().await;
+            }
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { sample } => {

@@ -6,8 +6,8 @@
 //! trace. Log lines inside the span carry `trace_id`, `span_id` and `parent_span_id` (JSON logs
 //! put them under `span`), and the LLM calls made for it send a `traceparent` naming this span
 //! as their parent. Embedding calls do not: the batcher joins texts of several events and
-//! requests into one call, which cannot have several parents. Spans are not exported to a
-//! tracing backend (no OTLP exporter); a log pipeline joins them by trace id.
+//! requests into one call, which cannot have several parents. With `telemetry.otlp.endpoint`
+//! set, each span is exported over OTLP as it ends (`otlp`), with these ids.
 
 use std::future::Future;
 
@@ -113,13 +113,28 @@ pub fn current() -> Option<TraceContext> {
     CURRENT.try_with(TraceContext::clone).ok()
 }
 
+/// What a span is the work of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// A conversation event the worker consumed.
+    Event,
+    /// A request the service answered, by endpoint name.
+    Request(&'static str),
+}
+
+impl Work {
+    fn name(self) -> &'static str {
+        match self {
+            Work::Event => "ingest",
+            Work::Request(endpoint) => endpoint,
+        }
+    }
+}
+
 /// Runs `work` as a new span of `incoming`'s trace (or of a new trace), inside a tracing span
-/// named `name` that carries the ids, with [`current`] answering that span.
-pub async fn in_span<F: Future>(
-    name: &'static str,
-    incoming: Option<TraceContext>,
-    work: F,
-) -> F::Output {
+/// named `traced` that carries the ids, with [`current`] answering that span. When spans are
+/// exported (`otlp`), the span is recorded as it ends.
+pub async fn in_span<F: Future>(what: Work, incoming: Option<TraceContext>, work: F) -> F::Output {
     use tracing::Instrument;
     let (context, parent_span_id) = match incoming {
         Some(parent) => (parent.child(), parent.span_id),
@@ -127,12 +142,33 @@ pub async fn in_span<F: Future>(
     };
     let span = tracing::info_span!(
         "traced",
-        work = name,
+        work = what.name(),
         trace_id = %context.trace_id,
         span_id = %context.span_id,
         parent_span_id = %parent_span_id,
     );
-    CURRENT.scope(context, work.instrument(span)).await
+    let start = std::time::SystemTime::now();
+    let exported = crate::otlp::enabled().then(|| context.clone());
+    let output = CURRENT.scope(context, work.instrument(span)).await;
+    if let Some(context) = exported {
+        crate::otlp::record(crate::otlp::FinishedSpan {
+            trace_id: context.trace_id,
+            span_id: context.span_id,
+            parent_span_id: (!parent_span_id.is_empty()).then_some(parent_span_id),
+            flags: context.flags,
+            name: match what {
+                Work::Event => "ingest.event".into(),
+                Work::Request(endpoint) => format!("serve.{endpoint}"),
+            },
+            kind: match what {
+                Work::Event => opentelemetry::trace::SpanKind::Consumer,
+                Work::Request(_) => opentelemetry::trace::SpanKind::Server,
+            },
+            start,
+            end: std::time::SystemTime::now(),
+        });
+    }
+    output
 }
 
 #[cfg(test)]
@@ -194,11 +230,13 @@ mod tests {
         assert_eq!(current(), None);
         let incoming =
             TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-        let inside = in_span("test", incoming.clone(), async { current() }).await;
+        let inside = in_span(Work::Request("test"), incoming.clone(), async { current() }).await;
         let inside = inside.expect("a context inside the span");
         assert_eq!(inside.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_ne!(inside.span_id, incoming.unwrap().span_id);
-        let fresh = in_span("test", None, async { current() }).await.unwrap();
+        let fresh = in_span(Work::Request("test"), None, async { current() })
+            .await
+            .unwrap();
         assert_ne!(fresh.trace_id, inside.trace_id);
     }
 }

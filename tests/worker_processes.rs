@@ -404,3 +404,168 @@ async fn a_publishers_trace_continues_through_ingest_the_llm_call_and_injection(
     assert_eq!(answered["span"]["parent_span_id"], "00f067aa0ba902b7");
     assert_eq!(answered["span"]["work"], "inject");
 }
+
+/// A stand-in OTLP/HTTP collector: decodes every `/v1/traces` request's protobuf and keeps
+/// the spans with their resource's `service.name`.
+struct Collector {
+    url: String,
+    spans: std::sync::Arc<
+        std::sync::Mutex<Vec<(String, opentelemetry_proto::tonic::trace::v1::Span)>>,
+    >,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        use opentelemetry_proto::tonic::collector::trace::v1::{
+            ExportTraceServiceRequest, ExportTraceServiceResponse,
+        };
+        use prost::Message;
+        let spans = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = spans.clone();
+        let receive = move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+                    return (axum::http::StatusCode::BAD_REQUEST, Vec::new());
+                };
+                for resource_spans in request.resource_spans {
+                    let service = resource_spans
+                        .resource
+                        .iter()
+                        .flat_map(|r| r.attributes.iter())
+                        .find(|a| a.key == "service.name")
+                        .and_then(|a| a.value.clone())
+                        .map(|v| format!("{:?}", v.value))
+                        .unwrap_or_default();
+                    for scope in resource_spans.scope_spans {
+                        for span in scope.spans {
+                            kept.lock().unwrap().push((service.clone(), span));
+                        }
+                    }
+                }
+                (
+                    axum::http::StatusCode::OK,
+                    ExportTraceServiceResponse::default().encode_to_vec(),
+                )
+            }
+        };
+        let app = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Collector {
+            url,
+            spans,
+            _server: server,
+        }
+    }
+
+    fn named(&self, name: &str) -> Option<(String, opentelemetry_proto::tonic::trace::v1::Span)> {
+        self.spans
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, span)| span.name == name)
+            .cloned()
+    }
+}
+
+/// With `telemetry.otlp.endpoint` set, `persona-prefs serve` exports a span for each event and
+/// each request over OTLP/HTTP, continuing the caller's `traceparent`: the same trace id, the
+/// caller's span as parent.
+#[tokio::test]
+async fn spans_are_exported_over_otlp_continuing_the_callers_traces() {
+    use persona_prefs::trace_context::TRACEPARENT;
+    let (config, _cleanup, dir) = setup("otlp");
+    let collector = Collector::start().await;
+    let app = App::start(config.clone()).await.unwrap();
+    app.consumer().await.unwrap();
+    let _workers = Workers(vec![spawn_worker_with(
+        &config,
+        &dir.path("worker.log"),
+        &[
+            (
+                "PERSONA_PREFS__TELEMETRY__OTLP__ENDPOINT",
+                collector.url.clone(),
+            ),
+            (
+                "PERSONA_PREFS__TELEMETRY__OTLP__BATCH_DELAY_MS",
+                "50".into(),
+            ),
+        ],
+    )]);
+    wait_for_pullers(&app, 1).await;
+
+    let event_trace = "0af7651916cd43dd8448eb211c80319c";
+    let publisher_span = "b7ad6b7169203331";
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        TRACEPARENT,
+        format!("00-{event_trace}-{publisher_span}-01").as_str(),
+    );
+    let event = json!({"event_id": "traced", "persona_id": "ada", "platform": "p", "channel_id": "c",
+        "messages": [{"message_id": "m1", "role": "persona", "content": "I love owls.", "timestamp": "2026-11-20T08:00:00Z"}]});
+    let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "ada");
+    app.js
+        .publish_with_headers(subject, headers, serde_json::to_vec(&event).unwrap().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    drained(&app).await;
+
+    let request_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller_span = "00f067aa0ba902b7";
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        TRACEPARENT,
+        format!("00-{request_trace}-{caller_span}-01").as_str(),
+    );
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
+    let reply = app
+        .nats
+        .request_with_headers(
+            subject,
+            headers,
+            r#"{"persona_id": "ada", "query": "owls"}"#.into(),
+        )
+        .await
+        .unwrap();
+    assert!(reply.headers.is_none(), "inject succeeded");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (ingested, injected) = loop {
+        if let (Some(ingested), Some(injected)) = (
+            collector.named("ingest.event"),
+            collector.named("serve.inject"),
+        ) {
+            break (ingested, injected);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "spans never reached the collector: {:?}",
+            collector.spans.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+    let (service, span) = ingested;
+    assert!(service.contains("persona-prefs"), "service.name: {service}");
+    assert_eq!(hex(&span.trace_id), event_trace);
+    assert_eq!(hex(&span.parent_span_id), publisher_span);
+    assert_ne!(
+        hex(&span.span_id),
+        publisher_span,
+        "a span of the worker's own"
+    );
+    assert_eq!(span.kind, SpanKind::Consumer as i32);
+    assert!(span.end_time_unix_nano >= span.start_time_unix_nano);
+    let (_, span) = injected;
+    assert_eq!(hex(&span.trace_id), request_trace);
+    assert_eq!(hex(&span.parent_span_id), caller_span);
+    assert_eq!(span.kind, SpanKind::Server as i32);
+}

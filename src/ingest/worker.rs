@@ -314,7 +314,7 @@ impl Worker {
                     // The publisher's trace (a `traceparent` header) continues through the event.
                     let trace = TraceContext::from_headers(message.headers.as_ref());
                     let finished = trace_context::in_span(
-                        "ingest",
+                        trace_context::Work::Event,
                         trace,
                         worker.handle(message, turn, hard_stop),
                     )

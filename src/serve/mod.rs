@@ -136,7 +136,7 @@ pub async fn start(
                 tokio::spawn(async move {
                     let trace = TraceContext::from_headers(request.message.headers.as_ref());
                     crate::trace_context::in_span(
-                        name.name(),
+                        crate::trace_context::Work::Request(name.name()),
                         trace,
                         handlers.handle(name, request),
                     )
