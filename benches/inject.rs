@@ -121,8 +121,16 @@ async fn main() {
     );
 
     let client = async_nats::connect(config.nats.url.as_str()).await.unwrap();
-    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
-    let check_subject = persona_prefs::serve::Endpoint::Check.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "p0",
+    );
+    let check_subject = persona_prefs::serve::Endpoint::Check.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "p0",
+    );
     let users = vec!["user1".to_string(), "user2".to_string()];
     let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
     let payloads: Vec<Vec<u8>> = queries

@@ -16,6 +16,7 @@ Run it directly to try it:
 import asyncio
 import json
 import os
+import re
 import sys
 
 import nats
@@ -30,9 +31,19 @@ class InjectionError(Exception):
         self.code, self.kind, self.message = code, kind, message
 
 
+PERSONA_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
 async def inject(nc, persona_id, query, active_user_ids=(), max_count=8, max_chars=2000,
-                 fmt="xml", resident=False, subject="persona.prefs.read.inject", timeout=0.5):
-    """One injection request; returns the decoded reply or raises InjectionError."""
+                 fmt="xml", resident=False, subject_prefix="persona.prefs", tenant="default",
+                 timeout=0.5):
+    """One injection request; returns the decoded reply or raises InjectionError.
+
+    It goes to the persona's own subject, `<subject_prefix>.read.inject.<tenant>.<persona_id>`,
+    so NATS permissions can hold a prompt builder to its personas (docs/PERMISSIONS.md)."""
+    if not PERSONA_ID.match(persona_id):
+        raise InjectionError(400, "invalid", f"persona_id {persona_id!r} is not a persona id (1-64 of A-Z a-z 0-9 _ -)")
+    subject = f"{subject_prefix}.read.inject.{tenant}.{persona_id}"
     request = {
         "persona_id": persona_id,
         "query": query,
@@ -71,10 +82,11 @@ async def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     persona_id, query, users = argv[1], argv[2], argv[3:]
-    subject = os.environ.get("PERSONA_PREFS_INJECT_SUBJECT", "persona.prefs.read.inject")
+    prefix = os.environ.get("PERSONA_PREFS_SUBJECT_PREFIX", "persona.prefs")
+    tenant = os.environ.get("PERSONA_PREFS_TENANT", "default")
     nc = await nats.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"))
     try:
-        reply = await inject(nc, persona_id, query, users, subject=subject, resident=True)
+        reply = await inject(nc, persona_id, query, users, subject_prefix=prefix, tenant=tenant, resident=True)
         print(json.dumps(reply))
         return 0
     except InjectionError as error:

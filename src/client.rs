@@ -43,6 +43,9 @@ pub enum ClientError {
         endpoint: Endpoint,
         source: serde_json::Error,
     },
+    /// The request's persona_id is no persona id, so it has no subject to go to.
+    #[error("{endpoint}: {reason}")]
+    InvalidPersona { endpoint: Endpoint, reason: String },
     #[error("encoding the request: {0}")]
     Encode(#[source] serde_json::Error),
     #[error("publishing to {subject}: {reason}")]
@@ -113,6 +116,7 @@ pub struct Client {
     nats: async_nats::Client,
     js: jetstream::Context,
     serve_prefix: String,
+    tenant: String,
     events_prefix: String,
     /// How long a request waits for its reply (`nats.request_timeout_ms`).
     patience: Duration,
@@ -126,6 +130,7 @@ impl Client {
             js: jetstream::new(nats.clone()),
             nats,
             serve_prefix: config.serve.subject_prefix.clone(),
+            tenant: config.serve.tenant.clone(),
             events_prefix: config.ingest.subject_prefix.clone(),
             patience: Duration::from_millis(config.nats.request_timeout_ms),
         }
@@ -156,8 +161,24 @@ impl Client {
         endpoint: Endpoint,
         request: &Request,
     ) -> Result<Bytes, ClientError> {
-        let subject = endpoint.subject(&self.serve_prefix);
-        let body = serde_json::to_vec(request).map_err(ClientError::Encode)?;
+        // The subject names the persona the body does (`persona_id`), so NATS permissions
+        // scoped to a persona or a tenant apply to this client as to any other.
+        let body = serde_json::to_value(request).map_err(ClientError::Encode)?;
+        let persona = body
+            .get("persona_id")
+            .and_then(|persona| persona.as_str())
+            .unwrap_or_default();
+        // A persona id that is no subject token cannot be sent to its subject at all.
+        if endpoint.touches_one_persona()
+            && let Err(error) = crate::store::validate::persona_id(persona)
+        {
+            return Err(ClientError::InvalidPersona {
+                endpoint,
+                reason: error.to_string(),
+            });
+        }
+        let subject = endpoint.subject(&self.serve_prefix, &self.tenant, persona);
+        let body = serde_json::to_vec(&body).map_err(ClientError::Encode)?;
         // The patience is the request's own: the client's default (10 s) would cut a long
         // request short whatever was configured.
         let request = async_nats::Request::new()

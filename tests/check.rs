@@ -219,7 +219,6 @@ async fn bad_drafts_are_refused_with_the_field_at_fault() {
     too_many.conversation = many;
     for (request, says) in [
         (draft("ada", "   "), "draft"),
-        (draft("no such persona!", "I love tea."), "persona_id"),
         (draft("ada", &long), "chars"),
         (too_many, "messages"),
     ] {
@@ -231,14 +230,28 @@ async fn bad_drafts_are_refused_with_the_field_at_fault() {
             other => panic!("{says}: expected an invalid-request error, got {other:?}"),
         }
     }
+    // A persona id that is no subject token has no subject: the client refuses it.
+    match p
+        .client
+        .check(&draft("no such persona!", "I love tea."))
+        .await
+    {
+        Err(ClientError::InvalidPersona { reason, .. }) => {
+            assert!(reason.contains("persona_id"), "{reason}")
+        }
+        other => panic!("expected the client to refuse the persona id, got {other:?}"),
+    }
     // A body the protocol does not know is refused too.
     let raw = p
         .running
         .app
         .nats
         .request(
-            persona_prefs::serve::Endpoint::Check
-                .subject(&p.running.app.config.serve.subject_prefix),
+            persona_prefs::serve::Endpoint::Check.subject(
+                &p.running.app.config.serve.subject_prefix,
+                &p.running.app.config.serve.tenant,
+                "ada",
+            ),
             r#"{"persona_id": "ada", "draft": "I love tea.", "persona": "bob"}"#.into(),
         )
         .await

@@ -258,7 +258,8 @@ async fn the_timeout_applies_to_long_requests() {
     let config = test_config("clitimeout");
     let nats = persona_prefs::app::connect_nats(&config).await.unwrap();
     // A slow replica of the stats endpoint: answers after 11 s.
-    let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Stats
+        .subscription(&config.serve.subject_prefix, &config.serve.tenant);
     let mut requests = nats.subscribe(subject).await.unwrap();
     let replier = nats.clone();
     tokio::spawn(async move {

@@ -392,7 +392,23 @@ async fn each_role_does_its_own_work_with_the_shipped_permissions_and_nothing_mo
         ("PERSONA_PREFS_ADMIN_PASSWORD", "admin-secret"),
         ("PERSONA_PREFS_WORKER_PASSWORD", "worker-secret"),
     ];
-    let nats = NkeyNats::start_with_env("roles", &shipped_authorization(&config), &passwords).await;
+    // Beside the shipped roles, two prompt builders each held to one persona's subjects.
+    let prefix = config.serve.subject_prefix.clone();
+    let scoped = |user: &str, persona: &str| {
+        format!(
+            "    {{ user: {user}, password: \"{user}-secret\", permissions: {{ publish: {{ allow: [\"{prefix}.read.*.default.{persona}\"] }}, subscribe: {{ allow: [\"_INBOX.>\"] }} }} }}\n"
+        )
+    };
+    let authorization = shipped_authorization(&config).replacen(
+        "  users = [\n",
+        &format!(
+            "  users = [\n{}{}",
+            scoped("builder_ada", "ada"),
+            scoped("builder_bob", "bob")
+        ),
+        1,
+    );
+    let nats = NkeyNats::start_with_env("roles", &authorization, &passwords).await;
     let url =
         |user: &str, password: &str| format!("nats://{user}:{password}@127.0.0.1:{}", nats.port);
     let _cleanup = common::Cleanup(config.clone());
@@ -410,7 +426,9 @@ async fn each_role_does_its_own_work_with_the_shipped_permissions_and_nothing_mo
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped.clone()));
     let services = app.serve(stopped).await.unwrap();
-    let subject = |endpoint: Endpoint| endpoint.subject(&config.serve.subject_prefix);
+    let subject = |endpoint: Endpoint| {
+        endpoint.subject(&config.serve.subject_prefix, &config.serve.tenant, "ada")
+    };
 
     // A producer publishes events, one of them broken (a dead letter), and calls nothing.
     let producer = RoleClient::connect(&nats, "producer", "producer-secret").await;
@@ -451,10 +469,58 @@ async fn each_role_does_its_own_work_with_the_shipped_permissions_and_nothing_mo
     );
     builder.refused(subject(Endpoint::Add)).await;
     builder.refused(subject(Endpoint::PurgeUser)).await;
-    // The old subjects carry every role: no client is granted them.
+    // The old subjects name no persona: no client is granted them.
     builder
         .refused(Endpoint::Inject.legacy_subject(&config.serve.subject_prefix))
         .await;
+    builder
+        .refused(Endpoint::Inject.role_subject(&config.serve.subject_prefix))
+        .await;
+
+    // Two prompt builders held to one persona each: each reaches its own, never the other's,
+    // whether by the other's subject (NATS refuses it) or by naming it in the body (the
+    // service refuses it).
+    let scoped_subject = |endpoint: Endpoint, persona: &str| {
+        endpoint.subject(&config.serve.subject_prefix, &config.serve.tenant, persona)
+    };
+    for (user, own, other) in [("builder_ada", "ada", "bob"), ("builder_bob", "bob", "ada")] {
+        let scoped_builder = RoleClient::connect(&nats, user, &format!("{user}-secret")).await;
+        scoped_builder
+            .allowed(
+                scoped_subject(Endpoint::Stats, own),
+                serde_json::json!({"persona_id": own}),
+            )
+            .await;
+        scoped_builder
+            .refused(scoped_subject(Endpoint::Stats, other))
+            .await;
+        scoped_builder
+            .refused(scoped_subject(Endpoint::Inject, other))
+            .await;
+        scoped_builder
+            .refused(scoped_subject(Endpoint::Personas, own))
+            .await;
+        let smuggled = scoped_builder
+            .client
+            .request(
+                scoped_subject(Endpoint::Stats, own),
+                serde_json::to_vec(&serde_json::json!({"persona_id": other}))
+                    .unwrap()
+                    .into(),
+            )
+            .await
+            .unwrap();
+        let status = smuggled
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("Nats-Service-Error-Code"))
+            .map(|v| v.as_str().to_string());
+        assert_eq!(
+            status.as_deref(),
+            Some("400"),
+            "{user}: another persona in the body"
+        );
+    }
 
     // An administrator curates, erases, and works the dead letters and status from the CLI.
     let admin = RoleClient::connect(&nats, "admin", "admin-secret").await;
@@ -493,7 +559,9 @@ async fn each_role_does_its_own_work_with_the_shipped_permissions_and_nothing_mo
     let violations: Vec<&str> = log.lines().filter(|l| l.contains("Violation")).collect();
     for line in &violations {
         assert!(
-            line.contains("/user:producer\"") || line.contains("/user:prompt_builder\""),
+            ["producer", "prompt_builder", "builder_ada", "builder_bob"]
+                .iter()
+                .any(|user| line.contains(&format!("/user:{user}\""))),
             "an unexpected refusal: {line}\n{log}"
         );
     }

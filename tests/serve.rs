@@ -34,10 +34,12 @@ impl Service {
         }
     }
 
-    fn subject(&self, endpoint: &str) -> String {
+    /// The subject a request to `endpoint` naming `persona` goes to.
+    fn subject(&self, endpoint: &str, persona: &str) -> String {
+        let config = &self.app.config.serve;
         persona_prefs::serve::Endpoint::from_name(endpoint)
             .expect("an endpoint's name")
-            .subject(&self.app.config.serve.subject_prefix)
+            .subject(&config.subject_prefix, &config.tenant, persona)
     }
 
     /// Sends a request; returns (error status if any, body).
@@ -46,12 +48,23 @@ impl Service {
             .await
     }
 
+    /// To the subject of the persona the body names, as a client in another language would;
+    /// a body naming no valid persona id goes to the endpoint's unscoped subject (answered while
+    /// `serve.legacy_subjects` is on), where the service itself must refuse it.
     async fn call_raw(&self, endpoint: &str, payload: Vec<u8>) -> (Option<u16>, Value) {
+        let persona = serde_json::from_slice::<Value>(&payload)
+            .ok()
+            .and_then(|body| body["persona_id"].as_str().map(str::to_string))
+            .filter(|persona| persona_prefs::store::validate::persona_id(persona).is_ok());
+        let subject = match persona {
+            Some(persona) => self.subject(endpoint, &persona),
+            None => persona_prefs::serve::Endpoint::from_name(endpoint)
+                .expect("an endpoint's name")
+                .role_subject(&self.app.config.serve.subject_prefix),
+        };
         let reply = tokio::time::timeout(
             Duration::from_secs(10),
-            self.app
-                .nats
-                .request(self.subject(endpoint), payload.into()),
+            self.app.nats.request(subject, payload.into()),
         )
         .await
         .expect("a reply within 10 s")
@@ -882,8 +895,17 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
         .map(|e| e["subject"].as_str().unwrap())
         .collect();
     assert!(
-        subjects.contains(&s.subject("inject").as_str())
-            && subjects.contains(&s.subject("purge_user").as_str()),
+        subjects.contains(
+            &"persona.prefs.read.inject.default.*"
+                .replace("persona.prefs", &s.app.config.serve.subject_prefix)
+                .as_str()
+        ) && subjects.contains(
+            &format!(
+                "{}.erase.purge_user.default.*",
+                s.app.config.serve.subject_prefix
+            )
+            .as_str()
+        ),
         "{subjects:?}"
     );
     assert_eq!(
@@ -928,7 +950,7 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["subject"].as_str().unwrap().ends_with(".stats"))
+            .find(|e| e["name"] == "stats")
             .unwrap()
             .clone();
         served.push(stats_endpoint["num_requests"].as_u64().unwrap());
@@ -937,7 +959,7 @@ async fn the_service_is_discoverable_and_replicas_share_a_queue_group() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["subject"].as_str().unwrap().ends_with(".get"))
+            .find(|e| e["name"] == "get")
             .unwrap();
         assert_eq!(get["num_errors"], get["num_requests"], "{stats}");
         failed.push(get["num_errors"].as_u64().unwrap());
@@ -1036,7 +1058,11 @@ async fn an_unreachable_redis_is_a_503() {
     let services = app.serve(stopped).await.unwrap();
     redis.process.kill().unwrap();
     redis.process.wait().unwrap();
-    let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Stats.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "ada",
+    );
     let reply = tokio::time::timeout(
         Duration::from_secs(20),
         app.nats.request(
@@ -1115,7 +1141,11 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
             )
         }
     };
-    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "ada",
+    );
     let request = |body: &Value| {
         let nats = app.nats.clone();
         let subject = subject.clone();
@@ -1166,7 +1196,7 @@ async fn the_python_example_client_gets_a_rendered_block() {
     let pythonpath = std::env::var("PERSONA_PREFS_PYTHONPATH")
         .expect("run through scripts/test (installs nats-py)");
     let run = |persona: &'static str| {
-        let subject = s.subject("inject");
+        let prefix = s.app.config.serve.subject_prefix.clone();
         let nats_url = s.app.config.nats.url.clone();
         let pythonpath = pythonpath.clone();
         tokio::task::spawn_blocking(move || {
@@ -1178,7 +1208,7 @@ async fn the_python_example_client_gets_a_rendered_block() {
                 .args([persona, "what do you like to drink?"])
                 .env("PYTHONPATH", pythonpath)
                 .env("NATS_URL", nats_url)
-                .env("PERSONA_PREFS_INJECT_SUBJECT", subject)
+                .env("PERSONA_PREFS_SUBJECT_PREFIX", prefix)
                 .output()
                 .unwrap()
         })
@@ -1209,13 +1239,17 @@ async fn each_role_has_its_own_subjects_and_the_old_ones_answer_only_while_enabl
     use persona_prefs::serve::protocol::Role;
     let prefix = "persona.prefs";
     for (endpoint, subject) in [
-        (Endpoint::Inject, "persona.prefs.read.inject"),
-        (Endpoint::Search, "persona.prefs.read.search"),
-        (Endpoint::Add, "persona.prefs.write.add"),
-        (Endpoint::Retract, "persona.prefs.write.retract"),
-        (Endpoint::PurgeUser, "persona.prefs.erase.purge_user"),
+        (Endpoint::Inject, "persona.prefs.read.inject.default.ada"),
+        (Endpoint::Search, "persona.prefs.read.search.default.ada"),
+        (Endpoint::Add, "persona.prefs.write.add.default.ada"),
+        (Endpoint::Retract, "persona.prefs.write.retract.default.ada"),
+        (
+            Endpoint::PurgeUser,
+            "persona.prefs.erase.purge_user.default.ada",
+        ),
+        (Endpoint::Personas, "persona.prefs.read.personas.default"),
     ] {
-        assert_eq!(endpoint.subject(prefix), subject);
+        assert_eq!(endpoint.subject(prefix, "default", "ada"), subject);
     }
     for role in Role::ALL {
         assert!(
@@ -1451,4 +1485,105 @@ async fn a_pseudonym_that_names_a_known_user_is_refused() {
         )
         .await;
     assert_eq!(status, Some(400));
+}
+
+/// Every request's subject names the persona it touches (`….<tenant>.<persona>`), and a body
+/// naming another persona is refused: NATS permissions on subjects hold a client to its
+/// personas, whatever the body says. Another tenant's subjects are not this service's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_naming_another_persona_than_its_subject_is_refused() {
+    let s = Service::start(test_config("scoped")).await;
+    let ask = |subject: String, body: &'static str| {
+        let nats = s.app.nats.clone();
+        async move { nats.request(subject, body.into()).await }
+    };
+    let refused = ask(s.subject("stats", "ada"), r#"{"persona_id": "bob"}"#)
+        .await
+        .unwrap();
+    let status = refused
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("Nats-Service-Error-Code"))
+        .map(|v| v.as_str().to_string());
+    assert_eq!(status.as_deref(), Some("400"));
+    let body: Value = serde_json::from_slice(&refused.payload).unwrap();
+    assert_eq!(body["error"]["kind"], "invalid", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"bob\"") && message.contains("\"ada\""),
+        "{message}"
+    );
+
+    let answered = ask(s.subject("stats", "ada"), r#"{"persona_id": "ada"}"#)
+        .await
+        .unwrap();
+    assert!(
+        answered.headers.is_none(),
+        "the persona's own subject answers"
+    );
+
+    let config = &s.app.config.serve;
+    let elsewhere = persona_prefs::serve::Endpoint::Stats.subject(
+        &config.subject_prefix,
+        "another-tenant",
+        "ada",
+    );
+    let nobody = ask(elsewhere, r#"{"persona_id": "ada"}"#)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        nobody.kind(),
+        async_nats::client::RequestErrorKind::NoResponders
+    );
+}
+
+/// docs/PERMISSIONS.md's subject table is what operators copy into NATS permissions: it must
+/// list exactly the endpoints the service announces, at exactly their subjects.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_permissions_table_lists_exactly_the_subjects_the_service_announces() {
+    let mut config = test_config("permissions_table");
+    config.serve.legacy_subjects = false;
+    let s = Service::start(config).await;
+    let serve = &s.app.config.serve;
+    let info = s
+        .app
+        .nats
+        .request(format!("$SRV.INFO.{}", serve.service_name), "".into())
+        .await
+        .unwrap();
+    let info: Value = serde_json::from_slice(&info.payload).unwrap();
+    let mut announced: Vec<(String, String)> = info["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            // Back to the table's names: the default prefix, placeholders for tenant and persona.
+            let subject = e["subject"].as_str().unwrap();
+            let subject = subject
+                .replacen(&serve.subject_prefix, "persona.prefs", 1)
+                .replace(&format!(".{}.*", serve.tenant), ".<tenant>.<persona_id>");
+            let subject = match subject.strip_suffix(&format!(".{}", serve.tenant)) {
+                Some(unscoped) => format!("{unscoped}.<tenant>"),
+                None => subject,
+            };
+            (e["name"].as_str().unwrap().to_string(), subject)
+        })
+        .collect();
+    announced.sort();
+
+    let table = std::fs::read_to_string("docs/PERMISSIONS.md").unwrap();
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for row in table.lines().filter(|l| l.starts_with("| `persona.prefs.")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let pattern = cells[1].trim_matches('`');
+        for name in cells[2].split('`').skip(1).step_by(2).map(str::to_string) {
+            documented.push((name.clone(), pattern.replace("<endpoint>", &name)));
+        }
+    }
+    documented.sort();
+    assert_eq!(
+        documented, announced,
+        "docs/PERMISSIONS.md's table (left) against $SRV.INFO (right)"
+    );
+    assert_eq!(announced.len(), persona_prefs::serve::Endpoint::ALL.len());
 }

@@ -220,7 +220,11 @@ async fn the_worker_ingests_and_serves_over_mutual_tls_to_redis_and_nats() {
     let client = persona_prefs::app::connect_nats(&config).await.unwrap();
     let reply = client
         .request(
-            persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix),
+            persona_prefs::serve::Endpoint::Inject.subject(
+                &config.serve.subject_prefix,
+                &config.serve.tenant,
+                "ada",
+            ),
             serde_json::to_vec(&json!({"persona_id": "ada", "query": "green tea"}))
                 .unwrap()
                 .into(),

@@ -246,7 +246,11 @@ async fn a_replica_shutting_down_hands_requests_to_the_others_at_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // The leaving replica is still finishing its event; every request is answered anyway.
-    let subject = persona_prefs::serve::Endpoint::Stats.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Stats.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "ada",
+    );
     for n in 0..20 {
         let reply = tokio::time::timeout(
             Duration::from_secs(2),
@@ -359,7 +363,11 @@ async fn a_publishers_trace_continues_through_ingest_the_llm_call_and_injection(
         TRACEPARENT,
         format!("00-{request_trace}-00f067aa0ba902b7-01").as_str(),
     );
-    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "ada",
+    );
     let reply = app
         .nats
         .request_with_headers(
@@ -524,7 +532,11 @@ async fn spans_are_exported_over_otlp_continuing_the_callers_traces() {
         TRACEPARENT,
         format!("00-{request_trace}-{caller_span}-01").as_str(),
     );
-    let subject = persona_prefs::serve::Endpoint::Inject.subject(&config.serve.subject_prefix);
+    let subject = persona_prefs::serve::Endpoint::Inject.subject(
+        &config.serve.subject_prefix,
+        &config.serve.tenant,
+        "ada",
+    );
     let reply = app
         .nats
         .request_with_headers(

@@ -16,7 +16,9 @@ mkdir -p creds
 producer_pub="persona.messages.>"
 producer_sub="_INBOX.>"
 
-prompt_builder_pub="persona.prefs.read.>"
+# The deployment's tenant ("default", serve.tenant); hold a builder to one persona with
+# persona.prefs.read.*.default.<persona_id>.
+prompt_builder_pub="persona.prefs.read.*.default.>,persona.prefs.read.personas.default"
 prompt_builder_sub="_INBOX.>"
 
 admin_pub="persona.prefs.read.>,persona.prefs.write.>,persona.prefs.erase.>,\$SRV.>,persona.messages.>,\

@@ -235,6 +235,7 @@ fn from_client(error: ClientError) -> CallToolResult {
             body.code,
             body.message.clone(),
         ),
+        ClientError::InvalidPersona { reason, .. } => tool_error("invalid", 400, reason.clone()),
         e if e.is_unavailable() => tool_error("unavailable", 503, error.to_string()),
         _ => tool_error("internal", 500, error.to_string()),
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use super::ServeContext;
 use super::micro::{ErrorReply as MicroErrorReply, Request};
@@ -106,6 +106,8 @@ pub struct Handlers {
     max_redacted_share: f64,
     pipeline: crate::ingest::pipeline::Pipeline,
     event_limits: crate::ingest::event::EventLimits,
+    subject_prefix: String,
+    tenant: String,
 }
 
 impl Handlers {
@@ -127,6 +129,8 @@ impl Handlers {
             max_redacted_share: context.max_redacted_share,
             pipeline: context.pipeline.clone(),
             event_limits: context.event_limits.clone(),
+            subject_prefix: context.config.subject_prefix.clone(),
+            tenant: context.config.tenant.clone(),
         }
     }
 
@@ -143,6 +147,15 @@ impl Handlers {
                     self.max_payload_bytes
                 ),
             ))
+        } else if let Some(error) = endpoint
+            .persona_in_subject(
+                &self.subject_prefix,
+                &self.tenant,
+                request.message.subject.as_str(),
+            )
+            .and_then(|persona| named_elsewhere(persona, &payload))
+        {
+            Err(error)
         } else {
             self.dispatch(endpoint, &payload).await
         };
@@ -723,6 +736,27 @@ pub fn too_short_to_search(text: &str, min_chars: usize) -> Option<String> {
         return Some("the query holds only filler words".to_string());
     }
     None
+}
+
+/// The error when a request's body names another persona than its subject: a client held to
+/// one persona's subjects by NATS permissions must not reach another through the body.
+fn named_elsewhere(subject_persona: &str, payload: &[u8]) -> Option<ServiceError> {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow, default)]
+        persona_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    // A body that does not parse, or names no persona, is the endpoint's to refuse.
+    let named: Named<'_> = serde_json::from_slice(payload).ok()?;
+    let body_persona = named.persona_id?;
+    (body_persona != subject_persona).then(|| {
+        ServiceError::new(
+            ErrorKind::Invalid,
+            format!(
+                "persona_id {body_persona:?} is not the persona the subject names ({subject_persona:?}); send it to that persona's subject"
+            ),
+        )
+    })
 }
 
 fn parse<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {

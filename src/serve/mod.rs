@@ -106,12 +106,28 @@ pub async fn start(
     let mut tasks = Vec::new();
     let mut registrations: Vec<(Endpoint, String, String)> = Endpoint::ALL
         .into_iter()
-        .map(|e| (e, e.name().to_string(), e.subject(&config.subject_prefix)))
+        .map(|e| {
+            (
+                e,
+                e.name().to_string(),
+                e.subscription(&config.subject_prefix, &config.tenant),
+            )
+        })
         .collect();
     if config.legacy_subjects {
-        registrations.extend(Endpoint::ALL.into_iter().map(|e| {
-            let legacy_name = format!("{}_legacy", e.name());
-            (e, legacy_name, e.legacy_subject(&config.subject_prefix))
+        registrations.extend(Endpoint::ALL.into_iter().flat_map(|e| {
+            [
+                (
+                    e,
+                    format!("{}_unscoped", e.name()),
+                    e.role_subject(&config.subject_prefix),
+                ),
+                (
+                    e,
+                    format!("{}_legacy", e.name()),
+                    e.legacy_subject(&config.subject_prefix),
+                ),
+            ]
         }));
     }
     for (name, registered_as, subject) in registrations {
@@ -163,7 +179,10 @@ pub struct ServeConfig {
     /// Text queries shorter than this (letters and digits), or only filler words, skip the
     /// semantic pass.
     pub min_query_chars: usize,
-    /// Also answer the subjects from before the role split (`<prefix>.<endpoint>`).
+    /// The tenant token of this deployment's subjects (`<prefix>.<role>.<endpoint>.<tenant>.<persona>`).
+    pub tenant: String,
+    /// Also answer the subjects of earlier releases (`<prefix>.<role>.<endpoint>`, and
+    /// `<prefix>.<endpoint>` from before the role split), which name no persona.
     pub legacy_subjects: bool,
 }
 
@@ -178,6 +197,18 @@ impl ServeConfig {
             return Err(ConfigError::Invalid {
                 key: "serve.service_name".into(),
                 message: "must be [A-Za-z0-9_-]+".into(),
+            });
+        }
+        if self.tenant.is_empty()
+            || self.tenant.len() > 64
+            || !self
+                .tenant
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(ConfigError::Invalid {
+                key: "serve.tenant".into(),
+                message: "must be 1 to 64 of [A-Za-z0-9_-] (one subject token)".into(),
             });
         }
         if self.subject_prefix.is_empty() || self.subject_prefix.contains(['*', '>', ' ']) {

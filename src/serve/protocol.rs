@@ -129,13 +129,56 @@ impl Endpoint {
         Endpoint::ALL.into_iter().find(|e| e.name() == name)
     }
 
-    /// `<subject_prefix>.<role>.<name>`, e.g. `persona.prefs.read.inject`.
-    pub fn subject(self, subject_prefix: &str) -> String {
+    /// Whether a request names one persona (every endpoint but `personas`, which lists them).
+    pub fn touches_one_persona(self) -> bool {
+        !matches!(self, Endpoint::Personas)
+    }
+
+    /// The subject a request is sent to, ending in the tokens that name what it touches:
+    /// `<subject_prefix>.<role>.<name>.<tenant>.<persona>` (`persona.prefs.read.inject.default.ada`),
+    /// or `<subject_prefix>.read.personas.<tenant>`, so that a NATS permission can hold a client
+    /// to one persona (`….inject.default.ada`) or to a tenant's (`….inject.default.>`).
+    pub fn subject(self, subject_prefix: &str, tenant: &str, persona_id: &str) -> String {
+        if self.touches_one_persona() {
+            format!(
+                "{}.{tenant}.{persona_id}",
+                self.role_subject(subject_prefix)
+            )
+        } else {
+            format!("{}.{tenant}", self.role_subject(subject_prefix))
+        }
+    }
+
+    /// What the service subscribes to: [`Endpoint::subject`] with a wildcard for the persona.
+    pub fn subscription(self, subject_prefix: &str, tenant: &str) -> String {
+        if self.touches_one_persona() {
+            format!("{}.{tenant}.*", self.role_subject(subject_prefix))
+        } else {
+            format!("{}.{tenant}", self.role_subject(subject_prefix))
+        }
+    }
+
+    /// The persona a request's subject names, when it is this endpoint's scoped subject.
+    pub fn persona_in_subject<'a>(
+        self,
+        subject_prefix: &str,
+        tenant: &str,
+        subject: &'a str,
+    ) -> Option<&'a str> {
+        let scope = format!("{}.{tenant}.", self.role_subject(subject_prefix));
+        subject
+            .strip_prefix(scope.as_str())
+            .filter(|persona| self.touches_one_persona() && !persona.contains('.'))
+    }
+
+    /// `<subject_prefix>.<role>.<name>`: the subject of the release before personas were named
+    /// in subjects, answered while `serve.legacy_subjects` is on (CHANGELOG.md).
+    pub fn role_subject(self, subject_prefix: &str) -> String {
         format!("{subject_prefix}.{}.{}", self.role().token(), self.name())
     }
 
-    /// `<subject_prefix>.<name>`: the subject before roles were split, answered for one more
-    /// release while `serve.legacy_subjects` is on (CHANGELOG.md).
+    /// `<subject_prefix>.<name>`: the subject before roles were split, answered while
+    /// `serve.legacy_subjects` is on (CHANGELOG.md).
     pub fn legacy_subject(self, subject_prefix: &str) -> String {
         format!("{subject_prefix}.{}", self.name())
     }

@@ -356,6 +356,7 @@ fn failed(inspector: &Inspector, error: ClientError, back: &str) -> Response {
         ClientError::Service { error, .. } => {
             StatusCode::from_u16(error.code).unwrap_or(StatusCode::BAD_GATEWAY)
         }
+        ClientError::InvalidPersona { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::BAD_GATEWAY,
     };
     message(

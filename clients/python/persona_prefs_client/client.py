@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, cast
 
 import nats
@@ -9,8 +10,10 @@ from nats.aio.client import Client as Nats
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from .errors import NoService, Timeout, Unavailable, from_reply
+from .errors import InvalidRequest, NoService, Timeout, Unavailable, from_reply
 from .types import CheckReply, InjectReply, Preference, PublishAck, Stats
+
+PERSONA_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 #: The role token each endpoint's subject carries (docs/PERMISSIONS.md).
 ROLES: Dict[str, str] = {
@@ -41,8 +44,11 @@ class PersonaPrefs:
     tries with a doubling wait from `backoff` seconds), `NoService` (nothing answers) or
     `Timeout` (no reply within `timeout` seconds). All are `PersonaPrefsError`s.
 
-    `subject_prefix` and `events_prefix` are the service's `serve.subject_prefix` and
-    `ingest.subject_prefix`.
+    `subject_prefix`, `tenant` and `events_prefix` are the service's `serve.subject_prefix`,
+    `serve.tenant` and `ingest.subject_prefix`. Each request goes to the subject of the persona
+    it names (`<subject_prefix>.<role>.<endpoint>.<tenant>.<persona_id>`), so NATS permissions
+    can hold this client to its personas; a persona id that is no subject token raises
+    `InvalidRequest` before anything is sent.
     """
 
     def __init__(
@@ -50,6 +56,7 @@ class PersonaPrefs:
         nc: Nats,
         *,
         subject_prefix: str = "persona.prefs",
+        tenant: str = "default",
         events_prefix: str = "persona.messages",
         timeout: float = 2.0,
         retries: int = 3,
@@ -57,6 +64,7 @@ class PersonaPrefs:
     ) -> None:
         self.nc = nc
         self.subject_prefix = subject_prefix
+        self.tenant = tenant
         self.events_prefix = events_prefix
         self.timeout = timeout
         self.retries = retries
@@ -76,22 +84,28 @@ class PersonaPrefs:
         if self._owns_connection:
             await self.nc.close()
 
-    def subject(self, endpoint: str) -> str:
-        return f"{self.subject_prefix}.{ROLES[endpoint]}.{endpoint}"
+    def subject(self, endpoint: str, persona_id: Optional[str] = None) -> str:
+        """The subject a request to `endpoint` naming `persona_id` goes to."""
+        base = f"{self.subject_prefix}.{ROLES[endpoint]}.{endpoint}.{self.tenant}"
+        return base if endpoint == "personas" else f"{base}.{persona_id}"
 
     async def request(self, endpoint: str, body: Dict[str, Any]) -> Any:
         """Sends `body` to `endpoint`; the reply's body, or the error it carries raised."""
         if endpoint not in ROLES:
             raise ValueError(f"unknown endpoint {endpoint!r}; known: {', '.join(sorted(ROLES))}")
+        persona_id = body.get("persona_id")
+        if endpoint != "personas" and not (isinstance(persona_id, str) and PERSONA_ID.match(persona_id)):
+            raise InvalidRequest(400, "invalid", f"persona_id {persona_id!r} is not a persona id (1-64 of A-Z a-z 0-9 _ -)")
+        subject = self.subject(endpoint, persona_id)
         payload = json.dumps(body).encode()
         wait = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                reply = await self.nc.request(self.subject(endpoint), payload, timeout=self.timeout)
+                reply = await self.nc.request(subject, payload, timeout=self.timeout)
             except NoRespondersError as error:
-                raise NoService(f"no service answered on {self.subject(endpoint)}: is persona-prefs serve running?") from error
+                raise NoService(f"no service answered on {subject}: is persona-prefs serve running?") from error
             except NatsTimeout as error:
-                raise Timeout(f"no reply on {self.subject(endpoint)} within {self.timeout} s") from error
+                raise Timeout(f"no reply on {subject} within {self.timeout} s") from error
             decoded = json.loads(reply.data) if reply.data else {}
             error = from_reply(reply.headers, decoded)
             if error is None:

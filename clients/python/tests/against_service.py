@@ -117,13 +117,16 @@ async def errors_carry_the_services_codes(prefs, persona):
     except InvalidRequest as error:
         check("persona_id" in error.message, f"persona id: {error}")
     # The raw error body is what docs/error_reply.schema.json says.
-    reply = await prefs.nc.request(prefs.subject("get"), b'{"persona_id": "x", "preference_id": "0123456789abcdef0123456789abcdef"}', timeout=5)
+    reply = await prefs.nc.request(prefs.subject("get", "x"), b'{"persona_id": "x", "preference_id": "0123456789abcdef0123456789abcdef"}', timeout=5)
     valid(json.loads(reply.data), "error_reply.schema.json")
     check(reply.headers.get("Nats-Service-Error-Code") == "404", f"the header: {reply.headers}")
-    reply = await prefs.nc.request(prefs.subject("inject"), b'{"persona_id": "x", "nonsense": 1}', timeout=5)
+    reply = await prefs.nc.request(prefs.subject("inject", "x"), b'{"persona_id": "x", "nonsense": 1}', timeout=5)
     body = json.loads(reply.data)
     valid(body, "error_reply.schema.json")
     check(body["error"]["kind"] == "malformed", f"malformed: {body}")
+    # A body naming another persona than its subject is refused by the service.
+    reply = await prefs.nc.request(prefs.subject("stats", "ada"), b'{"persona_id": "bob"}', timeout=5)
+    check(reply.headers.get("Nats-Service-Error-Code") == "400", f"another persona in the body: {reply.data}")
     # Nothing answering: NoService, at once.
     nobody = PersonaPrefs(prefs.nc, subject_prefix=f"nobody{uuid.uuid4().hex[:8]}")
     try:
@@ -147,7 +150,7 @@ async def a_503_is_retried_then_raised(prefs):
         else:
             await msg.respond(json.dumps({"persona_id": "p", "total": 0, "active": 0, "retracted": 0, "by_category": {}}).encode())
 
-    sub = await prefs.nc.subscribe(f"{prefix}.read.stats", cb=answer)
+    sub = await prefs.nc.subscribe(f"{prefix}.read.stats.default.p", cb=answer)
     try:
         patient = PersonaPrefs(prefs.nc, subject_prefix=prefix, retries=3, backoff=0.05)
         stats = await patient.stats("p")
