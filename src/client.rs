@@ -13,9 +13,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::Config;
+pub use crate::erasure::DeletionReport;
 pub use crate::serve::protocol::{
-    AddRequest, ConsolidateRequest, Endpoint, ErrorBody, ErrorKind, EvolveRequest, InjectReply,
-    InjectRequest, ListRequest, PersonaRequest, PersonasRequest, PreferenceRef, PurgeUserReply,
+    AddRequest, ConsolidateRequest, DeletePersonaRequest, Endpoint, ErrorBody, ErrorKind,
+    EvolveRequest, InjectReply, InjectRequest, ListRequest, PersonaRequest, PersonasRequest,
+    PreferenceRef, PurgeUserEverywhereReply, PurgeUserEverywhereRequest, PurgeUserReply,
     PurgeUserRequest, RestoreRequest, RetractRequest, SearchHit, SearchRequest, SetBasesRequest,
 };
 pub use crate::store::{Bases, ConsolidationReport, PersonaDirectory, RestoreOutcome};
@@ -284,6 +286,67 @@ impl Client {
         request: &PurgeUserRequest,
     ) -> Result<PurgeUserReply, ClientError> {
         self.request(Endpoint::PurgeUser, request).await
+    }
+
+    /// One page of an erasure of a user from every persona (`purge_user_everywhere`); see
+    /// [`Client::purge_user_everywhere_all`] for the whole walk.
+    pub async fn purge_user_everywhere(
+        &self,
+        request: &PurgeUserEverywhereRequest,
+    ) -> Result<PurgeUserEverywhereReply, ClientError> {
+        self.request(Endpoint::PurgeUserEverywhere, request).await
+    }
+
+    /// Erases `user_id` from every persona, page after page until every persona has been
+    /// visited, calling `progress` after each page; returns the pages summed (the touched
+    /// personas' reports together). A failed page is the error; calling this again starts
+    /// the walk again, which is harmless.
+    pub async fn purge_user_everywhere_all(
+        &self,
+        user_id: &str,
+        max_personas: usize,
+        mut progress: impl FnMut(&PurgeUserEverywhereReply),
+    ) -> Result<PurgeUserEverywhereReply, ClientError> {
+        let mut total = PurgeUserEverywhereReply::default();
+        let mut cursor = 0;
+        loop {
+            let page = self
+                .purge_user_everywhere(&PurgeUserEverywhereRequest {
+                    user_id: user_id.to_string(),
+                    cursor,
+                    max_personas,
+                })
+                .await?;
+            progress(&page);
+            total.pseudonym = page.pseudonym.clone();
+            total.personas_visited += page.personas_visited;
+            total.personas_touched += page.personas_touched;
+            total.preferences_rewritten += page.preferences_rewritten;
+            total.preferences_retracted += page.preferences_retracted;
+            total.events_erased += page.events_erased;
+            total.dead_letters_erased += page.dead_letters_erased;
+            total.events_pending += page.events_pending;
+            total.personas.extend(page.personas);
+            if page.done {
+                total.done = true;
+                total.cursor = 0;
+                return Ok(total);
+            }
+            cursor = page.cursor;
+        }
+    }
+
+    /// Deletes a persona whole (`delete_persona`); `persona_id` is sent as its own
+    /// confirmation, so callers that take it from a person should ask them to type it.
+    pub async fn delete_persona(&self, persona_id: &str) -> Result<DeletionReport, ClientError> {
+        self.request(
+            Endpoint::DeletePersona,
+            &DeletePersonaRequest {
+                persona_id: persona_id.to_string(),
+                confirm: persona_id.to_string(),
+            },
+        )
+        .await
     }
 
     /// A page of the registry of personas, most recently active first.

@@ -15,7 +15,7 @@ use async_nats::jetstream;
 use serde::{Deserialize, Serialize};
 
 use crate::ingest::IngestConfig;
-use crate::ingest::erasure::{StoredEventsReport, erase_stored_events};
+use crate::ingest::erasure::{StoredEventsReport, erase_persona_events, erase_stored_events};
 use crate::store::{PersonaLock, PreferenceStore, PurgeReport, StoreError, WriteGuard, validate};
 
 /// What an erasure changed: in the memory, and in the streams.
@@ -24,6 +24,75 @@ pub struct ErasureReport {
     #[serde(flatten)]
     pub memory: PurgeReport,
     pub stored_events: StoredEventsReport,
+}
+
+/// What a deletion of a persona removed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeletionReport {
+    pub persona_id: String,
+    /// From when its events are refused (those written before it).
+    pub deleted_at: String,
+    /// Preferences removed, retracted ones too.
+    pub preferences_deleted: u64,
+    /// Redis keys removed (preferences and the persona's structures).
+    pub keys_deleted: u64,
+    /// Its events and dead letters erased from the streams, and those left to the worker.
+    pub stored_events: StoredEventsReport,
+}
+
+/// What one page of an erasure everywhere changed, and where the next page starts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EverywhereReport {
+    /// What the user id was replaced with, in every persona.
+    pub pseudonym: String,
+    /// Where the next page starts; 0 once every persona has been visited.
+    pub cursor: u64,
+    /// Every persona has been visited.
+    pub done: bool,
+    /// Personas visited on this page (a persona may be visited twice in one walk).
+    pub personas_visited: u64,
+    /// Of those, personas whose memory or streams named the user.
+    pub personas_touched: u64,
+    /// Preferences whose related users, evidence, provenance or texts named the user.
+    pub preferences_rewritten: u64,
+    /// Preferences retracted because that user's conversations were their only evidence.
+    pub preferences_retracted: u64,
+    /// Settled events and dead letters naming the user, erased.
+    pub events_erased: u64,
+    pub dead_letters_erased: u64,
+    /// Events naming the user not settled yet: the worker erases them once settled.
+    pub events_pending: u64,
+    /// Each touched persona's own report.
+    pub personas: Vec<ErasureReport>,
+}
+
+impl EverywhereReport {
+    fn add(&mut self, erased: ErasureReport) {
+        self.personas_visited += 1;
+        let memory = &erased.memory;
+        let events = &erased.stored_events;
+        let touched = !memory.rewritten.is_empty()
+            || !memory.retracted.is_empty()
+            || events.events_erased > 0
+            || events.dead_letters_erased > 0
+            || events.events_pending > 0;
+        if touched {
+            self.personas_touched += 1;
+            self.preferences_rewritten += memory.rewritten.len() as u64;
+            self.preferences_retracted += memory.retracted.len() as u64;
+            self.events_erased += events.events_erased;
+            self.dead_letters_erased += events.dead_letters_erased;
+            self.events_pending += events.events_pending;
+            self.personas.push(erased);
+        }
+    }
+}
+
+fn random_pseudonym() -> String {
+    format!(
+        "erased-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,13 +108,21 @@ pub enum ErasureError {
         "the memory is erased (pseudonym {pseudonym}), but not yet the stored events: {reason}; run purge_user again"
     )]
     StreamsNotYet { pseudonym: String, reason: String },
+    /// The deletion is recorded (the persona's late events are refused), but its stored events
+    /// or memory are not yet erased; running it again finishes the job.
+    #[error(
+        "persona {persona_id} is deleted, but its stored events and memory not yet: {reason}; run delete_persona again"
+    )]
+    DeletionNotFinished { persona_id: String, reason: String },
 }
 
 impl ErasureError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ErasureError::Store(error) => error.is_retryable(),
-            ErasureError::Busy(_) | ErasureError::StreamsNotYet { .. } => true,
+            ErasureError::Busy(_)
+            | ErasureError::StreamsNotYet { .. }
+            | ErasureError::DeletionNotFinished { .. } => true,
         }
     }
 }
@@ -92,12 +169,115 @@ impl Eraser {
                 ),
             }));
         }
-        let pseudonym = pseudonym.unwrap_or_else(|| {
-            format!(
-                "erased-{}",
-                &uuid::Uuid::new_v4().simple().to_string()[..12]
-            )
-        });
+        let pseudonym = pseudonym.unwrap_or_else(random_pseudonym);
+        self.erase_in(persona_id, user_id, &pseudonym).await
+    }
+
+    /// Erases `user_id` from every persona's memory and streams, one page of the registry of
+    /// personas per call (about `max_personas`), from `cursor` (0 starts the erasure; the
+    /// reply's `cursor` continues it, and is 0 once every persona has been visited).
+    ///
+    /// The erasure is recorded for every persona before the first is visited, under one
+    /// random pseudonym (kept by later pages; a chosen one could name a user of some persona).
+    /// A persona registered before that is visited by the walk (Redis's `ZSCAN` returns every
+    /// member present for the whole walk) and erased as [`Eraser::erase_user`] erases it;
+    /// a persona registered after it takes the erasure over the first time ingest meets the
+    /// user there (`store::PreferenceStore::erasures`), and every write registers its persona
+    /// first, so none is missed. Safe to repeat, page by page.
+    pub async fn erase_everywhere(
+        &self,
+        user_id: &str,
+        cursor: u64,
+        max_personas: usize,
+    ) -> Result<EverywhereReport, ErasureError> {
+        validate::user_id("user_id", user_id)?;
+        let recorded = self.store.erasure_everywhere(user_id).await?;
+        let pseudonym = match (cursor, recorded) {
+            (0, recorded) => {
+                // A new walk: the same pseudonym as an earlier erasure of this user, so that
+                // the personas it reached keep one name for them; the time is now.
+                let pseudonym = recorded
+                    .map(|erasure| erasure.pseudonym)
+                    .unwrap_or_else(random_pseudonym);
+                self.store
+                    .record_erasure_everywhere(user_id, &pseudonym, &crate::store::now_iso())
+                    .await?;
+                pseudonym
+            }
+            (_, Some(recorded)) => recorded.pseudonym,
+            (_, None) => {
+                return Err(ErasureError::Store(StoreError::InvalidInput {
+                    field: "cursor",
+                    reason: "no erasure of this user everywhere was started; start with cursor 0"
+                        .into(),
+                }));
+            }
+        };
+        let (next, persona_ids) = self
+            .store
+            .scan_personas(cursor, max_personas.max(1))
+            .await?;
+        let mut report = EverywhereReport {
+            pseudonym: pseudonym.clone(),
+            cursor: next,
+            done: next == 0,
+            ..Default::default()
+        };
+        for persona_id in persona_ids {
+            let erased = self.erase_in(&persona_id, user_id, &pseudonym).await?;
+            report.add(erased);
+        }
+        Ok(report)
+    }
+
+    /// Deletes `persona_id` whole: every key of its memory, its stored events and dead
+    /// letters, and its registry entry. The deletion is recorded first, so that its events
+    /// from before now are refused when they arrive later (redelivered, from the backlog,
+    /// replayed), as an erased user's are; events after it start the persona afresh. The
+    /// streams are erased before the keys (which events are settled is in the persona's
+    /// keys), so a deletion cut short is simply run again.
+    pub async fn delete_persona(&self, persona_id: &str) -> Result<DeletionReport, ErasureError> {
+        validate::persona_id(persona_id)?;
+        let deleted_at = crate::store::now_iso();
+        self.store.record_deletion(persona_id, &deleted_at).await?;
+        let stored_events = erase_persona_events(&self.js, &self.store, &self.streams, persona_id)
+            .await
+            .map_err(|error| ErasureError::DeletionNotFinished {
+                persona_id: persona_id.to_string(),
+                reason: error.to_string(),
+            })?;
+        let lock = self
+            .locks
+            .hold(persona_id, self.lock_patience)
+            .await?
+            .ok_or_else(|| ErasureError::Busy(persona_id.to_string()))?;
+        let preferences = self.store.preference_ids(persona_id).await;
+        let deleted = match preferences {
+            Ok(preferences) => self
+                .store
+                .delete_persona(persona_id)
+                .await
+                .map(|keys| (preferences.len() as u64, keys)),
+            Err(error) => Err(error),
+        };
+        lock.release().await;
+        let (preferences_deleted, keys_deleted) = deleted?;
+        Ok(DeletionReport {
+            persona_id: persona_id.to_string(),
+            deleted_at,
+            preferences_deleted,
+            keys_deleted,
+            stored_events,
+        })
+    }
+
+    /// Erases `user_id` from one persona as `pseudonym`, under the persona's lock.
+    async fn erase_in(
+        &self,
+        persona_id: &str,
+        user_id: &str,
+        pseudonym: &str,
+    ) -> Result<ErasureReport, ErasureError> {
         let lock = self
             .locks
             .hold(persona_id, self.lock_patience)
@@ -108,7 +288,7 @@ impl Eraser {
             .purge_user(
                 persona_id,
                 user_id,
-                &pseudonym,
+                pseudonym,
                 WriteGuard {
                     effect_id: None,
                     message: None,

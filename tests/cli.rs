@@ -158,6 +158,106 @@ async fn the_cli_drives_every_administration_endpoint() {
         "{}",
         stdout(&purged)
     );
+    // Without --persona, the user is erased from every persona, with progress on stderr.
+    for persona in ["bob", "cy"] {
+        cli(
+            &config,
+            &[
+                "prefs",
+                "add",
+                "--persona",
+                persona,
+                "--name",
+                "sam-7's jokes",
+                "--opinion",
+                "sam-7's jokes are the best.",
+            ],
+        )
+        .await;
+    }
+    let everywhere = cli(&config, &["prefs", "purge-user", "--user", "nobody-here"]).await;
+    assert_eq!(
+        everywhere.status.code(),
+        Some(0),
+        "{}",
+        common::cli::stderr(&everywhere)
+    );
+    assert!(
+        common::cli::stderr(&everywhere).contains("; done"),
+        "progress: {}",
+        common::cli::stderr(&everywhere)
+    );
+    let summary = stdout(&everywhere);
+    assert!(summary.contains("personas touched  0"), "{summary}");
+    let everywhere = cli(
+        &config,
+        &["prefs", "purge-user", "--user", "sam-7", "--json"],
+    )
+    .await;
+    let everywhere: Value = serde_json::from_slice(&everywhere.stdout).unwrap();
+    assert_eq!(everywhere["done"], true, "{everywhere}");
+    assert!(
+        everywhere["personas_visited"].as_u64().unwrap() >= 3,
+        "{everywhere}"
+    );
+    assert_eq!(everywhere["personas_touched"], 2, "{everywhere}");
+    let bob = cli(&config, &["prefs", "list", "--persona", "bob", "--json"]).await;
+    let bob: Value = serde_json::from_slice(&bob.stdout).unwrap();
+    assert!(
+        bob[0]["opinion"].as_str().unwrap().starts_with("erased-"),
+        "the text no longer quotes sam-7: {bob}"
+    );
+    let chosen = cli(
+        &config,
+        &[
+            "prefs",
+            "purge-user",
+            "--user",
+            "sam-7",
+            "--pseudonym",
+            "x-1",
+        ],
+    )
+    .await;
+    assert_eq!(chosen.status.code(), Some(2), "a pseudonym needs --persona");
+
+    // A persona deleted whole, once its id is typed twice.
+    let unconfirmed = cli(
+        &config,
+        &[
+            "prefs",
+            "delete-persona",
+            "--persona",
+            "cy",
+            "--confirm",
+            "bob",
+        ],
+    )
+    .await;
+    assert_eq!(unconfirmed.status.code(), Some(2));
+    let deleted = cli(
+        &config,
+        &[
+            "prefs",
+            "delete-persona",
+            "--persona",
+            "cy",
+            "--confirm",
+            "cy",
+        ],
+    )
+    .await;
+    assert!(
+        stdout(&deleted).contains("preferences    1"),
+        "{}",
+        stdout(&deleted)
+    );
+    let cy = cli(&config, &["prefs", "list", "--persona", "cy", "--json"]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&cy.stdout).unwrap(),
+        serde_json::json!([])
+    );
+
     let index = cli(&config, &["index", "info", "--json"]).await;
     let index: Value = serde_json::from_slice(&index.stdout).unwrap();
     assert_eq!(index["name"], config.redis.index_name.as_str());

@@ -502,6 +502,50 @@ async fn designers_read_search_preview_and_curate_in_a_real_browser() {
     assert!(!client.get("ada", &storms.id).await.unwrap().active);
     capture(&browser, "retracted").await;
 
+    // Delete a whole persona: the id must be typed again; a wrong one deletes nothing.
+    let doomed = client
+        .add(&add("doomed", "fog", "I like fog.", 0.5))
+        .await
+        .unwrap();
+    browser
+        .goto(&format!("{writer}/personas/doomed"))
+        .await
+        .unwrap();
+    click(&browser, Locator::LinkText("Delete this persona…")).await;
+    shows(
+        &browser,
+        Locator::XPath("//h1[contains(., 'Delete persona doomed')]"),
+    )
+    .await;
+    every_page_holds_up(&browser, "confirm-delete").await;
+    capture(&browser, "confirm-delete").await;
+    let form = browser
+        .form(Locator::Css("form[action$='/delete']"))
+        .await
+        .unwrap();
+    form.set_by_name("confirm", "doomd").await.unwrap();
+    form.submit().await.unwrap();
+    shows(&browser, Locator::XPath("//h1[.='Not confirmed']")).await;
+    assert!(
+        client.get("doomed", &doomed.id).await.is_ok(),
+        "nothing deleted"
+    );
+    browser
+        .goto(&format!("{writer}/personas/doomed/delete"))
+        .await
+        .unwrap();
+    let form = browser
+        .form(Locator::Css("form[action$='/delete']"))
+        .await
+        .unwrap();
+    form.set_by_name("confirm", "doomed").await.unwrap();
+    form.submit().await.unwrap();
+    shows(&browser, Locator::XPath("//h1[.='Persona deleted']")).await;
+    assert!(
+        client.get("doomed", &doomed.id).await.is_err(),
+        "its preference is gone"
+    );
+
     // Without the write role: no curation on the page, and a forged post is refused.
     browser
         .goto(&format!("{reader}/personas/ada/prefs/{}", tea.id))

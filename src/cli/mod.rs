@@ -394,18 +394,39 @@ pub enum PrefsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Erase a user from a persona's memory (pseudonymise; retract what only they evidenced).
+    /// Erase a user from a persona's memory (pseudonymise; retract what only they evidenced),
+    /// or, without --persona, from every persona's, with progress as it goes.
     #[command(
         name = "purge-user",
-        after_help = "Example:\n  persona-prefs prefs purge-user --persona stargazer --user 42"
+        after_help = "Examples:\n  persona-prefs prefs purge-user --persona stargazer --user 42\n  persona-prefs prefs purge-user --user 42          # every persona"
     )]
     PurgeUser {
+        /// The persona; without it, every persona (through the registry).
         #[arg(long)]
-        persona: String,
+        persona: Option<String>,
         #[arg(long)]
         user: String,
+        /// What replaces the id (one persona only; every persona gets a random one).
         #[arg(long)]
         pseudonym: Option<String>,
+        /// Personas visited per request, when erasing from every persona.
+        #[arg(long, default_value_t = 100)]
+        page: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a persona whole: its memory, stored events, dead letters and registry entry.
+    /// Its events from before now are refused if they arrive later. Cannot be undone.
+    #[command(
+        name = "delete-persona",
+        after_help = "Example:\n  persona-prefs prefs delete-persona --persona old-bot --confirm old-bot"
+    )]
+    DeletePersona {
+        #[arg(long)]
+        persona: String,
+        /// The persona id again.
+        #[arg(long)]
+        confirm: String,
         #[arg(long)]
         json: bool,
     },

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use persona_prefs::client::{
-    AddRequest, ConsolidateRequest, Endpoint, EvolveRequest, ListRequest, PersonaRequest,
-    PersonasRequest, PreferenceRef, PurgeUserRequest, RestoreRequest, RetractRequest,
-    SearchRequest, SetBasesRequest,
+    AddRequest, ConsolidateRequest, DeletePersonaRequest, Endpoint, EvolveRequest, ListRequest,
+    PersonaRequest, PersonasRequest, PreferenceRef, PurgeUserRequest, RestoreRequest,
+    RetractRequest, SearchRequest, SetBasesRequest,
 };
 use persona_prefs::config::Config;
 use persona_prefs::store::Preference;
@@ -123,9 +123,107 @@ pub(super) async fn prefs(command: PrefsCommand, config: &Config) -> anyhow::Res
             print_preference(&mut out, &preference)?;
         }
         PrefsCommand::PurgeUser {
-            persona,
+            persona: None,
             user,
             pseudonym,
+            page,
+            json,
+        } => {
+            if pseudonym.is_some() {
+                eprintln!(
+                    "persona-prefs: --pseudonym needs --persona: every persona gets one random pseudonym (a chosen one could name a user of some persona)"
+                );
+                return Ok(ExitCode::from(2));
+            }
+            // Progress on stderr, page by page; the summary (or the JSON) on stdout.
+            let purged = match answered(
+                client
+                    .purge_user_everywhere_all(&user, page, |page| {
+                        eprintln!(
+                            "visited {} personas ({} touched): {} rewritten, {} retracted, {} events and {} dead letters erased{}",
+                            page.personas_visited,
+                            page.personas_touched,
+                            page.preferences_rewritten,
+                            page.preferences_retracted,
+                            page.events_erased,
+                            page.dead_letters_erased,
+                            if page.done { "; done" } else { "; continuing" }
+                        )
+                    })
+                    .await,
+            ) {
+                Ok(purged) => purged,
+                Err(code) => return Ok(code),
+            };
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&purged)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            writeln!(out, "replaced with     {}", purged.pseudonym)?;
+            writeln!(out, "personas visited  {}", purged.personas_visited)?;
+            writeln!(out, "personas touched  {}", purged.personas_touched)?;
+            for touched in &purged.personas {
+                writeln!(
+                    out,
+                    "  {:<24} {} rewritten, {} retracted, {} events erased, {} pending",
+                    touched.memory.persona_id,
+                    touched.memory.rewritten.len(),
+                    touched.memory.retracted.len(),
+                    touched.stored_events.events_erased,
+                    touched.stored_events.events_pending
+                )?;
+            }
+            writeln!(out, "rewritten         {}", purged.preferences_rewritten)?;
+            writeln!(out, "retracted         {}", purged.preferences_retracted)?;
+            writeln!(
+                out,
+                "events erased     {} ({} not yet processed: the worker erases them once done)",
+                purged.events_erased, purged.events_pending
+            )?;
+            writeln!(
+                out,
+                "dead letters      {} erased",
+                purged.dead_letters_erased
+            )?;
+        }
+        PrefsCommand::DeletePersona {
+            persona,
+            confirm,
+            json,
+        } => {
+            let request = DeletePersonaRequest {
+                persona_id: persona.clone(),
+                confirm: confirm.clone(),
+            };
+            if confirm != persona {
+                eprintln!(
+                    "persona-prefs: --confirm must repeat the persona id ({persona}): a deletion cannot be undone"
+                );
+                return Ok(ExitCode::from(2));
+            }
+            let deleted = reply!(
+                json,
+                Endpoint::DeletePersona,
+                request,
+                client.delete_persona(&persona)
+            );
+            let stored = &deleted.stored_events;
+            writeln!(out, "deleted        {}", deleted.persona_id)?;
+            writeln!(out, "as of          {}", deleted.deleted_at)?;
+            writeln!(out, "preferences    {}", deleted.preferences_deleted)?;
+            writeln!(out, "keys           {}", deleted.keys_deleted)?;
+            writeln!(
+                out,
+                "events erased  {} ({} not yet processed: the worker refuses and erases them)",
+                stored.events_erased, stored.events_pending
+            )?;
+            writeln!(out, "dead letters   {} erased", stored.dead_letters_erased)?;
+        }
+        PrefsCommand::PurgeUser {
+            persona: Some(persona),
+            user,
+            pseudonym,
+            page: _,
             json,
         } => {
             let request = PurgeUserRequest {

@@ -121,6 +121,73 @@ pub async fn erase_stored_events(
     Ok(report)
 }
 
+/// Erases every stored event and dead letter of `persona_id` (a deleted persona): its settled
+/// events (under its subject and any below it), its dead letters, and the letters under the
+/// unknown subject that say they are its own. Events not yet settled are left, reported as
+/// pending: the worker refuses them (the persona is deleted) and erases them once acked.
+/// Safe to repeat.
+pub async fn erase_persona_events(
+    js: &jetstream::Context,
+    store: &crate::store::PreferenceStore,
+    config: &IngestConfig,
+    persona_id: &str,
+) -> Result<StoredEventsReport, StoredEventsError> {
+    let mut report = StoredEventsReport::default();
+    let settled_through = settled_through(js, config).await?;
+    let subject = crate::subjects::event_subject(&config.subject_prefix, persona_id);
+    for subject in [subject.clone(), format!("{subject}.>")] {
+        let Some((stream, events)) = matching(js, &config.stream, &subject, |_| true).await? else {
+            break;
+        };
+        let above_floor: Vec<u64> = events
+            .iter()
+            .copied()
+            .filter(|sequence| *sequence > settled_through)
+            .collect();
+        let settled_above = store
+            .settled_events(persona_id, &above_floor)
+            .await
+            .map_err(|e| error(&config.stream, format!("reading settled events: {e}")))?;
+        for sequence in events {
+            if sequence <= settled_through || settled_above.contains(&sequence) {
+                erase_from(&stream, &config.stream, sequence).await?;
+                report.events_erased += 1;
+            } else {
+                report.pending.push(PendingEvent {
+                    stream_sequence: sequence,
+                    reason: NOT_YET_SETTLED_OF_DELETED.into(),
+                });
+            }
+        }
+    }
+    report.events_pending = report.pending.len() as u64;
+    let own = crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona_id);
+    let unknown = crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, "unknown");
+    for (subject, says_its_own) in [(own, false), (unknown, true)] {
+        if let Some((stream, letters)) = matching(js, &config.dlq_stream, &subject, |payload| {
+            !says_its_own || payload_says_persona(payload, persona_id)
+        })
+        .await?
+        {
+            for sequence in letters {
+                erase_from(&stream, &config.dlq_stream, sequence).await?;
+                report.dead_letters_erased += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Why an unsettled event of a deleted persona stays for now.
+const NOT_YET_SETTLED_OF_DELETED: &str = "not processed yet: the worker refuses it (its persona is deleted) and erases it from the stream once acked";
+
+/// Whether a payload says it is `persona_id`'s (its `persona_id` field).
+fn payload_says_persona(payload: &[u8], persona_id: &str) -> bool {
+    serde_json::from_slice::<serde_json::Value>(payload)
+        .ok()
+        .is_some_and(|value| value.get("persona_id").and_then(|p| p.as_str()) == Some(persona_id))
+}
+
 fn error(stream: &str, message: impl std::fmt::Display) -> StoredEventsError {
     StoredEventsError {
         stream: stream.into(),
@@ -171,6 +238,20 @@ async fn naming(
     user_id: &str,
     of_persona: Option<&str>,
 ) -> Result<Option<(stream::Stream, Vec<u64>)>, StoredEventsError> {
+    matching(js, stream_name, subject, |payload| {
+        names_user(payload, user_id) && of_persona.is_none_or(|p| may_be_of(payload, p))
+    })
+    .await
+}
+
+/// The stream and the sequences of its messages on `subject` whose payload `wanted` picks;
+/// `None` when the stream does not exist (it holds nothing).
+async fn matching(
+    js: &jetstream::Context,
+    stream_name: &str,
+    subject: &str,
+    mut wanted: impl FnMut(&[u8]) -> bool,
+) -> Result<Option<(stream::Stream, Vec<u64>)>, StoredEventsError> {
     let stream = match js.get_stream(stream_name).await {
         Ok(stream) => stream,
         // A stream never created holds nothing; a failure to ask is an error, not "nothing".
@@ -184,8 +265,7 @@ async fn naming(
     };
     let mut found = Vec::new();
     scan_subject(&stream, subject, |scanned| {
-        let payload = &scanned.message.payload;
-        if names_user(payload, user_id) && of_persona.is_none_or(|p| may_be_of(payload, p)) {
+        if wanted(&scanned.message.payload) {
             found.push(scanned.sequence);
         }
         ControlFlow::Continue(())

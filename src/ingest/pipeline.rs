@@ -146,6 +146,9 @@ pub struct EventOutcome {
     /// The event names a user erased after some of its messages were written: once settled,
     /// it is erased from the events stream.
     pub predates_an_erasure: bool,
+    /// The event's persona was deleted (`delete_persona`) after some of its messages were
+    /// written: nothing was decided or written, and once acked it is erased from the stream.
+    pub predates_the_personas_deletion: bool,
 }
 
 pub struct PipelineSettings {
@@ -297,8 +300,9 @@ impl Pipeline {
         let mut outcome = EventOutcome::default();
         let mut candidates = self.extract_all(event, &mut outcome).await?;
         if candidates.is_empty() {
-            let erasures = self.erasures(event, &candidates).await?;
+            let (erasures, deleted_at) = self.erasures(event, &candidates).await?;
             outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
+            outcome.predates_the_personas_deletion = predates_deletion(event, deleted_at);
             return Ok(outcome);
         }
         let topics: Vec<String> = candidates.iter().map(|c| c.opinion.name.clone()).collect();
@@ -309,6 +313,13 @@ impl Pipeline {
         if let Some(turn) = turn.as_mut() {
             turn.wait().await;
         }
+        // A deleted persona's late event is refused before the lock, which would give the
+        // persona a key back; `decide_all` looks again under the lock, for a deletion racing it.
+        let deleted_at = self.store.deleted_at(&event.persona_id).await?;
+        if predates_deletion(event, deleted_at) {
+            outcome.predates_the_personas_deletion = true;
+            return Ok(outcome);
+        }
 
         let lock = self
             .locks
@@ -318,9 +329,10 @@ impl Pipeline {
         let decided = self.decide_all(event, &candidates, &lock).await;
         // Released after a failure too (and, should this be cancelled, by the guard's drop).
         lock.release().await;
-        let (decisions, erasures) = decided?;
+        let (decisions, erasures, deleted) = decided?;
         outcome.decisions = decisions;
         outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
+        outcome.predates_the_personas_deletion = deleted;
         Ok(outcome)
     }
 
@@ -348,7 +360,7 @@ impl Pipeline {
         for (candidate, vector) in candidates.iter_mut().zip(vectors) {
             candidate.embedding = vector;
         }
-        let erasures = self.erasures(event, &candidates).await?;
+        let (erasures, _) = self.erasures(event, &candidates).await?;
         let mut findings = Vec::with_capacity(candidates.len());
         for candidate in &candidates {
             let gathered = self.gather(event, candidate, &erasures).await?;
@@ -423,7 +435,19 @@ impl Pipeline {
             .store
             .settle_event(&event.persona_id, stream_sequence, &user_ids, keep_secs)
             .await?;
-        Ok(predates_an_erasure(event, &erasures))
+        if predates_an_erasure(event, &erasures) {
+            return Ok(true);
+        }
+        // Read after settling: a deletion records itself before it reads which events are
+        // settled, so either it saw this one settled and erased it, or this sees the deletion.
+        let deleted_at = self.store.deleted_at(&event.persona_id).await?;
+        if predates_deletion(event, deleted_at) {
+            self.store
+                .unsettle_event(&event.persona_id, stream_sequence)
+                .await?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Records a dead-lettered event of `persona_id` as settled, for erasure.
@@ -433,6 +457,10 @@ impl Pipeline {
         stream_sequence: u64,
         keep_secs: u64,
     ) -> Result<(), PipelineError> {
+        // A deleted persona gets no key back; its letter is the operator's (`dlq discard`).
+        if self.store.deleted_at(persona_id).await?.is_some() {
+            return Ok(());
+        }
         self.store
             .settle_event(persona_id, stream_sequence, &[], keep_secs)
             .await?;
@@ -569,10 +597,17 @@ impl Pipeline {
         event: &ConversationEvent,
         candidates: &[Candidate],
         lock: &LockToken,
-    ) -> Result<(Vec<Decision>, HashMap<String, Erasure>), PipelineError> {
-        // Read under the lock, which an erasure holds too: an erasure is either wholly before
-        // this event's decisions or wholly after them.
-        let erasures = self.erasures(event, candidates).await?;
+    ) -> Result<(Vec<Decision>, HashMap<String, Erasure>, bool), PipelineError> {
+        // Registered before anything is read or written: an erasure everywhere walks the
+        // registry after recording itself, so it either finds this persona or this reads it.
+        self.store.register_persona(&event.persona_id).await?;
+        // Read under the lock, which an erasure and a deletion hold too: either is wholly
+        // before this event's decisions or wholly after them.
+        let (erasures, deleted_at) = self.erasures(event, candidates).await?;
+        if predates_deletion(event, deleted_at) {
+            tracing::info!(persona_id = %event.persona_id, event_id = %event.event_id, "event refused: its persona was deleted after it was written");
+            return Ok((Vec::new(), erasures, true));
+        }
         let mut decisions = Vec::with_capacity(candidates.len());
         // Just taken: no renewal is due yet.
         let mut renewed = Some(std::time::Instant::now());
@@ -599,16 +634,16 @@ impl Pipeline {
             );
             decisions.push(decision);
         }
-        Ok((decisions, erasures))
+        Ok((decisions, erasures, false))
     }
 
     /// Erasures of the users the event names and the candidates would name (their triggering
-    /// and related users). One round trip.
+    /// and related users), and when the event's persona was deleted, if it was.
     async fn erasures(
         &self,
         event: &ConversationEvent,
         candidates: &[Candidate],
-    ) -> Result<HashMap<String, Erasure>, PipelineError> {
+    ) -> Result<(HashMap<String, Erasure>, Option<String>), PipelineError> {
         let mut user_ids: Vec<&str> = event_user_ids(event)
             .chain(
                 candidates
@@ -618,7 +653,10 @@ impl Pipeline {
             .collect();
         user_ids.sort_unstable();
         user_ids.dedup();
-        Ok(self.store.erasures(&event.persona_id, &user_ids).await?)
+        Ok(self
+            .store
+            .erasures_and_deletion(&event.persona_id, &user_ids)
+            .await?)
     }
 
     /// What the rules need to know about one candidate: the persona's nearest preferences to
@@ -904,6 +942,22 @@ fn event_user_ids(event: &ConversationEvent) -> impl Iterator<Item = &str> {
 
 /// Whether the event holds words from before the erasure of a user it names: then, once
 /// processed, it is erased from the stream too (erasure leaves unprocessed events alone).
+/// Whether any of the event's messages was written (or the event stored) before its persona
+/// was deleted at `deleted_at`: such an event is refused whole, as an erased user's is.
+fn predates_deletion(event: &ConversationEvent, deleted_at: Option<String>) -> bool {
+    let Some(deleted_at) = deleted_at else {
+        return false;
+    };
+    let deletion = Erasure {
+        pseudonym: String::new(),
+        erased_at: deleted_at,
+    };
+    event
+        .messages
+        .iter()
+        .any(|message| decide::erased_before(&deletion, event.received_at, message.timestamp))
+}
+
 fn predates_an_erasure(event: &ConversationEvent, erasures: &HashMap<String, Erasure>) -> bool {
     event_user_ids(event).any(|user_id| {
         erasures.get(user_id).is_some_and(|erasure| {

@@ -432,6 +432,23 @@ impl Worker {
             return false;
         };
         match result {
+            Ok(outcome) if outcome.predates_the_personas_deletion => {
+                // Refused whole: its persona was deleted after it was written. Nothing was
+                // written, and nothing is recorded (the persona keeps no key); its words
+                // leave the stream as the deletion's did.
+                if let Err(error) = message.double_ack().await {
+                    tracing::warn!(event_id = %event.event_id, %error, "ack not confirmed; a redelivery is refused again");
+                }
+                telemetry::event_processed(started.elapsed());
+                match super::erasure::erase(&self.js, &self.config.stream, stream_sequence).await {
+                    Ok(()) => {
+                        tracing::info!(event_id = %event.event_id, stream_sequence, "event erased: its persona was deleted")
+                    }
+                    Err(error) => {
+                        tracing::warn!(event_id = %event.event_id, %error, "erasing an event of a deleted persona failed; delete_persona again erases it")
+                    }
+                }
+            }
             Ok(outcome) => {
                 // Settled: recorded for erasure, which reads it, in one atomic step with a
                 // last look at the erasures of the users the event names (store::erasure).
@@ -466,7 +483,7 @@ impl Worker {
                         .await
                     {
                         Ok(()) => {
-                            tracing::info!(event_id = %event.event_id, stream_sequence, "event erased: it names an erased user")
+                            tracing::info!(event_id = %event.event_id, stream_sequence, "event erased: it names an erased user, or its persona was deleted")
                         }
                         Err(error) => {
                             tracing::warn!(event_id = %event.event_id, %error, "erasing a settled event that names an erased user failed; purge_user again erases it")

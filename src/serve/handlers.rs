@@ -272,6 +272,34 @@ impl Handlers {
             }
             Endpoint::Search => self.search(parse(payload)?).await.and_then(json),
             Endpoint::PurgeUser => self.purge_user(parse(payload)?).await.and_then(json),
+            Endpoint::PurgeUserEverywhere => {
+                let r: PurgeUserEverywhereRequest = parse(payload)?;
+                if r.max_personas == 0 || r.max_personas > MAX_PERSONAS_PER_PAGE {
+                    return Err(ServiceError::new(
+                        ErrorKind::Invalid,
+                        format!("max_personas must be within 1..={MAX_PERSONAS_PER_PAGE}"),
+                    ));
+                }
+                json(
+                    self.eraser
+                        .erase_everywhere(&r.user_id, r.cursor, r.max_personas)
+                        .await?,
+                )
+            }
+            Endpoint::DeletePersona => {
+                let r: DeletePersonaRequest = parse(payload)?;
+                validate::persona_id(&r.persona_id)?;
+                if r.confirm != r.persona_id {
+                    return Err(ServiceError::new(
+                        ErrorKind::Invalid,
+                        format!(
+                            "confirm must repeat the persona id ({:?}): a deletion cannot be undone",
+                            r.persona_id
+                        ),
+                    ));
+                }
+                json(self.eraser.delete_persona(&r.persona_id).await?)
+            }
             Endpoint::Personas => {
                 let r: PersonasRequest = parse(payload)?;
                 json(self.store.personas(r.offset, r.limit).await?)
@@ -710,6 +738,10 @@ impl Handlers {
             .await?)
     }
 }
+
+/// Personas one `purge_user_everywhere` request visits at most: each is an erasure of its own
+/// (a lock, a rewrite, a scan of its stream), and a reply must come within a client's patience.
+pub const MAX_PERSONAS_PER_PAGE: usize = 1000;
 
 /// Words that say nothing about what the conversation is about: a query of only these has no
 /// nearest preferences worth injecting.

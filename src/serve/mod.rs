@@ -115,20 +115,25 @@ pub async fn start(
         })
         .collect();
     if config.legacy_subjects {
-        registrations.extend(Endpoint::ALL.into_iter().flat_map(|e| {
-            [
-                (
-                    e,
-                    format!("{}_unscoped", e.name()),
-                    e.role_subject(&config.subject_prefix),
-                ),
-                (
-                    e,
-                    format!("{}_legacy", e.name()),
-                    e.legacy_subject(&config.subject_prefix),
-                ),
-            ]
-        }));
+        registrations.extend(
+            Endpoint::ALL
+                .into_iter()
+                .filter(|e| e.has_legacy_subjects())
+                .flat_map(|e| {
+                    [
+                        (
+                            e,
+                            format!("{}_unscoped", e.name()),
+                            e.role_subject(&config.subject_prefix),
+                        ),
+                        (
+                            e,
+                            format!("{}_legacy", e.name()),
+                            e.legacy_subject(&config.subject_prefix),
+                        ),
+                    ]
+                }),
+        );
     }
     for (name, registered_as, subject) in registrations {
         let mut endpoint = service

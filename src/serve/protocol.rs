@@ -50,11 +50,13 @@ pub enum Endpoint {
     Consolidate,
     Personas,
     Check,
+    PurgeUserEverywhere,
+    DeletePersona,
 }
 
 impl Endpoint {
     /// In the order they are registered.
-    pub const ALL: [Endpoint; 16] = [
+    pub const ALL: [Endpoint; 18] = [
         Endpoint::Inject,
         Endpoint::Add,
         Endpoint::Reinforce,
@@ -71,6 +73,8 @@ impl Endpoint {
         Endpoint::Consolidate,
         Endpoint::Personas,
         Endpoint::Check,
+        Endpoint::PurgeUserEverywhere,
+        Endpoint::DeletePersona,
     ];
 
     /// Every endpoint's name (the `endpoint` label of the request metrics).
@@ -100,6 +104,8 @@ impl Endpoint {
             Endpoint::Consolidate => "consolidate",
             Endpoint::Personas => "personas",
             Endpoint::Check => "check",
+            Endpoint::PurgeUserEverywhere => "purge_user_everywhere",
+            Endpoint::DeletePersona => "delete_persona",
         }
     }
 
@@ -120,7 +126,9 @@ impl Endpoint {
             | Endpoint::SetBases
             | Endpoint::Restore
             | Endpoint::Consolidate => Role::Write,
-            Endpoint::PurgeUser => Role::Erase,
+            Endpoint::PurgeUser | Endpoint::PurgeUserEverywhere | Endpoint::DeletePersona => {
+                Role::Erase
+            }
         }
     }
 
@@ -129,9 +137,10 @@ impl Endpoint {
         Endpoint::ALL.into_iter().find(|e| e.name() == name)
     }
 
-    /// Whether a request names one persona (every endpoint but `personas`, which lists them).
+    /// Whether a request names one persona (every endpoint but `personas`, which lists them,
+    /// and `purge_user_everywhere`, which walks them).
     pub fn touches_one_persona(self) -> bool {
-        !matches!(self, Endpoint::Personas)
+        !matches!(self, Endpoint::Personas | Endpoint::PurgeUserEverywhere)
     }
 
     /// The subject a request is sent to, ending in the tokens that name what it touches:
@@ -169,6 +178,15 @@ impl Endpoint {
         subject
             .strip_prefix(scope.as_str())
             .filter(|persona| self.touches_one_persona() && !persona.contains('.'))
+    }
+
+    /// Whether the endpoint existed before personas were named in subjects, so is also
+    /// answered at the older subjects while `serve.legacy_subjects` is on.
+    pub fn has_legacy_subjects(self) -> bool {
+        !matches!(
+            self,
+            Endpoint::PurgeUserEverywhere | Endpoint::DeletePersona
+        )
     }
 
     /// `<subject_prefix>.<role>.<name>`: the subject of the release before personas were named
@@ -407,6 +425,36 @@ pub struct PurgeUserRequest {
     /// What replaces the id; a random `erased-…` pseudonym when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pseudonym: Option<String>,
+}
+
+/// `purge_user_everywhere`: `purge_user` without a persona, one page of the registry of
+/// personas per request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeUserEverywhereRequest {
+    pub user_id: String,
+    /// 0 starts the erasure (recording it for every persona); a reply's `cursor` continues it.
+    #[serde(default)]
+    pub cursor: u64,
+    /// Personas visited per request, about (1..=1000).
+    #[serde(default = "default_personas_per_page")]
+    pub max_personas: usize,
+}
+
+fn default_personas_per_page() -> usize {
+    100
+}
+
+/// The reply to `purge_user_everywhere`: what this page changed, and where the next starts.
+pub type PurgeUserEverywhereReply = crate::erasure::EverywhereReport;
+
+/// `delete_persona`: every key of the persona, its stored events and its registry entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeletePersonaRequest {
+    pub persona_id: String,
+    /// The persona id again: a deletion cannot be undone, so a client must mean this one.
+    pub confirm: String,
 }
 
 /// `check`: what a draft persona message would do to memory, decided as ingest decides and

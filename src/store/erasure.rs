@@ -112,8 +112,146 @@ impl PreferenceStore {
         Ok(())
     }
 
-    /// The erasures recorded for any of `user_ids` in this persona, by user id. One round trip.
+    /// Records that `user_id` is erased from every persona, as `pseudonym`, at `erased_at`:
+    /// before the personas are walked, so that a persona the walk does not find (first
+    /// written after it began) takes the erasure over when ingest meets the user there
+    /// ([`PreferenceStore::erasures`]).
+    pub async fn record_erasure_everywhere(
+        &self,
+        user_id: &str,
+        pseudonym: &str,
+        erased_at: &str,
+    ) -> Result<(), StoreError> {
+        validate::user_id("user_id", user_id)?;
+        validate::user_id("pseudonym", pseudonym)?;
+        let erasure = Erasure {
+            pseudonym: pseudonym.into(),
+            erased_at: erased_at.into(),
+        };
+        let key = self.settings.keys.erased_everywhere();
+        let mut connection = self.connection.clone();
+        let _: () = connection
+            .query_for_key(
+                &key,
+                redis::cmd("HSET")
+                    .arg(&key)
+                    .arg(everywhere_digest(&self.settings.erasure_key, user_id))
+                    .arg(serde_json::to_string(&erasure).expect("an erasure serialises")),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The erasure of `user_id` from every persona, if one was recorded.
+    pub async fn erasure_everywhere(&self, user_id: &str) -> Result<Option<Erasure>, StoreError> {
+        validate::user_id("user_id", user_id)?;
+        let key = self.settings.keys.erased_everywhere();
+        let mut connection = self.connection.clone();
+        let value: Option<String> = connection
+            .query_for_key(
+                &key,
+                redis::cmd("HGET")
+                    .arg(&key)
+                    .arg(everywhere_digest(&self.settings.erasure_key, user_id)),
+            )
+            .await?;
+        Ok(value.and_then(|v| serde_json::from_str(&v).ok()))
+    }
+
+    /// What the deployment-wide records say about an event of `persona_id` naming `user_ids`:
+    /// the users erased everywhere, and when the persona was deleted (if it was). One round
+    /// trip: both keys share a slot.
+    async fn tenant_records(
+        &self,
+        persona_id: &str,
+        user_ids: &[&str],
+    ) -> Result<(HashMap<String, Erasure>, Option<String>), StoreError> {
+        let keys = &self.settings.keys;
+        let erased = keys.erased_everywhere();
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGET")
+            .arg(keys.deleted_personas())
+            .arg(persona_id);
+        if !user_ids.is_empty() {
+            let hmget = pipe.cmd("HMGET").arg(&erased);
+            for user_id in user_ids {
+                hmget.arg(everywhere_digest(&self.settings.erasure_key, user_id));
+            }
+        }
+        let mut connection = self.connection.clone();
+        let mut replies = connection
+            .pipeline_for_key(&erased, &pipe)
+            .await?
+            .into_iter();
+        let deleted_at: Option<String> = match replies.next() {
+            Some(value) => redis::from_redis_value(value).map_err(redis::RedisError::from)?,
+            None => None,
+        };
+        let mut found = HashMap::new();
+        if let Some(values) = replies.next() {
+            let values: Vec<Option<String>> =
+                redis::from_redis_value(values).map_err(redis::RedisError::from)?;
+            for (user_id, value) in user_ids.iter().zip(values) {
+                if let Some(erasure) = value.and_then(|v| serde_json::from_str::<Erasure>(&v).ok())
+                {
+                    found.insert(user_id.to_string(), erasure);
+                }
+            }
+        }
+        Ok((found, deleted_at))
+    }
+
+    /// The erasures recorded for any of `user_ids` in this persona, by user id: its own
+    /// records, and erasures from every persona, which are first recorded as its own (so the
+    /// worker's settling, which reads only the persona's records, sees them too).
     pub async fn erasures(
+        &self,
+        persona_id: &str,
+        user_ids: &[&str],
+    ) -> Result<HashMap<String, Erasure>, StoreError> {
+        Ok(self.erasures_and_deletion(persona_id, user_ids).await?.0)
+    }
+
+    /// [`PreferenceStore::erasures`], and when the persona was deleted (`delete_persona`), if
+    /// it was: what ingest must know before it writes. Two round trips, three when an erasure
+    /// everywhere is taken over.
+    pub async fn erasures_and_deletion(
+        &self,
+        persona_id: &str,
+        user_ids: &[&str],
+    ) -> Result<(HashMap<String, Erasure>, Option<String>), StoreError> {
+        validate::persona_id(persona_id)?;
+        let mut found = self.erasures_of_persona(persona_id, user_ids).await?;
+        let user_ids: Vec<&str> = user_ids
+            .iter()
+            .copied()
+            .filter(|id| !id.is_empty())
+            .collect();
+        let (everywhere, deleted_at) = self.tenant_records(persona_id, &user_ids).await?;
+        for (user_id, everywhere) in everywhere {
+            let newer = found
+                .get(&user_id)
+                .is_none_or(|own| own.erased_at < everywhere.erased_at);
+            // A deleted persona's records are not written back: its events from before the
+            // deletion are refused whole, and its keys must stay gone.
+            if newer && deleted_at.is_none() {
+                self.record_erasure(
+                    persona_id,
+                    &user_id,
+                    &everywhere.pseudonym,
+                    &everywhere.erased_at,
+                )
+                .await?;
+            }
+            if newer {
+                found.insert(user_id, everywhere);
+            }
+        }
+        Ok((found, deleted_at))
+    }
+
+    /// The erasures recorded in this persona's own records for any of `user_ids`. One round trip.
+    async fn erasures_of_persona(
         &self,
         persona_id: &str,
         user_ids: &[&str],
@@ -217,6 +355,50 @@ impl PreferenceStore {
         Ok(settled)
     }
 
+    /// Records that `persona_id` is deleted as of `deleted_at`: from then on its events from
+    /// before that time are refused by ingest. Recorded before anything is deleted.
+    pub async fn record_deletion(
+        &self,
+        persona_id: &str,
+        deleted_at: &str,
+    ) -> Result<(), StoreError> {
+        validate::persona_id(persona_id)?;
+        let key = self.settings.keys.deleted_personas();
+        let mut connection = self.connection.clone();
+        let _: () = connection
+            .query_for_key(
+                &key,
+                redis::cmd("HSET").arg(&key).arg(persona_id).arg(deleted_at),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// When `persona_id` was deleted (`delete_persona`), if it was.
+    pub async fn deleted_at(&self, persona_id: &str) -> Result<Option<String>, StoreError> {
+        let key = self.settings.keys.deleted_personas();
+        let mut connection = self.connection.clone();
+        Ok(connection
+            .query_for_key(&key, redis::cmd("HGET").arg(&key).arg(persona_id))
+            .await?)
+    }
+
+    /// Forgets the record of the event at `stream_sequence` as settled: the event was of a
+    /// deleted persona and leaves the stream, and the persona keeps no key for it.
+    pub async fn unsettle_event(
+        &self,
+        persona_id: &str,
+        stream_sequence: u64,
+    ) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let _: () = redis::cmd("ZREM")
+            .arg(self.settings.keys.settled(persona_id))
+            .arg(stream_sequence)
+            .query_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+
     /// Deletes every key of one persona (preferences, their structures, idempotency records,
     /// lock, erasure records); the persona's id set names every preference, so nothing is
     /// scanned. Returns how many keys went. For demos, tests and erasure of a whole persona;
@@ -316,6 +498,12 @@ fn erasure_digest(key: &[u8], persona_id: &str, user_id: &str) -> String {
     mac.update(&[0u8]);
     mac.update(user_id.as_bytes());
     hex(&mac.finalize().into_bytes())
+}
+
+/// The field of an erasure from every persona: [`erasure_digest`] with no persona (persona ids
+/// are never empty, so it is no persona's field).
+fn everywhere_digest(key: &[u8], user_id: &str) -> String {
+    erasure_digest(key, "", user_id)
 }
 
 /// The field of erasures recorded before digests were keyed (a bare SHA-256): still honoured

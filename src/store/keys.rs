@@ -24,6 +24,8 @@
 //! | `P:persona_pref_bases:{ada}` | string | the persona's base personas, comma-separated, nearest first |
 //! | `P:persona_prefs_layout` | string | the layout the memory is in ([`LAYOUT`]); a key of no persona |
 //! | `P:persona_prefs_registry` | sorted set | every persona with memory, by its last write (ms); a key of no persona |
+//! | `P:persona_prefs_erased_everywhere:{tenant}` | hash | users erased from every persona (`purge_user_everywhere`); a key of no persona |
+//! | `P:persona_prefs_deleted:{tenant}` | hash | deleted personas and when (`delete_persona`); a key of no persona, in the slot above |
 //!
 //! Earlier layouts (the original system's, and this service's before persona slots) wrote the
 //! persona id without braces; [`Keys::legacy_patterns`] finds them for `index migrate`.
@@ -143,6 +145,21 @@ impl Keys {
     /// Not a persona's key: one slot of its own.
     pub fn registry(&self) -> String {
         format!("{}:persona_prefs_registry", self.prefix)
+    }
+
+    /// `P:persona_prefs_erased_everywhere`: users erased from every persona (a hash like a
+    /// persona's erasure records, keyed by a digest of the user alone), which ingest adopts
+    /// into a persona's own records when it meets one. Not a persona's key.
+    pub fn erased_everywhere(&self) -> String {
+        format!("{}:persona_prefs_erased_everywhere:{{tenant}}", self.prefix)
+    }
+
+    /// `P:persona_prefs_deleted`: deleted personas (a hash: persona id, when), so that events
+    /// from before a deletion that arrive after it are refused. Not a persona's key; in the
+    /// slot of [`Keys::erased_everywhere`] (hash tag `{tenant}`), so ingest reads both in one
+    /// round trip.
+    pub fn deleted_personas(&self) -> String {
+        format!("{}:persona_prefs_deleted:{{tenant}}", self.prefix)
     }
 
     /// `P:persona_prefs_layout`: which layout the memory under this prefix is in. Written once

@@ -43,9 +43,11 @@ pub struct PersonaDirectory {
 const STRONGEST_SHOWN: usize = 3;
 
 impl PreferenceStore {
-    /// Marks `persona_id` as written now (at most once a minute per process). A failure is
-    /// logged, not returned: the write it follows has succeeded, and the next one retries.
-    pub(super) async fn touch_registry(&self, persona_id: &str) {
+    /// Marks `persona_id` as written now (at most once a minute per process), before its
+    /// write: an erasure of a user everywhere walks the registry, and a persona must be in it
+    /// before anything of its memory can name the user (`erasure::Eraser::erase_everywhere`).
+    /// A failure is the write's failure, retried with it.
+    pub async fn register_persona(&self, persona_id: &str) -> Result<(), StoreError> {
         {
             let mut touched = self
                 .registry_touched
@@ -55,14 +57,13 @@ impl PreferenceStore {
                 .get(persona_id)
                 .is_some_and(|at| at.elapsed() < TOUCH_EVERY)
             {
-                return;
+                return Ok(());
             }
-            touched.put(persona_id.to_string(), Instant::now());
         }
         let now_ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
         let registry = self.settings.keys.registry();
         let mut connection = self.connection.clone();
-        let added: Result<(), redis::RedisError> = connection
+        let _: () = connection
             .query_for_key(
                 &registry,
                 redis::cmd("ZADD")
@@ -70,14 +71,37 @@ impl PreferenceStore {
                     .arg(now_ms as i64)
                     .arg(persona_id),
             )
-            .await;
-        if let Err(error) = added {
-            tracing::warn!(persona_id, %error, "registering the persona failed; the next write retries");
-            self.registry_touched
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .pop(persona_id);
-        }
+            .await?;
+        self.registry_touched
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .put(persona_id.to_string(), Instant::now());
+        Ok(())
+    }
+
+    /// One page of the registry's persona ids in no particular order, from `cursor` (0 to
+    /// start; the next cursor is 0 when the walk is done). Redis's `ZSCAN`: a persona
+    /// registered for the whole walk is returned at least once (some may come twice).
+    pub async fn scan_personas(
+        &self,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<String>), StoreError> {
+        let registry = self.settings.keys.registry();
+        let mut connection = self.connection.clone();
+        let (next, members): (u64, Vec<String>) = connection
+            .query_for_key(
+                &registry,
+                redis::cmd("ZSCAN")
+                    .arg(&registry)
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(count),
+            )
+            .await?;
+        // ZSCAN answers member, score, member, score, ...
+        let persona_ids = members.into_iter().step_by(2).collect();
+        Ok((next, persona_ids))
     }
 
     /// Registers personas found in the memory (a migration), without a known last activity

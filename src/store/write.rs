@@ -273,6 +273,7 @@ impl PreferenceStore {
         invocation: redis::ScriptInvocation<'_>,
         persona_id: &str,
     ) -> Result<Value, StoreError> {
+        self.register_persona(persona_id).await?;
         let mut connection = self.connection.clone();
         let reply: Value = invocation
             .invoke_async(&mut connection)
@@ -293,7 +294,6 @@ impl PreferenceStore {
                 });
             }
         }
-        self.touch_registry(persona_id).await;
         Ok(reply)
     }
 

@@ -49,6 +49,10 @@ pub fn router(inspector: Inspector) -> Router {
             "/personas/{persona}/purge",
             get(pages::confirm_purge).post(pages::purge),
         )
+        .route(
+            "/personas/{persona}/delete",
+            get(pages::confirm_delete).post(pages::delete),
+        )
         .route("/personas/{persona}/add", post(pages::add))
         .route("/personas/{persona}/prefs/{id}", get(pages::preference))
         .route(

@@ -253,6 +253,16 @@ struct ConfirmPurgePage {
 }
 
 #[derive(Template)]
+#[template(path = "confirm_delete.html")]
+struct ConfirmDeletePage {
+    title: String,
+    writable: bool,
+    version: &'static str,
+    csrf: String,
+    persona_id: String,
+}
+
+#[derive(Template)]
 #[template(path = "message.html")]
 struct MessagePage {
     title: String,
@@ -770,8 +780,79 @@ pub async fn confirm_purge(
     )
 }
 
+pub async fn confirm_delete(
+    State(inspector): Shared,
+    headers: HeaderMap,
+    Path(persona_id): Path<String>,
+) -> Response {
+    if !inspector.writable
+        && let Some(refused) = refused_write(&inspector, &headers, "")
+    {
+        return refused;
+    }
+    let (chrome, cookie) = self::chrome(&inspector, &headers, "Delete a persona");
+    page(
+        ConfirmDeletePage {
+            title: chrome.title,
+            writable: chrome.writable,
+            version: chrome.version,
+            csrf: chrome.csrf,
+            persona_id: visible(&persona_id),
+        },
+        StatusCode::OK,
+        cookie.as_deref(),
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // Curation (write access)
+
+#[derive(Debug, Deserialize)]
+pub struct DeleteForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// Deletes a persona once its id was typed again: a tick box is too easy to pass for what
+/// cannot be undone.
+pub async fn delete(
+    State(inspector): Shared,
+    headers: HeaderMap,
+    Path(persona_id): Path<String>,
+    Form(form): Form<DeleteForm>,
+) -> Response {
+    if let Some(refused) = refused_write(&inspector, &headers, &form.csrf) {
+        return refused;
+    }
+    if form.confirm.trim() != persona_id {
+        return message(
+            &inspector,
+            StatusCode::BAD_REQUEST,
+            "Not confirmed",
+            format!("Type the persona id, {persona_id}, to delete it."),
+            &format!("/personas/{persona_id}/delete"),
+        );
+    }
+    match inspector.client.delete_persona(&persona_id).await {
+        Ok(report) => message(
+            &inspector,
+            StatusCode::OK,
+            "Persona deleted",
+            format!(
+                "{} deleted: {} preferences, {} stored events and {} dead letters erased; {} events not yet processed are refused and erased by the worker.",
+                report.persona_id,
+                report.preferences_deleted,
+                report.stored_events.events_erased,
+                report.stored_events.dead_letters_erased,
+                report.stored_events.events_pending
+            ),
+            "/",
+        ),
+        Err(error) => failed(&inspector, error, &format!("/personas/{persona_id}")),
+    }
+}
 
 #[derive(Debug, Deserialize)]
 pub struct TokenForm {

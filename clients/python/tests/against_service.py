@@ -99,6 +99,21 @@ async def the_calls_work(prefs, persona):
     check(retracted["active"] is False, f"retract: {retracted}")
     check((await prefs.stats(persona))["retracted"] == 1, "retracted in stats")
 
+    # A user erased from every persona; a persona deleted whole, once its id is repeated.
+    other = persona + "-other"
+    await prefs.add(other, "films", "Films sam-42 picks are the best.")
+    erased = await prefs.purge_user_everywhere("sam-42", max_personas=1)
+    check(erased["done"] is True and erased["personas_touched"] >= 1, f"purge everywhere: {erased}")
+    check("sam-42" not in json.dumps(await prefs.list(other)), "the text no longer quotes them")
+    try:
+        await prefs.delete_persona(other, confirm=persona)
+        check(False, "a deletion with the wrong confirmation went through")
+    except InvalidRequest as error:
+        check(error.kind == "invalid" and "confirm" in error.message, f"confirm: {error}")
+    deleted = await prefs.delete_persona(other, confirm=other)
+    check(deleted["preferences_deleted"] == 1, f"delete: {deleted}")
+    check((await prefs.stats(other))["total"] == 0, "nothing left of the deleted persona")
+
 
 async def errors_carry_the_services_codes(prefs, persona):
     try:

@@ -1,6 +1,34 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
 local user, pseudonym = ARGV[6], ARGV[7]
-local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength', 'reinforcement_count', 'voicings', 'baseline')
+local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength', 'reinforcement_count', 'voicings', 'baseline', 'name')
+-- Texts that quote the user id (the opinion, the topic, every past version's, the reasons)
+-- get the pseudonym too, where the id stands as a word of its own. Ids under 3 characters or
+-- of digits only are left in texts: there they are far likelier a number or a word than the
+-- user ("rated it 42 of 50").
+local scrub_texts = #user >= 3 and not string.match(user, '^%d+$')
+local function scrub(text)
+  if type(text) ~= 'string' or not scrub_texts then return text, false end
+  local out, changed, from = {}, false, 1
+  while true do
+    local at = string.find(text, user, from, true)
+    if not at then break end
+    local before = string.sub(text, at - 1, at - 1)
+    local after = string.sub(text, at + #user, at + #user)
+    if at > 1 and string.find(before, '[%w_]') or string.find(after, '[%w_]') then
+      out[#out + 1] = string.sub(text, from, at + #user - 1)
+    else
+      out[#out + 1] = string.sub(text, from, at - 1)
+      out[#out + 1] = pseudonym
+      changed = true
+    end
+    from = at + #user
+  end
+  if not changed then return text, false end
+  out[#out + 1] = string.sub(text, from)
+  return table.concat(out), true
+end
+local opinion, opinion_changed = scrub(h[5])
+local name, name_changed = scrub(h[17])
 -- The list with the user replaced by the pseudonym, without duplicates: one pass, with a set
 -- of what is kept (a nested scan was quadratic and blocked Redis on long lists).
 local function replace(list)
@@ -44,6 +72,11 @@ for _, entry in ipairs(history) do
     end
     entry.reason = reason
   end
+  -- Past versions are kept to be restored: what they say must not name the user either.
+  for _, field in ipairs({'reason', 'old_opinion', 'new_opinion'}) do
+    local text, changed = scrub(entry[field])
+    if changed then entry[field] = text; history_changed = true end
+  end
 end
 -- The timeline (model::timeline) quotes each voicing's users; it is not rewritten piece by
 -- piece: the erasure fixes the preference's past below, which drops it whole.
@@ -51,8 +84,12 @@ local function names_user(raw)
   -- HMGET answers false for a field the hash does not have.
   return type(raw) == 'string' and raw ~= '' and string.find(raw, cjson.encode(user), 1, true) ~= nil
 end
-local timeline_changed = names_user(h[15]) or names_user(h[16])
-if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed or history_changed or timeline_changed) then return {0, 0} end
+-- The timeline quotes what was said too: any mention of the id there drops it.
+local function quotes_user(raw)
+  return scrub_texts and type(raw) == 'string' and string.find(raw, user, 1, true) ~= nil
+end
+local timeline_changed = names_user(h[15]) or names_user(h[16]) or quotes_user(h[15]) or quotes_user(h[16])
+if not (related_changed or evidence_changed or triggering_changed or reinforcements_changed or history_changed or timeline_changed or opinion_changed or name_changed) then return {0, 0} end
 local only_evidence
 if (tonumber(h[9]) or 0) > 0 then
   -- Evidence users beyond the cap were other users: the erased one was not the only one.
@@ -66,13 +103,15 @@ end
 local fields = {'related_user_ids', encode_list(related), 'related_user_ids_index', table.concat(related, ','),
   'evidence_user_ids', encode_list(evidence), 'triggering_user_id', triggering,
   'reinforcements', encode_list(reinforcements)}
+if opinion_changed then fields[#fields + 1] = 'opinion'; fields[#fields + 1] = opinion end
+if name_changed then fields[#fields + 1] = 'name'; fields[#fields + 1] = name end
 local retracted = 0
 if only_evidence and h[4] == '1' then
   local version = current_version(h[11], history, h[10])
   fields[#fields + 1] = 'active'; fields[#fields + 1] = '0'
   fields[#fields + 1] = 'version'; fields[#fields + 1] = tostring(version + 1)
   add_history(fields, history, version_entry('retraction', version,
-    {opinion = h[5], stance = h[12], strength = h[13], active = h[4], count = h[14]},
+    {opinion = opinion, stance = h[12], strength = h[13], active = h[4], count = h[14]},
     {timestamp = ARGV[8], reason = 'erasure: its only evidence was an erased user'}), tonumber(ARGV[9]), h[10])
   retracted = 1
 elseif history_changed then

@@ -33,7 +33,12 @@ ROLES: Dict[str, str] = {
     "restore": "write",
     "consolidate": "write",
     "purge_user": "erase",
+    "purge_user_everywhere": "erase",
+    "delete_persona": "erase",
 }
+
+#: Endpoints whose subject names the tenant only: they list or walk the personas.
+TENANT_WIDE = {"personas", "purge_user_everywhere"}
 
 
 class PersonaPrefs:
@@ -87,14 +92,14 @@ class PersonaPrefs:
     def subject(self, endpoint: str, persona_id: Optional[str] = None) -> str:
         """The subject a request to `endpoint` naming `persona_id` goes to."""
         base = f"{self.subject_prefix}.{ROLES[endpoint]}.{endpoint}.{self.tenant}"
-        return base if endpoint == "personas" else f"{base}.{persona_id}"
+        return base if endpoint in TENANT_WIDE else f"{base}.{persona_id}"
 
     async def request(self, endpoint: str, body: Dict[str, Any]) -> Any:
         """Sends `body` to `endpoint`; the reply's body, or the error it carries raised."""
         if endpoint not in ROLES:
             raise ValueError(f"unknown endpoint {endpoint!r}; known: {', '.join(sorted(ROLES))}")
         persona_id = body.get("persona_id")
-        if endpoint != "personas" and not (isinstance(persona_id, str) and PERSONA_ID.match(persona_id)):
+        if endpoint not in TENANT_WIDE and not (isinstance(persona_id, str) and PERSONA_ID.match(persona_id)):
             raise InvalidRequest(400, "invalid", f"persona_id {persona_id!r} is not a persona id (1-64 of A-Z a-z 0-9 _ -)")
         subject = self.subject(endpoint, persona_id)
         payload = json.dumps(body).encode()
@@ -216,6 +221,32 @@ class PersonaPrefs:
     async def purge_user(self, persona_id: str, user_id: str) -> Dict[str, Any]:
         """Erases `user_id` from the persona's memory and stored events (it sticks)."""
         return cast(Dict[str, Any], await self.request("purge_user", {"persona_id": persona_id, "user_id": user_id}))
+
+    async def purge_user_everywhere(self, user_id: str, max_personas: int = 100) -> Dict[str, Any]:
+        """Erases `user_id` from every persona, page after page of the registry until done;
+        returns the last page's reply with the counts summed over all pages."""
+        total: Dict[str, Any] = {}
+        cursor = 0
+        while True:
+            page = cast(Dict[str, Any], await self.request(
+                "purge_user_everywhere",
+                {"user_id": user_id, "cursor": cursor, "max_personas": max_personas},
+            ))
+            for key, value in page.items():
+                if key == "personas":
+                    total.setdefault("personas", []).extend(value)
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    total[key] = total.get(key, 0) + value
+                else:
+                    total[key] = value
+            if page["done"]:
+                total["cursor"] = 0
+                return total
+            cursor = page["cursor"]
+
+    async def delete_persona(self, persona_id: str, confirm: str) -> Dict[str, Any]:
+        """Deletes the persona whole; `confirm` must repeat its id (ask a person to type it)."""
+        return cast(Dict[str, Any], await self.request("delete_persona", {"persona_id": persona_id, "confirm": confirm}))
 
     # Chat pipelines.
 
