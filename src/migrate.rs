@@ -115,6 +115,9 @@ pub struct MigrationReport {
     pub indexed: u64,
     pub indexing_failures: u64,
     pub dry_run: bool,
+    /// Preferences of an earlier layout whose texts held secrets (keys, tokens, passwords),
+    /// replaced as ingest replaces them before they were moved (dry run: found). By old key.
+    pub redacted: Vec<String>,
     /// False when `max_moves` stopped the run early: run it again.
     pub complete: bool,
 }
@@ -183,6 +186,7 @@ pub async fn migrate(
             .as_ref()
             .map_or(0, |info| info.hash_indexing_failures),
         dry_run: options.dry_run,
+        redacted: Vec::new(),
         complete: true,
     };
     if options.dry_run {
@@ -216,6 +220,10 @@ pub async fn migrate(
                     .map(|(_, value)| value.as_slice())
                     .unwrap_or_default()
             };
+            let mut copy = fields.clone();
+            if redact_secrets(&mut copy).any {
+                report.redacted.push(key.clone());
+            }
             let fits = value(field::EMBEDDING).len() == store.config().embedding_dims * 4;
             if String::from_utf8_lossy(value(field::NAME))
                 .trim()
@@ -231,6 +239,7 @@ pub async fn migrate(
     // The old index stays until every key is moved: a run cut short leaves it in place, so
     // start-up keeps refusing until a run finishes.
     let mut moved = 0;
+    let mut topics_redacted: Vec<(String, String)> = Vec::new();
     for (key, persona, id) in &legacy_preferences {
         if options.max_moves.is_some_and(|max| moved >= max) {
             report.moved = moved;
@@ -238,8 +247,16 @@ pub async fn migrate(
             report.index_action = IndexAction::Pending;
             return Ok(report);
         }
-        let fields = store.raw_hash(key).await?;
+        let mut fields = store.raw_hash(key).await?;
         if !fields.is_empty() {
+            let redacted = redact_secrets(&mut fields);
+            if redacted.any {
+                report.redacted.push(key.clone());
+            }
+            if redacted.topic {
+                // Its vector was of the topic with the secret in it: embedded again below.
+                topics_redacted.push((persona.clone(), id.clone()));
+            }
             store.import_preference(persona, id, &fields).await?;
         }
         store.delete_key(key).await?;
@@ -285,7 +302,12 @@ pub async fn migrate(
         for status in store.embedding_status(persona, &ids).await? {
             if status.topic.trim().is_empty() {
                 report.without_topic.push(status.key);
-            } else if options.reembed_all || !status.fits {
+            } else if options.reembed_all
+                || !status.fits
+                || topics_redacted
+                    .iter()
+                    .any(|(p, id)| p == persona && *id == status.preference_id)
+            {
                 to_embed.push((status.preference_id, status.topic));
             }
         }
@@ -318,6 +340,61 @@ pub async fn migrate(
     // Every key has moved: start-up may now trust the memory without looking for old keys.
     store.record_layout().await?;
     Ok(report)
+}
+
+/// What [`redact_secrets`] changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Redacted {
+    any: bool,
+    /// The topic itself held a secret, so its vector must be computed again.
+    topic: bool,
+}
+
+/// Replaces secrets in every text of a preference read from an earlier layout (its topic,
+/// opinion, category and every past version's opinions and reasons) as ingest and the
+/// administration writes do (`extract::redact`): the original system stored what it was
+/// given. A text that is mostly secrets keeps its redaction marks rather than being dropped:
+/// a migration loses nothing it cannot say it lost.
+fn redact_secrets(fields: &mut [(String, Vec<u8>)]) -> Redacted {
+    let mut redacted = Redacted::default();
+    for (name, value) in fields.iter_mut() {
+        let Ok(text) = std::str::from_utf8(value) else {
+            continue;
+        };
+        let replaced = match name.as_str() {
+            field::NAME | field::OPINION | field::CATEGORY => {
+                let (clean, share) = crate::extract::redact::redact(text);
+                (share > 0.0 || clean != text).then_some(clean)
+            }
+            field::EVOLUTION_HISTORY => redact_history(text),
+            _ => None,
+        };
+        if let Some(clean) = replaced {
+            redacted.any = true;
+            redacted.topic |= name == field::NAME;
+            *value = clean.into_bytes();
+        }
+    }
+    redacted
+}
+
+/// The history (a JSON list of entries) with secrets replaced in every entry's texts; `None`
+/// when nothing changed or it is not a JSON list (left as it is).
+fn redact_history(text: &str) -> Option<String> {
+    let mut entries: Vec<serde_json::Value> = serde_json::from_str(text).ok()?;
+    let mut changed = false;
+    for entry in entries.iter_mut() {
+        for key in ["old_opinion", "new_opinion", "reason"] {
+            if let Some(serde_json::Value::String(said)) = entry.get_mut(key) {
+                let (clean, _) = crate::extract::redact::redact(said);
+                if clean != *said {
+                    *said = clean;
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed.then(|| serde_json::to_string(&entries).expect("JSON values serialise"))
 }
 
 /// Every persona with preferences in this layout, from the id sets' keys.

@@ -161,6 +161,24 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
     let config = test_config("migrate");
     let _cleanup = Cleanup(config.clone());
     let mut connection = write_original_memory(&config).await;
+    // The original stored what it was given: a secret in an opinion, one in a past version.
+    let _: i64 = redis::cmd("HSET")
+        .arg(format!(
+            "{}:persona_pref:stargazer:a2",
+            config.redis.key_prefix
+        ))
+        .arg("opinion")
+        .arg("Rainy days are calming, says ada@example.com.")
+        .arg("evolution_history")
+        .arg(
+            json!([{"old_opinion": "Rain is dull; my api key is sk-abcdefghijklmnopqrstuvwx",
+                    "new_opinion": "Rainy days are calming.", "reason": "a walk",
+                    "timestamp": "2026-01-01T00:00:00+00:00"}])
+            .to_string(),
+        )
+        .query_async(&mut connection)
+        .await
+        .unwrap();
 
     let refused = App::start(config.clone())
         .await
@@ -188,6 +206,11 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
     assert_eq!(planned["moved"], 4, "{planned}");
     assert_eq!(planned["reembedded"], 3);
     assert_eq!(planned["without_topic"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        planned["redacted"].as_array().unwrap().len(),
+        1,
+        "{planned}"
+    );
     let untouched: i64 = redis::cmd("HSTRLEN")
         .arg(format!(
             "{}:persona_pref:stargazer:a1",
@@ -247,6 +270,20 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
         .unwrap();
     assert_eq!(tea.reinforcement_count, 1);
     assert_eq!(tea.provenance.triggering_user_id, "42", "provenance kept");
+    // Moved with the secrets replaced as ingest replaces them, past versions included.
+    assert_eq!(done["redacted"].as_array().unwrap().len(), 1, "{done}");
+    let rain = app
+        .store
+        .get_preference("stargazer", "a2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rain.opinion, "Rainy days are calming, says [redacted].");
+    let past = serde_json::to_string(&rain.evolution_history).unwrap();
+    assert!(
+        !past.contains("sk-abc") && past.contains("[redacted]"),
+        "{past}"
+    );
 
     let again = migrate(&config, &[]).await;
     assert_eq!(again["index_action"], index_kept(&config));

@@ -1587,3 +1587,60 @@ async fn the_permissions_table_lists_exactly_the_subjects_the_service_announces(
     );
     assert_eq!(announced.len(), persona_prefs::serve::Endpoint::ALL.len());
 }
+
+/// Every administration write stores texts as ingest does: the same secrets, in every text a
+/// curator can write (topic, opinion, a change of mind and its reason, the reasons of a
+/// retraction and a restore), come back redacted, never as given.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_administration_write_redacts_the_secrets_ingest_redacts() {
+    let s = Service::start(test_config("redact_writes")).await;
+    let secrets = [
+        "sk-abcdefghijklmnopqrstuvwx",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123",
+        "ada.lovelace@example.com",
+        "password: hunter2hunter2",
+        "Bearer abcdefghijklmnop.qrstu",
+        "+44 20 7946 0958",
+        "4111 1111 1111 1111",
+    ];
+    for (n, secret) in secrets.iter().enumerate() {
+        // Each also goes through ingest's own redaction, which these must agree with.
+        let (redacted, _) = persona_prefs::extract::redact::redact(secret);
+        assert_eq!(redacted, "[redacted]", "ingest redacts {secret}");
+        let added = s
+            .ok(
+                "add",
+                json!({"persona_id": "ada", "name": format!("the morning tea ritual {n} with honey, lemon and toast, {secret}"),
+                    "opinion": format!("Tea in the morning, with honey and lemon, is the best start; note {secret}")}),
+            )
+            .await;
+        let id = added["id"].as_str().unwrap().to_string();
+        s.ok(
+            "evolve",
+            json!({"persona_id": "ada", "preference_id": id,
+                "new_opinion": format!("Coffee in the morning is a better start after all; {secret}"),
+                "reason": format!("a long talk over breakfast about mornings, {secret}")}),
+        )
+        .await;
+        s.ok(
+            "retract",
+            json!({"persona_id": "ada", "preference_id": id, "reason": format!("written by mistake during a test run, {secret}")}),
+        )
+        .await;
+        s.ok(
+            "restore",
+            json!({"persona_id": "ada", "preference_id": id, "version": 1,
+                "reason": format!("it was right after all, said the curator, {secret}")}),
+        )
+        .await;
+        let stored = s
+            .ok("get", json!({"persona_id": "ada", "preference_id": id}))
+            .await
+            .to_string();
+        assert!(!stored.contains(secret), "{secret} stored: {stored}");
+        assert!(
+            stored.matches("[redacted]").count() >= 5,
+            "{secret}: every text redacted: {stored}"
+        );
+    }
+}

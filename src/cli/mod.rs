@@ -797,6 +797,14 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
                 report.reembedded,
                 if report.dry_run { " would be" } else { "" }
             );
+            if !report.redacted.is_empty() {
+                println!(
+                    "redacted     {} held secrets, replaced as ingest replaces them{} (e.g. {})",
+                    report.redacted.len(),
+                    if report.dry_run { " would be" } else { "" },
+                    report.redacted[0]
+                );
+            }
             if !report.without_topic.is_empty() {
                 println!(
                     "no topic     {} left as they are (e.g. {})",
