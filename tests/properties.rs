@@ -1,5 +1,6 @@
 //! Property tests (proptest) of the pure edges where outside input meets the service: event
-//! parsing and validation, ids and TAG escaping, the rendered prompt blocks, and effect ids.
+//! parsing and validation, ids and TAG escaping, the rendered prompt blocks, effect ids, and
+//! the rules extractor on any text up to the size limit (request bodies: tests/request_properties.rs).
 //! Each runs 10 000 generated cases; none may panic, and each holds its invariant.
 
 use persona_prefs::ingest::event::{EventLimits, parse_event};
@@ -238,6 +239,70 @@ proptest! {
             prop_assert!(id.len() <= EFFECT_ID_LEN);
         }
     }
+}
+
+/// Words the rules read, among arbitrary characters: a text the extractor gets a grip on
+/// often, so the property reaches its readers and not only its refusals.
+fn chat_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        3 => prop::sample::select(vec![
+            "I love ", "I hate ", "I can't stand ", "honestly, ", "not ", "but ", "and ",
+            "is the best", "is overrated", "tea", "jazz", "crowds", "your ", "Sam, ", "?", "!",
+            ". ", ", ", " than ", "right up my alley", "I'd rather ", "never ", "so ", "really ",
+            "\n", "\u{202e}", "😀", "(", ")", "\"", "…",
+        ])
+        .prop_map(str::to_string),
+        2 => any::<char>().prop_map(String::from),
+        1 => "[a-z]{1,12} ".prop_map(String::from),
+    ];
+    prop_oneof![
+        9 => prop::collection::vec(piece.clone(), 0..120),
+        // Up to the size limit of a message (ingest.max_message_chars, 8 000).
+        1 => prop::collection::vec(piece, 0..2_000),
+    ]
+    .prop_map(|pieces| pieces.concat().chars().take(8_000).collect())
+}
+
+/// The rules extractor on any text up to the size limit: no panic, at most its cap of
+/// opinions, each with a topic, a strength in range, an opinion and the rule that found it; and
+/// the generated texts reach its readers (some hold opinions). Its time per KiB is measured by
+/// `cargo bench --bench extractor`, not here: these machines are shared.
+#[test]
+fn the_rules_extractor_reads_any_text_up_to_the_limit() {
+    use proptest::test_runner::{TestCaseError, TestRunner};
+    let extractor = persona_prefs::extract::rules::RulesExtractor::new(8);
+    let with_opinions = std::cell::Cell::new(0usize);
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: CASES,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&chat_text(), |text| {
+            let found = extractor.extract_text(&text);
+            if found.len() > 8 {
+                return Err(TestCaseError::fail(format!("{} opinions", found.len())));
+            }
+            with_opinions.set(with_opinions.get() + usize::from(!found.is_empty()));
+            for opinion in &found {
+                let fine = !opinion.name.trim().is_empty()
+                    && opinion.name.chars().count() <= text.chars().count()
+                    && (0.0..=1.0).contains(&opinion.strength)
+                    && !opinion.opinion.trim().is_empty()
+                    && opinion.found_by.is_some();
+                if !fine {
+                    return Err(TestCaseError::fail(format!("{opinion:?} from {text:?}")));
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let with_opinions = with_opinions.get();
+    assert!(
+        with_opinions >= CASES as usize / 20,
+        "only {with_opinions} of {CASES} texts held an opinion: the property would be vacuous"
+    );
+    println!("{with_opinions} of {CASES} generated texts held opinions");
 }
 
 /// Runs after the property (nextest: its own process, so the count is this property's).

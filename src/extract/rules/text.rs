@@ -78,8 +78,40 @@ pub(super) fn clauses(sentence: &str) -> Vec<String> {
         .collect()
 }
 
-/// Lower-case, straight apostrophes, single spaces.
+/// Lower-case, straight apostrophes, single spaces. The readers normalise the same sentence
+/// once per clause; the last few texts are kept, so a long sentence of many clauses is read
+/// once rather than once per clause (which made the extractor quadratic in its length).
 pub(super) fn normalise(text: &str) -> String {
+    // Short texts cost less to normalise than to look up.
+    const WORTH_KEEPING: usize = 256;
+    const KEPT: usize = 4;
+    thread_local! {
+        static KEPT_TEXTS: std::cell::RefCell<std::collections::VecDeque<(String, String)>> =
+            const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+    }
+    if text.len() < WORTH_KEEPING {
+        return normalise_now(text);
+    }
+    if let Some(kept) = KEPT_TEXTS.with(|kept| {
+        kept.borrow()
+            .iter()
+            .find(|(input, _)| input == text)
+            .map(|(_, output)| output.clone())
+    }) {
+        return kept;
+    }
+    let output = normalise_now(text);
+    KEPT_TEXTS.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if kept.len() == KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((text.to_string(), output.clone()));
+    });
+    output
+}
+
+fn normalise_now(text: &str) -> String {
     let text = text
         .replace(['\u{2019}', '\u{2018}'], "'")
         .replace(['\u{201c}', '\u{201d}'], "\"");

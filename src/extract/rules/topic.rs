@@ -400,7 +400,7 @@ pub(super) fn make(
     };
     let opinion = first_person_opinion(sentence);
     Some(ExtractedOpinion {
-        category: category_for(&format!("{name} {lowered}")).to_string(),
+        category: category_in_sentence(&name, &lowered).to_string(),
         name,
         opinion,
         stance,
@@ -427,6 +427,95 @@ pub(super) fn first_person_opinion(sentence: &str) -> String {
 
 /// A category from keywords; the store falls back to "philosophical" for anything else.
 pub fn category_for(text: &str) -> &'static str {
+    KeywordIndex::new(text).category_with("")
+}
+
+/// The category of a topic said in a sentence: [`category_for`] of `"{name} {lowered}"`,
+/// with what the sentence holds read once per sentence and kept: a long sentence of many
+/// clauses makes an opinion per clause, and reading the whole sentence for each made the
+/// extractor quadratic in the sentence's length.
+fn category_in_sentence(name: &str, lowered: &str) -> &'static str {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, std::rc::Rc<KeywordIndex>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let index = LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match last.as_ref() {
+            Some((text, index)) if text == lowered => index.clone(),
+            _ => {
+                let index = std::rc::Rc::new(KeywordIndex::new(lowered));
+                *last = Some((lowered.to_string(), index.clone()));
+                index
+            }
+        }
+    });
+    index.category_with(name)
+}
+
+/// The words of a text, and the longer keywords it holds, for [`category_for`]'s table.
+struct KeywordIndex {
+    text: String,
+    /// Every word, and every prefix of a word at most 3 shorter (a keyword matches a word
+    /// it begins, within 3 letters: "cook" in "cooking").
+    prefixes: std::collections::HashSet<String>,
+}
+
+impl KeywordIndex {
+    fn new(text: &str) -> KeywordIndex {
+        let mut prefixes = std::collections::HashSet::new();
+        for word in text
+            .split(|c: char| !c.is_alphanumeric() && c != '-')
+            .filter(|w| !w.is_empty())
+        {
+            for (end, _) in word
+                .char_indices()
+                .skip(1)
+                .chain(std::iter::once((word.len(), ' ')))
+            {
+                if word.len() - end <= 3 {
+                    prefixes.insert(word[..end].to_string());
+                }
+            }
+        }
+        KeywordIndex {
+            text: text.to_string(),
+            prefixes,
+        }
+    }
+
+    /// The first category of the table with a keyword in `"{name} {text}"` (the whole text
+    /// when `name` is empty), exactly as a scan of that joined text finds it.
+    fn category_with(&self, name: &str) -> &'static str {
+        let named = (!name.is_empty()).then(|| KeywordIndex::new(name));
+        for (category, keywords) in CATEGORY_KEYWORDS {
+            for keyword in *keywords {
+                let hit = if keyword.contains(' ') {
+                    self.text.contains(keyword)
+                        || (!name.is_empty() && {
+                            // A match in the name, or across the join into the text.
+                            let mut head_end = keyword.len().min(self.text.len());
+                            while !self.text.is_char_boundary(head_end) {
+                                head_end += 1;
+                            }
+                            format!("{name} {}", &self.text[..head_end]).contains(keyword)
+                        })
+                } else {
+                    self.prefixes.contains(*keyword)
+                        || named
+                            .as_ref()
+                            .is_some_and(|named| named.prefixes.contains(*keyword))
+                };
+                if hit {
+                    return category;
+                }
+            }
+        }
+        "philosophical"
+    }
+}
+
+const CATEGORY_KEYWORDS: &[(&str, &[&str])] = {
     const TABLE: &[(&str, &[&str])] = &[
         (
             "culinary",
@@ -694,23 +783,5 @@ pub fn category_for(text: &str) -> &'static str {
             ],
         ),
     ];
-    let words: Vec<&str> = text
-        .split(|c: char| !c.is_alphanumeric() && c != '-')
-        .filter(|w| !w.is_empty())
-        .collect();
-    for (category, keywords) in TABLE {
-        for keyword in *keywords {
-            let hit = if keyword.contains(' ') {
-                text.contains(keyword)
-            } else {
-                words.iter().any(|w| {
-                    *w == *keyword || (w.starts_with(keyword) && w.len() <= keyword.len() + 3)
-                })
-            };
-            if hit {
-                return category;
-            }
-        }
-    }
-    "philosophical"
-}
+    TABLE
+};
