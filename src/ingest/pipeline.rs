@@ -313,13 +313,6 @@ impl Pipeline {
         if let Some(turn) = turn.as_mut() {
             turn.wait().await;
         }
-        // A deleted persona's late event is refused before the lock, which would give the
-        // persona a key back; `decide_all` looks again under the lock, for a deletion racing it.
-        let deleted_at = self.store.deleted_at(&event.persona_id).await?;
-        if predates_deletion(event, deleted_at) {
-            outcome.predates_the_personas_deletion = true;
-            return Ok(outcome);
-        }
 
         let lock = self
             .locks
@@ -330,6 +323,10 @@ impl Pipeline {
         // Released after a failure too (and, should this be cancelled, by the guard's drop).
         lock.release().await;
         let (decisions, erasures, deleted) = decided?;
+        if deleted {
+            // The lock's counter is the only key taking the lock gave a deleted persona.
+            self.store.forget_lock_counter(&event.persona_id).await?;
+        }
         outcome.decisions = decisions;
         outcome.predates_an_erasure = predates_an_erasure(event, &erasures);
         outcome.predates_the_personas_deletion = deleted;

@@ -221,13 +221,19 @@ impl PreferenceStore {
         user_ids: &[&str],
     ) -> Result<(HashMap<String, Erasure>, Option<String>), StoreError> {
         validate::persona_id(persona_id)?;
-        let mut found = self.erasures_of_persona(persona_id, user_ids).await?;
-        let user_ids: Vec<&str> = user_ids
+        let named: Vec<&str> = user_ids
             .iter()
             .copied()
             .filter(|id| !id.is_empty())
             .collect();
-        let (everywhere, deleted_at) = self.tenant_records(persona_id, &user_ids).await?;
+        // Two slots (the persona's and the deployment's): asked at once, one round trip's wait.
+        let (own, tenant) = futures::future::join(
+            self.erasures_of_persona(persona_id, user_ids),
+            self.tenant_records(persona_id, &named),
+        )
+        .await;
+        let mut found = own?;
+        let (everywhere, deleted_at) = tenant?;
         for (user_id, everywhere) in everywhere {
             let newer = found
                 .get(&user_id)
@@ -381,6 +387,22 @@ impl PreferenceStore {
         Ok(connection
             .query_for_key(&key, redis::cmd("HGET").arg(&key).arg(persona_id))
             .await?)
+    }
+
+    /// Deletes the persona's lock counter when no one holds its lock: after a deleted
+    /// persona's late event took the lock to be refused, so no key of it is left. (Tokens
+    /// carry the server's time, so a counter started again cannot repeat an old token.)
+    pub async fn forget_lock_counter(&self, persona_id: &str) -> Result<(), StoreError> {
+        let keys = &self.settings.keys;
+        let mut connection = self.connection.clone();
+        let _: i64 = redis::Script::new(
+            "if redis.call('EXISTS', KEYS[1]) == 0 then return redis.call('DEL', KEYS[2]) else return 0 end",
+        )
+        .key(keys.lock(persona_id))
+        .key(keys.fence(persona_id))
+        .invoke_async(&mut connection)
+        .await?;
+        Ok(())
     }
 
     /// Forgets the record of the event at `stream_sequence` as settled: the event was of a
