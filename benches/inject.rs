@@ -142,6 +142,19 @@ async fn main() {
             .unwrap()
         })
         .collect();
+    // The same embeddings as base64 of their little-endian bytes (no JSON numbers to parse).
+    let packed_payloads: Vec<Vec<u8>> = queries
+        .iter()
+        .map(|q| {
+            use base64::Engine;
+            let bytes: Vec<u8> = q.iter().flat_map(|f| f.to_le_bytes()).collect();
+            let packed = base64::engine::general_purpose::STANDARD.encode(bytes);
+            serde_json::to_vec(
+                &json!({"persona_id": "p0", "query_embedding": packed, "active_user_ids": users}),
+            )
+            .unwrap()
+        })
+        .collect();
 
     // Loading leaves the server busy for a while (the original layout's index finishes its
     // background work, and its garbage collection forks the process): let it settle first, so
@@ -224,7 +237,16 @@ async fn main() {
             store.get_preferences_for_injection(&query).await.unwrap();
         })
     });
-    let mut calls = vec![inject_call, vsim_call, echo_call, store_call];
+    let packed_call: Call<'_> = Box::new(|i| {
+        let client = client.clone();
+        let subject = subject.clone();
+        let payload = packed_payloads[i % packed_payloads.len()].clone();
+        Box::pin(async move {
+            let reply = client.request(subject, payload.into()).await.unwrap();
+            assert!(reply.headers.is_none(), "error reply");
+        })
+    });
+    let mut calls = vec![inject_call, vsim_call, echo_call, store_call, packed_call];
     // The original layout's shared index exists on a single node only.
     if cluster {
         drop(original_call);
@@ -237,6 +259,7 @@ async fn main() {
     let search_floor = measured.next().unwrap();
     let echo_floor = measured.next().unwrap();
     let store_alone = measured.next().unwrap();
+    let packed = measured.next().unwrap();
     let original = measured
         .next()
         .unwrap_or(Percentiles { p50: 0.0, p99: 0.0 });
@@ -346,6 +369,10 @@ async fn main() {
     println!(
         "{:<40} {:>9.3} {:>9.3}",
         "  beside it: the store call alone", store_alone.p50, store_alone.p99
+    );
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "inject, precomputed, as base64", packed.p50, packed.p99
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",

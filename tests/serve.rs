@@ -210,6 +210,42 @@ async fn inject_with_a_precomputed_embedding_ranks_and_renders() {
         vec![weak],
         "only the 15-char opinion fits 16 characters"
     );
+
+    // The same embedding as base64 of its little-endian bytes: the same answer.
+    use base64::Engine;
+    let bytes: Vec<u8> = query.iter().flat_map(|f| f.to_le_bytes()).collect();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let packed = s
+        .ok(
+            "inject",
+            json!({"persona_id": "ada", "query_embedding": encoded, "active_user_ids": ["carol"], "format": "xml"}),
+        )
+        .await;
+    assert_eq!(ids(&packed), ids(&reply));
+    // Not base64, not whole floats, or the wrong number of them: refused, saying which.
+    let short = base64::engine::general_purpose::STANDARD.encode(&bytes[..bytes.len() - 4]);
+    for (embedding, kind, says) in [
+        ("not base64!".to_string(), "malformed", "not base64"),
+        (
+            base64::engine::general_purpose::STANDARD.encode(&bytes[..6]),
+            "malformed",
+            "whole number",
+        ),
+        (short, "wrong_dims", "383"),
+    ] {
+        let (status, body) = s
+            .call(
+                "inject",
+                json!({"persona_id": "ada", "query_embedding": embedding}),
+            )
+            .await;
+        assert_eq!(status, Some(400), "{body}");
+        assert_eq!(body["error"]["kind"], kind, "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(says),
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

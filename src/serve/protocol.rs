@@ -228,8 +228,14 @@ pub struct InjectRequest {
     /// The conversational context as text; embedded by the service (cached for repeats).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
-    /// A precomputed embedding with the index's dimensions: the fast path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A precomputed embedding with the index's dimensions: the fast path. A JSON list of
+    /// numbers, or the same floats as base64 of their little-endian bytes (a string), which
+    /// skips parsing a few hundred JSON numbers.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "embedding_list_or_base64"
+    )]
     pub query_embedding: Option<Vec<f32>>,
     #[serde(default)]
     pub active_user_ids: Vec<String>,
@@ -246,6 +252,56 @@ pub struct InjectRequest {
     /// Say in the rendered block why each preference was chosen.
     #[serde(default)]
     pub explain: bool,
+}
+
+/// `query_embedding` as a JSON list of numbers or as base64 (standard alphabet, padded) of
+/// little-endian f32 bytes.
+fn embedding_list_or_base64<'de, D>(deserializer: D) -> Result<Option<Vec<f32>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Embedding;
+    impl<'de> serde::de::Visitor<'de> for Embedding {
+        type Value = Option<Vec<f32>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of numbers, or base64 of little-endian f32 bytes")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut values = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(value) = seq.next_element::<f32>()? {
+                values.push(value);
+            }
+            Ok(Some(values))
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| E::custom(format!("query_embedding is not base64: {e}")))?;
+            if bytes.len() % 4 != 0 {
+                return Err(E::custom(format!(
+                    "query_embedding is {} bytes, not a whole number of 4-byte floats",
+                    bytes.len()
+                )));
+            }
+            Ok(Some(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ))
+        }
+    }
+    deserializer.deserialize_any(Embedding)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
