@@ -10,6 +10,7 @@
 pub mod dead_letters;
 pub mod erasure;
 pub mod event;
+pub mod gates;
 pub mod pipeline;
 pub mod scan;
 pub mod turns;
@@ -30,6 +31,9 @@ pub struct IngestConfig {
     pub max_deliver: i64,
     pub ack_wait_ms: u64,
     pub max_in_flight: usize,
+    /// Events of one persona worked on at once by a worker (0: no limit); the persona's others
+    /// wait, pulled, so a hot persona leaves the other slots to everyone else (`gates.rs`).
+    pub max_in_flight_per_persona: usize,
     pub max_messages_per_event: usize,
     pub max_message_chars: usize,
     pub duplicate_window_secs: u64,

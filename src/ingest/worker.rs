@@ -241,6 +241,9 @@ impl Worker {
         let mut tasks = tokio::task::JoinSet::new();
         // Handed out here, as messages are pulled, so each persona's turns follow the stream.
         let turns = super::turns::PersonaTurns::default();
+        // Entered here too, in the same order: at most `max_in_flight_per_persona` of one
+        // persona's events are worked on at once, and the rest wait their turn at the gate.
+        let gates = super::gates::PersonaGates::new(worker.config.max_in_flight_per_persona);
         'intake: loop {
             // Backpressure: wait for a free slot, then ask JetStream for as many messages as
             // there are free slots, never more. A message pulled ahead of a free slot would
@@ -304,21 +307,36 @@ impl Worker {
                     continue;
                 };
                 while tasks.try_join_next().is_some() {}
-                let turn = subject_persona(&message.subject, &worker.config.subject_prefix)
-                    .map(|persona_id| turns.take(persona_id));
+                let persona = subject_persona(&message.subject, &worker.config.subject_prefix);
+                let turn = persona.map(|persona_id| turns.take(persona_id));
+                let mut entry = persona.map(|persona_id| gates.enter(persona_id));
                 let worker = worker.clone();
                 let in_flight = in_flight.clone();
                 let hard_stop = hard_stop_rx.clone();
+                let mut stopping = shutdown.clone();
                 tasks.spawn(async move {
                     telemetry::in_flight(in_flight.fetch_add(1, Ordering::Relaxed) + 1);
-                    // The publisher's trace (a `traceparent` header) continues through the event.
-                    let trace = TraceContext::from_headers(message.headers.as_ref());
-                    let finished = trace_context::in_span(
-                        trace_context::Work::Event,
-                        trace,
-                        worker.handle(message, turn, hard_stop),
-                    )
+                    let finished = async {
+                        if let Some(entry) = entry.as_mut()
+                            && !entry.has_passed()
+                            && !worker.wait_at_gate(entry, &message, &mut stopping).await
+                        {
+                            // Stopped before it began: back to JetStream at once.
+                            let _ = message.ack_with(AckKind::Nak(None)).await;
+                            return false;
+                        }
+                        // The publisher's trace (a `traceparent` header) continues through the event.
+                        let trace = TraceContext::from_headers(message.headers.as_ref());
+                        trace_context::in_span(
+                            trace_context::Work::Event,
+                            trace,
+                            worker.handle(message, turn, hard_stop),
+                        )
+                        .await
+                    }
                     .await;
+                    // Done: the next of its persona's events may go.
+                    drop(entry);
                     telemetry::in_flight(in_flight.fetch_sub(1, Ordering::Relaxed) - 1);
                     drop(permit);
                     finished
@@ -360,6 +378,28 @@ impl Worker {
             "ingest worker stopped"
         );
         Ok(report)
+    }
+
+    /// Waits until `entry` may pass its persona's gate, keeping the message from being
+    /// delivered again meanwhile (progress acks). False when the worker is stopping first.
+    async fn wait_at_gate(
+        &self,
+        entry: &mut super::gates::Entry,
+        message: &jetstream::Message,
+        stopping: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let progress_every = Duration::from_millis((self.config.ack_wait_ms / 3).max(100));
+        let pass = entry.pass();
+        tokio::pin!(pass);
+        loop {
+            tokio::select! {
+                _ = &mut pass => return true,
+                _ = tokio::time::sleep(progress_every) => {
+                    let _ = message.ack_with(AckKind::Progress).await;
+                }
+                _ = stopped(stopping) => return false,
+            }
+        }
     }
 
     /// Handles one message to its end. Returns false when it was returned for redelivery
