@@ -12,6 +12,11 @@
 //! 4. The rules pipeline on events that repeat 24 topics over 16 personas, as conversations
 //!    do, with the embedding cache on (the default): what repetition saves.
 //!
+//! 5. A hot persona: the time from publishing a quiet persona's event to its effect being
+//!    stored, on an idle worker and behind `BENCH_FLOOD` (default 10 000) queued events of one
+//!    other persona, with the pull window raised past the flood (`ingest.max_in_flight`) and
+//!    the default per-persona limit; and how many of the flood were done first.
+//!
 //! `scripts/bench ingest`, or `cargo bench --bench ingest` with REDIS_URL, NATS_URL and
 //! PERSONA_PREFS_MODEL_DIR set.
 
@@ -147,8 +152,22 @@ async fn main() {
     // 4. Rules extractor + local embedder behind the cache.
     let cached_rate = run_pipeline(&base, "cached", events, repeated_topic, |_| {}).await;
 
+    // 5. A quiet persona behind a flood, beside an idle worker.
+    let flood: usize = std::env::var("BENCH_FLOOD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let (idle_latency, _) = quiet_behind(&base, 0).await;
+    let (flooded_latency, done_first) = quiet_behind(&base, flood).await;
+
     let limit = embedder_rate;
     println!();
+    println!(
+        "quiet persona, event to effect: idle {:.1} ms; behind {flood} queued events of one persona {:.1} ms ({:.1}x; {done_first} of the flood done first)",
+        idle_latency.as_secs_f64() * 1e3,
+        flooded_latency.as_secs_f64() * 1e3,
+        flooded_latency.as_secs_f64() / idle_latency.as_secs_f64()
+    );
     println!("{:<52} {:>12}", "", "events/s");
     println!(
         "{:<52} {:>12.0}",
@@ -296,4 +315,105 @@ async fn run_pipeline(
         let _ = app.js.delete_stream(stream).await;
     }
     rate
+}
+
+/// Publishes `flood` events of persona `hot`, then one of `quiet`, starts a worker and returns
+/// the time from the quiet event's publication to its stored effect, and how many of the flood
+/// had taken effect by then.
+async fn quiet_behind(base: &Config, flood: usize) -> (Duration, usize) {
+    let mut config = base.clone();
+    let name = format!("benchquiet{flood}x{}", std::process::id());
+    config.redis.key_prefix = name.clone();
+    config.redis.index_name = format!("idx:{name}");
+    config.ingest.stream = format!("{name}_events");
+    config.ingest.consumer = format!("{name}_worker");
+    config.ingest.subject_prefix = format!("{name}.messages");
+    config.ingest.dlq_stream = format!("{name}_dlq");
+    config.ingest.dlq_subject_prefix = format!("{name}.dlq");
+    config.metrics.listen = String::new();
+    config.ingest.max_in_flight = flood + 128;
+    let app = App::start(config.clone()).await.expect("services");
+    let consumer = app.consumer().await.unwrap();
+    let event = |persona: &str, n: usize, said: &str| {
+        json!({"event_id": format!("{name}-{persona}-{n}"), "persona_id": persona, "platform": "bench",
+            "channel_id": "c", "messages": [{"message_id": format!("{name}-{persona}-{n}-m"),
+            "role": "persona", "content": said,
+            "timestamp": format!("2026-11-20T{:02}:{:02}:{:02}Z", 8 + n / 3600, (n / 60) % 60, n % 60)}]})
+    };
+    let mut acks = Vec::new();
+    for n in 0..flood {
+        let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "hot");
+        acks.push(
+            app.js
+                .publish(
+                    subject,
+                    serde_json::to_vec(&event("hot", n, "I love green tea."))
+                        .unwrap()
+                        .into(),
+                )
+                .await
+                .unwrap(),
+        );
+        if acks.len() == 1000 {
+            for ack in acks.drain(..) {
+                ack.await.unwrap();
+            }
+        }
+    }
+    for ack in acks {
+        ack.await.unwrap();
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
+    // The flood is queued and being worked on; now the quiet persona speaks.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let subject = persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, "quiet");
+    let published = Instant::now();
+    app.js
+        .publish(
+            subject,
+            serde_json::to_vec(&event("quiet", 0, "Honestly, jazz is underrated."))
+                .unwrap()
+                .into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let options = persona_prefs::store::ListOptions::default();
+    while app
+        .store
+        .list_preferences("quiet", &options)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let latency = published.elapsed();
+    let done_first = app
+        .store
+        .list_preferences("hot", &options)
+        .await
+        .unwrap()
+        .first()
+        .map_or(0, |tea| 1 + tea.reinforcement_count as usize);
+    wait_until_drained(&app.js, consumer, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let _ = stop.send(true);
+    let _ = worker.await;
+    for persona in ["hot", "quiet"] {
+        let _ = app.store.delete_persona(persona).await;
+    }
+    let mut connection = app.store.connection();
+    let _: redis::RedisResult<redis::Value> = redis::cmd("FT.DROPINDEX")
+        .arg(&config.redis.index_name)
+        .arg("DD")
+        .query_async(&mut connection)
+        .await;
+    for stream in [&config.ingest.stream, &config.ingest.dlq_stream] {
+        let _ = app.js.delete_stream(stream).await;
+    }
+    (latency, done_first)
 }
