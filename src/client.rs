@@ -318,21 +318,11 @@ impl Client {
                 })
                 .await?;
             progress(&page);
-            total.pseudonym = page.pseudonym.clone();
-            total.personas_visited += page.personas_visited;
-            total.personas_touched += page.personas_touched;
-            total.preferences_rewritten += page.preferences_rewritten;
-            total.preferences_retracted += page.preferences_retracted;
-            total.events_erased += page.events_erased;
-            total.dead_letters_erased += page.dead_letters_erased;
-            total.events_pending += page.events_pending;
-            total.personas.extend(page.personas);
-            if page.done {
-                total.done = true;
-                total.cursor = 0;
+            total.absorb(page);
+            if total.done {
                 return Ok(total);
             }
-            cursor = page.cursor;
+            cursor = total.cursor;
         }
     }
 

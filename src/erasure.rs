@@ -67,6 +67,22 @@ pub struct EverywhereReport {
 }
 
 impl EverywhereReport {
+    /// Adds a later page of the same walk: its counts and touched personas; where the walk
+    /// stands is the page's.
+    pub fn absorb(&mut self, page: EverywhereReport) {
+        self.pseudonym = page.pseudonym;
+        self.cursor = page.cursor;
+        self.done = page.done;
+        self.personas_visited += page.personas_visited;
+        self.personas_touched += page.personas_touched;
+        self.preferences_rewritten += page.preferences_rewritten;
+        self.preferences_retracted += page.preferences_retracted;
+        self.events_erased += page.events_erased;
+        self.dead_letters_erased += page.dead_letters_erased;
+        self.events_pending += page.events_pending;
+        self.personas.extend(page.personas);
+    }
+
     fn add(&mut self, erased: ErasureReport) {
         self.personas_visited += 1;
         let memory = &erased.memory;

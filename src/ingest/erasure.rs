@@ -64,17 +64,93 @@ pub async fn erase_stored_events(
     user_id: &str,
 ) -> Result<StoredEventsReport, StoredEventsError> {
     let mut report = StoredEventsReport::default();
+    // Under the persona's own subject every event is its; below it (odd subjects, dead-lettered
+    // but kept in the stream), those that are its or nobody's readable.
+    erase_settled_events(
+        js,
+        store,
+        config,
+        persona_id,
+        |below, payload| names_user(payload, user_id) && (!below || may_be_of(payload, persona_id)),
+        NOT_YET_SETTLED,
+        &mut report,
+    )
+    .await?;
+    // The persona's dead letters, then those kept under the unknown subject (an odd event
+    // subject) that are this persona's or nobody's readable.
+    erase_dead_letters(
+        js,
+        config,
+        persona_id,
+        |payload| names_user(payload, user_id),
+        &mut report,
+    )
+    .await?;
+    erase_dead_letters(
+        js,
+        config,
+        "unknown",
+        |payload| names_user(payload, user_id) && may_be_of(payload, persona_id),
+        &mut report,
+    )
+    .await?;
+    Ok(report)
+}
+
+/// Erases every stored event and dead letter of `persona_id` (a deleted persona): its settled
+/// events (under its subject and any below it), its dead letters, and the letters under the
+/// unknown subject that say they are its own. Events not yet settled are left, reported as
+/// pending: the worker refuses them (the persona is deleted) and erases them once acked.
+/// Safe to repeat.
+pub async fn erase_persona_events(
+    js: &jetstream::Context,
+    store: &crate::store::PreferenceStore,
+    config: &IngestConfig,
+    persona_id: &str,
+) -> Result<StoredEventsReport, StoredEventsError> {
+    let mut report = StoredEventsReport::default();
+    erase_settled_events(
+        js,
+        store,
+        config,
+        persona_id,
+        |_, _| true,
+        NOT_YET_SETTLED_OF_DELETED,
+        &mut report,
+    )
+    .await?;
+    erase_dead_letters(js, config, persona_id, |_| true, &mut report).await?;
+    erase_dead_letters(
+        js,
+        config,
+        "unknown",
+        |payload| payload_says_persona(payload, persona_id),
+        &mut report,
+    )
+    .await?;
+    Ok(report)
+}
+
+/// Erases the events of `persona_id` that `wanted` picks (told whether the event sits below
+/// the persona's subject rather than on it) and that the worker has settled: at or below the
+/// consumer's ack floor, or recorded as settled. The others are listed as pending, with
+/// `pending_reason`.
+async fn erase_settled_events(
+    js: &jetstream::Context,
+    store: &crate::store::PreferenceStore,
+    config: &IngestConfig,
+    persona_id: &str,
+    wanted: impl Fn(bool, &[u8]) -> bool,
+    pending_reason: &str,
+    report: &mut StoredEventsReport,
+) -> Result<(), StoredEventsError> {
     let settled_through = settled_through(js, config).await?;
-    // The persona's subject, and any subject under it (events there are dead-lettered as
-    // arriving on an odd subject, but their copies stay in the stream).
     let subject = crate::subjects::event_subject(&config.subject_prefix, persona_id);
-    let subjects = [
-        (subject.clone(), None),
-        (format!("{subject}.>"), Some(persona_id)),
-    ];
-    for (subject, of_persona) in subjects {
-        let Some((stream, events)) =
-            naming(js, &config.stream, &subject, user_id, of_persona).await?
+    for (subject, below) in [(subject.clone(), false), (format!("{subject}.>"), true)] {
+        let Some((stream, events)) = matching(js, &config.stream, &subject, |payload| {
+            wanted(below, payload)
+        })
+        .await?
         else {
             break;
         };
@@ -94,88 +170,31 @@ pub async fn erase_stored_events(
             } else {
                 report.pending.push(PendingEvent {
                     stream_sequence: sequence,
-                    reason: NOT_YET_SETTLED.into(),
+                    reason: pending_reason.into(),
                 });
             }
         }
     }
     report.events_pending = report.pending.len() as u64;
-    // The persona's dead letters, then those kept under the unknown subject (an odd event
-    // subject) that are this persona's or nobody's readable.
-    for (persona, of_persona) in [(persona_id, None), ("unknown", Some(persona_id))] {
-        if let Some((stream, letters)) = naming(
-            js,
-            &config.dlq_stream,
-            &crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona),
-            user_id,
-            of_persona,
-        )
-        .await?
-        {
-            for sequence in letters {
-                erase_from(&stream, &config.dlq_stream, sequence).await?;
-                report.dead_letters_erased += 1;
-            }
-        }
-    }
-    Ok(report)
+    Ok(())
 }
 
-/// Erases every stored event and dead letter of `persona_id` (a deleted persona): its settled
-/// events (under its subject and any below it), its dead letters, and the letters under the
-/// unknown subject that say they are its own. Events not yet settled are left, reported as
-/// pending: the worker refuses them (the persona is deleted) and erases them once acked.
-/// Safe to repeat.
-pub async fn erase_persona_events(
+/// Erases the dead letters under `persona`'s dead-letter subject that `wanted` picks.
+async fn erase_dead_letters(
     js: &jetstream::Context,
-    store: &crate::store::PreferenceStore,
     config: &IngestConfig,
-    persona_id: &str,
-) -> Result<StoredEventsReport, StoredEventsError> {
-    let mut report = StoredEventsReport::default();
-    let settled_through = settled_through(js, config).await?;
-    let subject = crate::subjects::event_subject(&config.subject_prefix, persona_id);
-    for subject in [subject.clone(), format!("{subject}.>")] {
-        let Some((stream, events)) = matching(js, &config.stream, &subject, |_| true).await? else {
-            break;
-        };
-        let above_floor: Vec<u64> = events
-            .iter()
-            .copied()
-            .filter(|sequence| *sequence > settled_through)
-            .collect();
-        let settled_above = store
-            .settled_events(persona_id, &above_floor)
-            .await
-            .map_err(|e| error(&config.stream, format!("reading settled events: {e}")))?;
-        for sequence in events {
-            if sequence <= settled_through || settled_above.contains(&sequence) {
-                erase_from(&stream, &config.stream, sequence).await?;
-                report.events_erased += 1;
-            } else {
-                report.pending.push(PendingEvent {
-                    stream_sequence: sequence,
-                    reason: NOT_YET_SETTLED_OF_DELETED.into(),
-                });
-            }
+    persona: &str,
+    wanted: impl FnMut(&[u8]) -> bool,
+    report: &mut StoredEventsReport,
+) -> Result<(), StoredEventsError> {
+    let subject = crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona);
+    if let Some((stream, letters)) = matching(js, &config.dlq_stream, &subject, wanted).await? {
+        for sequence in letters {
+            erase_from(&stream, &config.dlq_stream, sequence).await?;
+            report.dead_letters_erased += 1;
         }
     }
-    report.events_pending = report.pending.len() as u64;
-    let own = crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, persona_id);
-    let unknown = crate::subjects::dead_letter_subject(&config.dlq_subject_prefix, "unknown");
-    for (subject, says_its_own) in [(own, false), (unknown, true)] {
-        if let Some((stream, letters)) = matching(js, &config.dlq_stream, &subject, |payload| {
-            !says_its_own || payload_says_persona(payload, persona_id)
-        })
-        .await?
-        {
-            for sequence in letters {
-                erase_from(&stream, &config.dlq_stream, sequence).await?;
-                report.dead_letters_erased += 1;
-            }
-        }
-    }
-    Ok(report)
+    Ok(())
 }
 
 /// Why an unsettled event of a deleted persona stays for now.
@@ -226,22 +245,6 @@ async fn settled_through(
         .await
         .map_err(|e| error(&config.stream, format!("consumer {}: {e}", config.consumer)))?;
     Ok(info.ack_floor.stream_sequence)
-}
-
-/// The stream and the sequences of its messages on `subject` whose payload names `user_id`
-/// (and, with `of_persona`, belongs to that persona or to no readable one); `None` when the
-/// stream does not exist (it holds nothing).
-async fn naming(
-    js: &jetstream::Context,
-    stream_name: &str,
-    subject: &str,
-    user_id: &str,
-    of_persona: Option<&str>,
-) -> Result<Option<(stream::Stream, Vec<u64>)>, StoredEventsError> {
-    matching(js, stream_name, subject, |payload| {
-        names_user(payload, user_id) && of_persona.is_none_or(|p| may_be_of(payload, p))
-    })
-    .await
 }
 
 /// The stream and the sequences of its messages on `subject` whose payload `wanted` picks;
