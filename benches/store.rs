@@ -275,14 +275,20 @@ async fn main() {
         );
     }
     if std::env::var("BENCH_MEMORY").is_ok() {
-        // Raw bytes of one preference: its FP32 vector and the fields the bench writes.
-        let raw = 384 * 4 + 180;
         let per = (memory_after.saturating_sub(memory_before)) as f64 / total as f64;
+        let breakdown = memory_breakdown(&store, "p0").await;
+        let raw = breakdown.raw_bytes;
         println!(
-            "memory: {per:.0} bytes per preference in this layout (hash with FP32 vector, vector set, \
-             sorted sets, index), raw vector + fields {raw} bytes, ratio {:.2}",
-            per / raw as f64
+            "\nmemory: {per:.0} bytes per preference in this layout (used_memory delta over {total}), \
+             raw vector + fields {raw:.0} bytes (FP32 vector {} + field values {:.0}), ratio {:.2}",
+            breakdown.vector_bytes,
+            raw - breakdown.vector_bytes as f64,
+            per / raw
         );
+        println!("  per structure (MEMORY USAGE in persona p0, bytes per preference):");
+        for (name, bytes) in &breakdown.structures {
+            println!("    {name:<34} {bytes:>8.0}");
+        }
     }
     println!(
         "\nresult: {}",
@@ -336,4 +342,135 @@ async fn used_memory(store: &PreferenceStore) -> u64 {
                 .unwrap_or(0)
         })
         .sum()
+}
+
+/// What one preference costs in each of a persona's structures, and its raw size.
+struct MemoryBreakdown {
+    /// FP32 vector bytes plus the byte length of every other field value of the record.
+    raw_bytes: f64,
+    vector_bytes: usize,
+    structures: Vec<(String, f64)>,
+}
+
+/// `MEMORY USAGE` of the persona's structures divided by its preferences (hashes sampled:
+/// 200 of them), the RediSearch index's own count per document, and the raw size measured on
+/// the same sampled records.
+async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreakdown {
+    use redis::Value;
+    let keys = store.keys().clone();
+    let mut connection = store.connection();
+    let route = keys.vectors(persona);
+    let ids: Vec<String> = redis::from_redis_value(
+        connection
+            .query_for_key(
+                &route,
+                redis::cmd("SRANDMEMBER").arg(keys.ids(persona)).arg(200),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let count: f64 = redis::from_redis_value::<u64>(
+        connection
+            .query_for_key(&route, redis::cmd("SCARD").arg(keys.ids(persona)))
+            .await
+            .unwrap(),
+    )
+    .unwrap() as f64;
+    let usage = |reply: Value| -> f64 {
+        redis::from_redis_value::<Option<u64>>(reply)
+            .unwrap()
+            .unwrap_or(0) as f64
+    };
+    let mut hash_bytes = 0.0;
+    let mut field_bytes = 0.0;
+    let mut vector_bytes = 0;
+    for id in &ids {
+        let key = keys.preference(persona, id);
+        hash_bytes += usage(
+            connection
+                .query_for_key(
+                    &route,
+                    redis::cmd("MEMORY")
+                        .arg("USAGE")
+                        .arg(&key)
+                        .arg("SAMPLES")
+                        .arg(0),
+                )
+                .await
+                .unwrap(),
+        );
+        let fields: Vec<(String, Vec<u8>)> = redis::from_redis_value(
+            connection
+                .query_for_key(&route, redis::cmd("HGETALL").arg(&key))
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        for (name, value) in fields {
+            if name == "embedding" {
+                continue;
+            }
+            field_bytes += value.len() as f64;
+        }
+        vector_bytes = 384 * 4;
+    }
+    let sampled = ids.len().max(1) as f64;
+    let mut structures = vec![("preference hash".to_string(), hash_bytes / sampled)];
+    for (name, key) in [
+        (
+            "vector set (Q8 + links + attributes)",
+            keys.vectors(persona),
+        ),
+        ("id set", keys.ids(persona)),
+        ("strongest sorted set", keys.strongest(persona)),
+        ("about sorted set", keys.about(persona)),
+    ] {
+        let bytes = usage(
+            connection
+                .query_for_key(
+                    &route,
+                    redis::cmd("MEMORY")
+                        .arg("USAGE")
+                        .arg(&key)
+                        .arg("SAMPLES")
+                        .arg(0),
+                )
+                .await
+                .unwrap(),
+        );
+        structures.push((name.to_string(), bytes / count));
+    }
+    if let Ok(Some(info)) = store.index_info().await {
+        if info.num_docs > 0 {
+            let reply = connection
+                .query_for_key(&route, redis::cmd("FT.INFO").arg(&info.name))
+                .await
+                .unwrap();
+            let mut total_mb = 0.0;
+            if let Value::Array(items) = reply {
+                let mut items = items.into_iter();
+                while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                    let k = persona_prefs::store::query::value_to_string(&k);
+                    if k.ends_with("_sz_mb") || k.ends_with("_size_mb") {
+                        if k == "total_index_memory_sz_mb" {
+                            continue;
+                        }
+                        total_mb += persona_prefs::store::query::value_to_string(&v)
+                            .parse::<f64>()
+                            .unwrap_or(0.0);
+                    }
+                }
+            }
+            structures.push((
+                "text index (FT.INFO, every persona)".to_string(),
+                total_mb * 1024.0 * 1024.0 / info.num_docs as f64,
+            ));
+        }
+    }
+    MemoryBreakdown {
+        raw_bytes: vector_bytes as f64 + field_bytes / sampled,
+        vector_bytes,
+        structures,
+    }
 }

@@ -320,6 +320,13 @@ async fn a_migration_cut_short_finishes_when_run_again() {
         .await
         .unwrap();
 
+    let a1_vector: Vec<u8> = redis::cmd("HGET")
+        .arg(format!("{prefix}:persona_pref:ada:a1"))
+        .arg("embedding")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+
     let first = migrate(&config, &["--max-moves", "2"]).await;
     assert_eq!(first["moved"], 2, "{first}");
     assert_eq!(first["complete"], false);
@@ -380,19 +387,20 @@ async fn a_migration_cut_short_finishes_when_run_again() {
     ids.sort();
     assert_eq!(ids, ["a1", "a2", "a3", "a4"]);
     let a1 = store.get_preference("ada", "a1").await.unwrap().unwrap();
+    // Its vector moved into the persona's vector set: the hash keeps no second copy.
+    assert!(
+        store
+            .raw_hash(&store.preference_key("ada", "a1"))
+            .await
+            .unwrap()
+            .iter()
+            .all(|(name, _)| name != "embedding"),
+        "an active preference's vector lives in the vector set only"
+    );
     let found = store
         .search_preferences(
             "ada",
-            &persona_prefs::store::query::bytes_to_vector(
-                &store
-                    .raw_hash(&store.preference_key("ada", "a1"))
-                    .await
-                    .unwrap()
-                    .into_iter()
-                    .find(|(name, _)| name == "embedding")
-                    .unwrap()
-                    .1,
-            ),
+            &persona_prefs::store::query::bytes_to_vector(&a1_vector),
             1,
             false,
         )

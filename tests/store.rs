@@ -10,6 +10,16 @@ use persona_prefs::store::{
     Provenance, StoreError, WriteGuard,
 };
 
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum();
+    let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
 fn ids(list: &[impl AsRef<str>]) -> Vec<String> {
     list.iter().map(|s| s.as_ref().to_string()).collect()
 }
@@ -56,12 +66,22 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     assert_eq!(text("triggering_message_id"), "msg-1");
     assert_eq!(text("source_platform"), "discord");
     assert_eq!(text("source_channel_id"), "chan-1");
-    assert_eq!(
-        raw["embedding"].len(),
-        common::DIMS * 4,
-        "FLOAT32 little-endian bytes"
+    // The vector lives in the persona's vector set only (a second FP32 copy in the hash
+    // doubled a preference's memory): the hash holds none.
+    assert!(
+        !raw.contains_key("embedding"),
+        "an active preference's vector is not in its hash"
     );
-    assert_eq!(&raw["embedding"][..4], &unit_vector(1)[0].to_le_bytes());
+    let in_set: Vec<f32> = redis::cmd("VEMB")
+        .arg(t.keys().vectors("ada"))
+        .arg(&added.id)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(
+        cosine(&in_set, &unit_vector(1)) > 0.9999,
+        "the vector set keeps the vector (quantised)"
+    );
 
     let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     // Read back, it carries its strength after decay: just written, all but all of it.
@@ -1689,4 +1709,77 @@ async fn erasure_records_are_keyed_digests() {
     let fields = t.raw_hash(&key).await.unwrap().len();
     assert_eq!(fields, 2, "u1 and u2, both keyed now");
     assert!(t.erasures("ada", &["u2"]).await.unwrap().contains_key("u2"));
+}
+
+/// A retracted preference leaves the vector set, so its vector waits in its hash: a restore
+/// puts it back (and the hash's copy goes), and an administrative search over retracted
+/// preferences scores it from there.
+#[tokio::test]
+async fn a_retracted_preference_keeps_its_vector_for_a_restore() {
+    let t = TestStore::new("vectorpark").await;
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "opera",
+            "I love opera.",
+            unit_vector(5),
+        ))
+        .await
+        .unwrap();
+    let key = t.preference_key("ada", &added.id);
+    let hash_vector = || {
+        let mut connection = t.connection();
+        let key = key.clone();
+        async move {
+            let bytes: Option<Vec<u8>> = redis::cmd("HGET")
+                .arg(&key)
+                .arg("embedding")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            bytes.map(|b| persona_prefs::store::query::bytes_to_vector(&b))
+        }
+    };
+    assert_eq!(hash_vector().await, None);
+
+    t.retract_preference("ada", &added.id, "", WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let parked = hash_vector()
+        .await
+        .expect("retracted: the vector waits in the hash");
+    assert!(cosine(&parked, &unit_vector(5)) > 0.9999);
+    let found = t
+        .search_preferences("ada", &unit_vector(5), 1, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        found[0].preference.id, added.id,
+        "scored from the parked vector"
+    );
+    assert!(found[0].score < 1e-3, "{}", found[0].score);
+    assert!(
+        t.search_preferences("ada", &unit_vector(5), 1, false)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not searchable while retracted"
+    );
+
+    t.restore_preference("ada", &added.id, 1, "", WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        hash_vector().await,
+        None,
+        "back in the set, out of the hash"
+    );
+    let found = t
+        .search_preferences("ada", &unit_vector(5), 1, false)
+        .await
+        .unwrap();
+    assert_eq!(found[0].preference.id, added.id);
+    assert!(found[0].score < 1e-3, "{}", found[0].score);
 }

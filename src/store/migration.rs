@@ -8,6 +8,29 @@ use super::query::{self};
 use super::record::field;
 use super::{PreferenceStore, StoreError, WriteGuard, scripts, validate};
 
+/// Copies each member's vector from the vector set (KEYS[1]) into its hash (KEYS[i + 1],
+/// ARGV[i]) when the hash exists and holds none. Returns how many were copied.
+static PARK_VECTORS: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local copied = 0
+for i, id in ipairs(ARGV) do
+  local key = KEYS[i + 1]
+  if redis.call('EXISTS', key) == 1 and redis.call('HEXISTS', key, 'embedding') == 0 then
+    local values = redis.call('VEMB', KEYS[1], id)
+    if values then
+      local parts = {}
+      for j, value in ipairs(values) do parts[j] = struct.pack('<f', tonumber(value)) end
+      redis.call('HSET', key, 'embedding', table.concat(parts))
+      copied = copied + 1
+    end
+  end
+end
+return copied
+",
+    )
+});
+
 /// A stored preference's topic and whether its vector fits the index (migration).
 #[derive(Debug, Clone)]
 pub struct EmbeddingStatus {
@@ -87,26 +110,52 @@ impl PreferenceStore {
         if preference_ids.is_empty() {
             return Ok(Vec::new());
         }
+        // A vector is in the persona's vector set (active) or parked in the hash (retracted,
+        // or an earlier layout's copy); the set's size is checked by `drop_misfit_vector_set`
+        // and by every write.
+        let vectors = self.settings.keys.vectors(persona_id);
         let mut pipe = redis::pipe();
+        pipe.cmd("VDIM").arg(&vectors);
         for id in preference_ids {
             let key = self.preference_key(persona_id, id);
             pipe.cmd("HGET").arg(&key).arg(field::NAME);
             pipe.cmd("HSTRLEN").arg(&key).arg(field::EMBEDDING);
+            pipe.cmd("VISMEMBER").arg(&vectors).arg(id);
         }
         let mut connection = self.connection.clone();
-        let replies = connection
+        let replies = match connection
             .pipeline_for_key(&self.route_key(persona_id), &pipe)
-            .await?;
-        let expected = (self.settings.store.embedding_dims * 4) as i64;
+            .await
+        {
+            Ok(replies) => replies,
+            // VDIM of a persona without a vector set is an error reply: ask again without it.
+            Err(_) => {
+                let mut pipe = redis::pipe();
+                pipe.cmd("EXISTS").arg(&vectors);
+                for id in preference_ids {
+                    let key = self.preference_key(persona_id, id);
+                    pipe.cmd("HGET").arg(&key).arg(field::NAME);
+                    pipe.cmd("HSTRLEN").arg(&key).arg(field::EMBEDDING);
+                    pipe.cmd("EXISTS").arg(&vectors);
+                }
+                connection
+                    .pipeline_for_key(&self.route_key(persona_id), &pipe)
+                    .await?
+            }
+        };
+        let dims = self.settings.store.embedding_dims;
+        let set_fits = matches!(replies[0], Value::Int(d) if d as usize == dims);
+        let expected = (dims * 4) as i64;
         Ok(preference_ids
             .iter()
-            .zip(replies.chunks(2))
-            .map(|(id, pair)| EmbeddingStatus {
+            .zip(replies[1..].chunks(3))
+            .map(|(id, triple)| EmbeddingStatus {
                 persona_id: persona_id.to_string(),
                 preference_id: id.clone(),
                 key: self.preference_key(persona_id, id),
-                topic: query::value_to_string(&pair[0]),
-                fits: matches!(pair[1], Value::Int(length) if length == expected),
+                topic: query::value_to_string(&triple[0]),
+                fits: matches!(triple[1], Value::Int(length) if length == expected)
+                    || (set_fits && matches!(triple[2], Value::Int(1))),
             })
             .collect())
     }
@@ -229,6 +278,21 @@ impl PreferenceStore {
                 == Some(self.settings.store.embedding_dims);
         if fits {
             return Ok(false);
+        }
+        // The set holds the only copy of its members' vectors: each goes to its hash first,
+        // where the resync that rebuilds the set finds it (a vector of another size is
+        // re-embedded from its topic instead). A binary set's copies are signs only, not worth
+        // keeping: those preferences are re-embedded too.
+        if get("quant-type").as_deref() != Some("bin") {
+            let ids = self.preference_ids(persona_id).await?;
+            for chunk in ids.chunks(200) {
+                let mut invocation = PARK_VECTORS.prepare_invoke();
+                invocation.key(&key);
+                for id in chunk {
+                    invocation.key(self.preference_key(persona_id, id));
+                }
+                let _: i64 = invocation.arg(chunk).invoke_async(&mut connection).await?;
+            }
         }
         let _: i64 = redis::cmd("DEL")
             .arg(&key)

@@ -423,15 +423,13 @@ pub fn bm25(words: &[String], documents: &[Vec<String>]) -> Vec<f64> {
         .collect()
 }
 
-/// A full-text hit: the preference, its BM25 score and its stored vector.
+/// A full-text hit: the preference and its BM25 score.
 pub struct KeywordHit {
     pub preference: Preference,
     pub bm25: f64,
-    pub embedding: Vec<f32>,
 }
 
-/// Reads an `FT.SEARCH … WITHSCORES` reply (`[total, key, score, [field, value, …], …]`) whose
-/// fields include the raw `embedding`.
+/// Reads an `FT.SEARCH … WITHSCORES` reply (`[total, key, score, [field, value, …], …]`).
 pub fn parse_keyword_reply(reply: Value) -> Result<Vec<KeywordHit>, StoreError> {
     let Value::Array(items) = reply else {
         return Err(StoreError::UnexpectedReply(format!(
@@ -444,21 +442,13 @@ pub fn parse_keyword_reply(reply: Value) -> Result<Vec<KeywordHit>, StoreError> 
         (items.next(), items.next(), items.next())
     {
         let mut fields = HashMap::with_capacity(pairs.len() / 2);
-        let mut embedding = Vec::new();
         let mut pairs = pairs.into_iter();
         while let (Some(name), Some(value)) = (pairs.next(), pairs.next()) {
-            let name = value_to_string(&name);
-            match (name.as_str(), value) {
-                (field::EMBEDDING, Value::BulkString(bytes)) => embedding = bytes_to_vector(&bytes),
-                (_, value) => {
-                    fields.insert(name, value_to_string(&value));
-                }
-            }
+            fields.insert(value_to_string(&name), value_to_string(&value));
         }
         hits.push(KeywordHit {
             preference: Preference::from_fields(&fields)?,
             bm25: value_to_string(&score).parse().unwrap_or(0.0),
-            embedding,
         });
     }
     Ok(hits)

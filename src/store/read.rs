@@ -207,8 +207,7 @@ impl PreferenceStore {
             return Ok(Vec::new());
         };
         let filter = persona_filter(persona_id, include_retracted);
-        let mut returned: Vec<&str> = field::ALL_BUT_EMBEDDING.to_vec();
-        returned.push(field::EMBEDDING);
+        let returned: Vec<&str> = field::ALL_BUT_EMBEDDING.to_vec();
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("FT.SEARCH");
         command
@@ -228,11 +227,17 @@ impl PreferenceStore {
         let reply: Value = connection
             .query_for_key(&self.route_key(persona_id), &command)
             .await?;
-        Ok(query::parse_keyword_reply(reply)?
+        let hits: Vec<query::KeywordHit> = query::parse_keyword_reply(reply)?
             .into_iter()
             .filter(|hit| hit.preference.persona_id == persona_id)
-            .map(|hit| {
-                let similarity = cosine(&hit.embedding, query_embedding);
+            .collect();
+        let ids: Vec<&str> = hits.iter().map(|hit| hit.preference.id.as_str()).collect();
+        let vectors = self.stored_vectors(persona_id, &ids).await?;
+        Ok(hits
+            .into_iter()
+            .zip(vectors)
+            .map(|(hit, vector)| {
+                let similarity = vector.map_or(0.0, |v| cosine(&v, query_embedding));
                 (hit.preference, hit.bm25, similarity)
             })
             .collect())
@@ -273,31 +278,17 @@ impl PreferenceStore {
                 .then(records[a.0].id.cmp(&records[b.0].id))
         });
         hits.truncate(top_k);
-        let mut pipe = redis::pipe();
-        for (at, _) in &hits {
-            pipe.cmd("HGET")
-                .arg(self.preference_key(persona_id, &records[*at].id))
-                .arg(field::EMBEDDING);
-        }
-        let mut connection = self.connection.clone();
-        let vectors = if hits.is_empty() {
-            Vec::new()
-        } else {
-            connection
-                .pipeline_for_key(&self.route_key(persona_id), &pipe)
-                .await?
-        };
+        let ids: Vec<&str> = hits
+            .iter()
+            .map(|(at, _)| records[*at].id.as_str())
+            .collect();
+        let vectors = self.stored_vectors(persona_id, &ids).await?;
         let mut records: Vec<Option<Preference>> = records.into_iter().map(Some).collect();
         Ok(hits
             .into_iter()
             .zip(vectors)
             .filter_map(|((at, score), vector)| {
-                let similarity = match vector {
-                    Value::BulkString(bytes) => {
-                        cosine(&query::bytes_to_vector(&bytes), query_embedding)
-                    }
-                    _ => 0.0,
-                };
+                let similarity = vector.map_or(0.0, |v| cosine(&v, query_embedding));
                 records[at].take().map(|p| (p, score, similarity))
             })
             .collect())
@@ -334,27 +325,59 @@ impl PreferenceStore {
     ) -> Result<Vec<(String, f64)>, StoreError> {
         let ids = self.preference_ids(persona_id).await?;
         let mut scored = Vec::with_capacity(ids.len());
-        let mut connection = self.connection.clone();
         for chunk in ids.chunks(500) {
-            let mut pipe = redis::pipe();
-            for id in chunk {
-                pipe.cmd("HGET")
-                    .arg(self.preference_key(persona_id, id))
-                    .arg(field::EMBEDDING);
-            }
-            let vectors = connection
-                .pipeline_for_key(&self.route_key(persona_id), &pipe)
-                .await?;
-            for (id, vector) in chunk.iter().zip(vectors) {
-                if let Value::BulkString(bytes) = vector {
-                    let similarity = cosine(&query::bytes_to_vector(&bytes), embedding);
-                    scored.push((id.clone(), similarity));
+            let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let vectors = self.stored_vectors(persona_id, &chunk).await?;
+            for (id, vector) in chunk.into_iter().zip(vectors) {
+                if let Some(vector) = vector {
+                    scored.push((id.to_string(), cosine(&vector, embedding)));
                 }
             }
         }
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         scored.truncate(top_k);
         Ok(scored)
+    }
+
+    /// The stored vector of each preference, in order, in one pipelined round trip: the vector
+    /// set's copy of an active one (dequantised), the hash's of one out of the set (retracted;
+    /// `sync` in guard.lua parks it there). `None` for a preference with neither.
+    pub(crate) async fn stored_vectors(
+        &self,
+        persona_id: &str,
+        preference_ids: &[&str],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        if preference_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vectors = self.settings.keys.vectors(persona_id);
+        let mut pipe = redis::pipe();
+        for id in preference_ids {
+            pipe.cmd("VEMB").arg(&vectors).arg(*id);
+            pipe.cmd("HGET")
+                .arg(self.preference_key(persona_id, id))
+                .arg(field::EMBEDDING);
+        }
+        let mut connection = self.connection.clone();
+        let replies = connection
+            .pipeline_for_key(&self.route_key(persona_id), &pipe)
+            .await?;
+        Ok(replies
+            .chunks(2)
+            .map(|pair| match pair {
+                [Value::Array(values), _] => Some(
+                    values
+                        .iter()
+                        .map(|v| match v {
+                            Value::Double(x) => *x as f32,
+                            other => query::value_to_string(other).parse().unwrap_or(0.0),
+                        })
+                        .collect(),
+                ),
+                [_, Value::BulkString(bytes)] => Some(query::bytes_to_vector(bytes)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Whole records of one persona by id, in order, in one pipelined round trip; `None` for

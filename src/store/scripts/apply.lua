@@ -9,7 +9,7 @@ end
 local fields = {}
 for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
 with_next_rev(fields)
-redis.call('HSET', KEYS[1], unpack(fields))
+write_record(fields)
 record_effect(h[1])
-sync(h[1], decode_list(h[3]), ARGV[7] == '1')
+sync(h[1], decode_list(h[3]))
 return {1, h[1]}

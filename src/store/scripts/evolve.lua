@@ -30,7 +30,7 @@ if dropped > 0 then
 end
 with_next_rev(fields)
 fix_past(fields, ARGV[9])
-redis.call('HSET', KEYS[1], unpack(fields))
+write_record(fields)
 record_effect(h[1])
-sync(h[1], {}, true)
+sync(h[1], {})
 return {1, h[1], h[2], ARGV[6], ARGV[8], tostring(evolutions)}

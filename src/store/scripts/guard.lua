@@ -114,35 +114,80 @@ local function fix_past(fields, now)
   fields[#fields + 1] = 'baseline'; fields[#fields + 1] = ''
   fields[#fields + 1] = 'voiced_from'; fields[#fields + 1] = now
 end
--- Brings the persona's structures in step with the hash of preference `id` after a write.
--- `old_users`: the related users before the write (their about-entries go); `vector_changed`:
--- the embedding was written, so the vector set gets it again.
-local function sync(id, old_users, vector_changed, key)
-  local h = redis.call('HMGET', key or KEYS[1], 'active', 'name', 'opinion', 'category', 'strength',
+-- A preference's vector lives in the persona's vector set only (quantised, with its links): a
+-- second FP32 copy in the hash doubled what a preference costs (issue 32). The hash holds one
+-- only while the preference is out of the set (retracted, parked there by `sync` so a restore
+-- has it back) or does not fit it (awaiting migration). A write's new vector is held here
+-- between `write_record` and `sync`, so the hash never holds it even briefly: Redis never
+-- turns a hash back into its compact encoding once a large value has been in it.
+local written_vectors = {}
+local function write_record(fields, key)
+  key = key or KEYS[1]
+  local kept = {}
+  for i = 1, #fields, 2 do
+    if fields[i] == 'embedding' then
+      written_vectors[key] = fields[i + 1]
+    else
+      kept[#kept + 1] = fields[i]; kept[#kept + 1] = fields[i + 1]
+    end
+  end
+  if #kept > 0 then redis.call('HSET', key, unpack(kept)) end
+end
+-- The vector set's copy of a member, as FP32 bytes (dequantised: a Q8 copy comes back within
+-- about 0.002 per component, cosine 0.99999 to the original).
+local function vector_from_set(id)
+  local values = redis.call('VEMB', KEYS[4], id)
+  local parts = {}
+  for i, value in ipairs(values) do parts[i] = struct.pack('<f', tonumber(value)) end
+  return table.concat(parts)
+end
+-- Brings the persona's structures in step with the hash of preference `id` after a write:
+-- `old_users` are the related users before the write (their about-entries go). A vector this
+-- write gave (`write_record`) goes into the vector set.
+local function sync(id, old_users, key)
+  key = key or KEYS[1]
+  local h = redis.call('HMGET', key, 'active', 'name', 'opinion', 'category', 'strength',
     'stance', 'stance_at', 'related_user_ids', 'embedding', 'last_reinforced',
     'reinforcement_count', 'curated')
+  -- The vector to place: this write's, else one parked in the hash (or kept there by an
+  -- earlier layout).
+  local written = written_vectors[key]
+  local vector = written or h[9]
+  local fits = vector and #vector == tonumber(ARGV[5])
   redis.call('SADD', KEYS[7], id)
   for _, user in ipairs(old_users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
   local users = decode_list(h[8])
+  local member = redis.call('VISMEMBER', KEYS[4], id) == 1
   if h[1] == '1' or h[1] == 'true' then
     local strength = tonumber(h[5]) or 0
     local attributes = cjson.encode({n = h[2] or '', o = h[3] or '', c = h[4] or '', s = strength,
       st = h[6] or '', sa = h[7] or '', u = table.concat(users, ','), lr = h[10] or '',
       rc = tonumber(h[11]) or 0, cu = h[12] == '1'})
-    local member = redis.call('VISMEMBER', KEYS[4], id) == 1
-    if vector_changed or not member then
-      if h[9] and #h[9] == tonumber(ARGV[5]) then
-        redis.call('VADD', KEYS[4], 'FP32', h[9], id, ARGV[4], 'SETATTR', attributes)
-      elseif member then
-        -- A vector that does not fit (data awaiting migration) is not searchable.
-        redis.call('VREM', KEYS[4], id)
+    if written or not member then
+      if fits then
+        redis.call('VADD', KEYS[4], 'FP32', vector, id, ARGV[4], 'SETATTR', attributes)
+      else
+        -- A vector that does not fit (data awaiting migration) is not searchable; the hash
+        -- keeps it for the migration to see.
+        if member then redis.call('VREM', KEYS[4], id) end
+        if written then redis.call('HSET', key, 'embedding', written) end
       end
     else
       redis.call('VSETATTR', KEYS[4], id, attributes)
     end
+    -- The set holds it now: the hash's copy (parked, or an earlier layout's) goes.
+    if h[9] and fits and redis.call('VISMEMBER', KEYS[4], id) == 1 then
+      redis.call('HDEL', key, 'embedding')
+    end
     redis.call('ZADD', KEYS[5], strength, id)
     for _, user in ipairs(users) do redis.call('ZADD', KEYS[6], 0, user .. '\0' .. id) end
   else
+    -- Out of the set: the hash keeps the vector, so a restore can put it back.
+    if written then
+      redis.call('HSET', key, 'embedding', written)
+    elseif member and not h[9] then
+      redis.call('HSET', key, 'embedding', vector_from_set(id))
+    end
     redis.call('VREM', KEYS[4], id)
     redis.call('ZREM', KEYS[5], id)
     for _, user in ipairs(users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end

@@ -1,6 +1,6 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local fields = {}
 for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], unpack(fields))
-sync(ARGV[7], {}, true)
+write_record(fields)
+sync(ARGV[7], {})
 return 1

@@ -119,6 +119,6 @@ elseif history_changed then
 end
 with_next_rev(fields)
 fix_past(fields, ARGV[8])
-redis.call('HSET', KEYS[1], unpack(fields))
-sync(h[8], old_related, false)
+write_record(fields)
+sync(h[8], old_related)
 return {1, retracted}

@@ -35,7 +35,7 @@ if keep > 0 then
 end
 with_next_rev(fields)
 fix_past(fields, ARGV[7])
-redis.call('HSET', KEYS[1], unpack(fields))
+write_record(fields)
 record_effect(h[1])
-sync(h[1], {}, false)
+sync(h[1], {})
 return {1, h[1], h[2], formatted, tostring(count)}

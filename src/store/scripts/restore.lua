@@ -41,6 +41,6 @@ add_history(fields, log, version_entry('restore', current,
   tonumber(ARGV[9]), h[8])
 with_next_rev(fields)
 fix_past(fields, ARGV[7])
-redis.call('HSET', KEYS[1], unpack(fields))
-sync(h[1], {}, false)
+write_record(fields)
+sync(h[1], {})
 return {1, h[1], h[2], opinion, tostring(current + 1), active}

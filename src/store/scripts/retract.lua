@@ -14,7 +14,7 @@ add_history(fields, log, version_entry('retraction', version,
   {timestamp = ARGV[7], reason = ARGV[6]}), tonumber(ARGV[8]), h[5])
 with_next_rev(fields)
 fix_past(fields, ARGV[7])
-redis.call('HSET', KEYS[1], unpack(fields))
+write_record(fields)
 record_effect(h[1])
-sync(h[1], {}, false)
+sync(h[1], {})
 return {1, h[1], h[2]}

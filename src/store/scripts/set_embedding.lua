@@ -1,6 +1,6 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local fields = {'embedding', ARGV[6]}
 with_next_rev(fields)
-redis.call('HSET', KEYS[1], unpack(fields))
-sync(ARGV[7], {}, true)
+write_record(fields)
+sync(ARGV[7], {})
 return 1
