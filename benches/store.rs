@@ -441,32 +441,32 @@ async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreak
         );
         structures.push((name.to_string(), bytes / count));
     }
-    if let Ok(Some(info)) = store.index_info().await {
-        if info.num_docs > 0 {
-            let reply = connection
-                .query_for_key(&route, redis::cmd("FT.INFO").arg(&info.name))
-                .await
-                .unwrap();
-            let mut total_mb = 0.0;
-            if let Value::Array(items) = reply {
-                let mut items = items.into_iter();
-                while let (Some(k), Some(v)) = (items.next(), items.next()) {
-                    let k = persona_prefs::store::query::value_to_string(&k);
-                    if k.ends_with("_sz_mb") || k.ends_with("_size_mb") {
-                        if k == "total_index_memory_sz_mb" {
-                            continue;
-                        }
-                        total_mb += persona_prefs::store::query::value_to_string(&v)
-                            .parse::<f64>()
-                            .unwrap_or(0.0);
+    if let Ok(Some(info)) = store.index_info().await
+        && info.num_docs > 0
+    {
+        let reply = connection
+            .query_for_key(&route, redis::cmd("FT.INFO").arg(&info.name))
+            .await
+            .unwrap();
+        let mut total_mb = 0.0;
+        if let Value::Array(items) = reply {
+            let mut items = items.into_iter();
+            while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                let k = persona_prefs::store::query::value_to_string(&k);
+                if k.ends_with("_sz_mb") || k.ends_with("_size_mb") {
+                    if k == "total_index_memory_sz_mb" {
+                        continue;
                     }
+                    total_mb += persona_prefs::store::query::value_to_string(&v)
+                        .parse::<f64>()
+                        .unwrap_or(0.0);
                 }
             }
-            structures.push((
-                "text index (FT.INFO, every persona)".to_string(),
-                total_mb * 1024.0 * 1024.0 / info.num_docs as f64,
-            ));
         }
+        structures.push((
+            "text index (FT.INFO, every persona)".to_string(),
+            total_mb * 1024.0 * 1024.0 / info.num_docs as f64,
+        ));
     }
     MemoryBreakdown {
         raw_bytes: vector_bytes as f64 + field_bytes / sampled,
