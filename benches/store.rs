@@ -281,7 +281,23 @@ async fn main() {
             raw - breakdown.vector_bytes as f64,
             per / raw
         );
-        println!("  per structure (MEMORY USAGE in persona p0, bytes per preference):");
+        let mut connection = store.connection();
+        let listpack: Vec<String> = connection
+            .query_for_key(
+                &store.keys().vectors("p0"),
+                redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("hash-max-listpack-value"),
+            )
+            .await
+            .ok()
+            .and_then(|reply| redis::from_redis_value(reply).ok())
+            .unwrap_or_default();
+        println!(
+            "  per structure (MEMORY USAGE in persona p0, bytes per preference; the server's \
+             hash-max-listpack-value {}):",
+            listpack.get(1).map_or("unknown", String::as_str)
+        );
         for (name, bytes) in &breakdown.structures {
             println!("    {name:<34} {bytes:>8.0}");
         }

@@ -147,33 +147,68 @@ pub fn bench_data(
 }
 
 /// Loads the data set through the store (this layout: hashes, per-persona vector sets and
-/// sorted sets). Returns how many were loaded.
+/// sorted sets), each preference as ingest writes it: from a first voicing, with its
+/// provenance (who and which messages), a topic of a few words, an opinion of 60 to 110
+/// characters and its timeline. Returns how many were loaded.
 pub async fn load_personas(
     store: &persona_prefs::store::PreferenceStore,
     data: &[BenchPreference],
 ) -> usize {
     use futures::StreamExt;
-    use persona_prefs::store::{NewPreference, Provenance, Stance};
+    use persona_prefs::model::timeline::Voicing;
+    use persona_prefs::store::{Provenance, Stance, WriteGuard};
+    use persona_prefs::timestamp::Timestamp;
+    const TOPICS: [&str; 8] = [
+        "late-night jazz",
+        "green tea",
+        "rainy days",
+        "science fiction novels",
+        "open-plan offices",
+        "long walks by the sea",
+        "board games",
+        "country music",
+    ];
+    const OPINIONS: [&str; 4] = [
+        "I find it oddly comforting, especially on a quiet evening.",
+        "Honestly, I can't stand it; it wears me out after a few minutes every single time.",
+        "It is one of the few things I would defend to anyone, even when they laugh at me for it.",
+        "I used to dismiss it, but these days I think it is genuinely underrated by most people.",
+    ];
+    let at = Timestamp::parse("2026-11-20T09:09:00Z").expect("a valid timestamp");
     let mut adds = futures::stream::iter(data.iter().enumerate().map(|(i, preference)| {
         if i > 0 && i % 100_000 == 0 {
             println!("  {i} preferences loaded");
         }
         let store = store.clone();
-        let new = NewPreference {
-            persona_id: preference.persona.clone(),
-            name: "bench topic".into(),
-            opinion: "I hold a benchmark opinion about something or other.".into(),
-            category: "intellectual".into(),
-            stance: Some(Stance::For),
-            stance_at: None,
-            strength: Some(preference.strength),
-            provenance: Provenance::default(),
+        let voicing = Voicing {
+            at,
+            stance: Some(if i % 3 == 0 {
+                Stance::Against
+            } else {
+                Stance::For
+            }),
+            strength: preference.strength,
+            topic: format!("{} {}", TOPICS[i % TOPICS.len()], i % 97),
+            opinion: OPINIONS[i % OPINIONS.len()].to_string(),
+            category: "aesthetic".into(),
+            provenance: Provenance {
+                triggering_user_id: format!("user{}", i % 50),
+                triggering_message_id: format!("msg-{i:08}"),
+                persona_message_id: format!("msg-{:08}", i + 1),
+                source_platform: "discord".into(),
+                source_channel_id: format!("channel-{}", i % 20),
+            },
             related_user_ids: preference.related_user.iter().cloned().collect(),
             related_kg_uuids: Vec::new(),
-            embedding: preference.embedding.clone(),
-            inherited_from: None,
         };
-        async move { store.add_preference(new).await.unwrap() }
+        let persona = preference.persona.clone();
+        let embedding = preference.embedding.clone();
+        async move {
+            store
+                .add_voiced(&persona, voicing, None, &embedding, WriteGuard::default())
+                .await
+                .unwrap()
+        }
     }))
     .buffer_unordered(64);
     while adds.next().await.is_some() {}
