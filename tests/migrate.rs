@@ -512,3 +512,134 @@ async fn start_up_records_the_layout_and_refuses_another() {
         .to_string();
     assert!(refused.contains("persona-slots-99"), "{refused}");
 }
+
+/// The layout before vectors moved out of the hashes (issue 32): every active preference's
+/// hash held an FP32 copy of the vector its persona's vector set also held. A migration drops
+/// the copies and loses nothing: every preference is found by its own vector afterwards, a
+/// retracted one keeps its vector for a restore, and a second run finds nothing to do.
+/// Then `--reembed-all` (a change of model) computes every vector again from its topic, and a
+/// change of quantisation rebuilds the vector sets from the vectors they held.
+#[tokio::test(flavor = "multi_thread")]
+async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() {
+    use persona_prefs::store::{WriteGuard, query::vector_to_bytes};
+    let config = test_config("migratevectors");
+    let _cleanup = Cleanup(config.clone());
+    let store = store(&config).await;
+    store.ensure_index().await.unwrap();
+    store.ensure_layout().await.unwrap();
+    let embedder = persona_prefs::embed::from_config(&config.embed).unwrap();
+    let topics = ["green tea", "jazz records", "rainy mornings"];
+    let vectors = embedder
+        .embed(&topics.iter().map(|t| t.to_string()).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    // Stand-ins for the model's vectors: each topic's, turned a little, so re-embedding shows.
+    let turned: Vec<Vec<f32>> = vectors
+        .iter()
+        .map(|v| {
+            let mut w = v.clone();
+            w.rotate_left(1);
+            w
+        })
+        .collect();
+    let mut ids = Vec::new();
+    let mut connection = store.connection();
+    for (topic, vector) in topics.iter().zip(&turned) {
+        let added = store
+            .add_preference(common::new_preference(
+                "ada",
+                topic,
+                &format!("I like {topic}."),
+                vector.clone(),
+            ))
+            .await
+            .unwrap();
+        // As the earlier layout wrote it: the vector in the hash as well.
+        let _: i64 = redis::cmd("HSET")
+            .arg(store.preference_key("ada", &added.id))
+            .arg("embedding")
+            .arg(vector_to_bytes(vector))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        ids.push(added.id);
+    }
+    let hash_vectors = async |store: &PreferenceStore| {
+        let mut connection = store.connection();
+        let mut held = 0;
+        for id in &ids {
+            let length: i64 = redis::cmd("HSTRLEN")
+                .arg(store.preference_key("ada", id))
+                .arg("embedding")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            held += usize::from(length > 0);
+        }
+        held
+    };
+    assert_eq!(hash_vectors(&store).await, 3);
+
+    let done = migrate(&config, &[]).await;
+    assert_eq!(
+        done["reembedded"], 0,
+        "vectors of the right size are kept: {done}"
+    );
+    assert_eq!(hash_vectors(&store).await, 0, "no second copy in any hash");
+    for (id, vector) in ids.iter().zip(&turned) {
+        let nearest = store.nearest_topics("ada", vector).await.unwrap();
+        assert_eq!(&nearest[0].preference.id, id);
+        assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
+    }
+    // A retracted preference parks its vector in its hash, and a migration leaves it there.
+    store
+        .retract_preference("ada", &ids[2], "", WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let again = migrate(&config, &[]).await;
+    assert_eq!(again["reembedded"], 0, "{again}");
+    assert_eq!(hash_vectors(&store).await, 1);
+
+    // A change of model: every vector computed again from its topic, the retracted one too.
+    let reembedded = migrate(&config, &["--reembed-all"]).await;
+    assert_eq!(reembedded["reembedded"], 3, "{reembedded}");
+    for (id, vector) in ids.iter().zip(&vectors).take(2) {
+        let nearest = store.nearest_topics("ada", vector).await.unwrap();
+        assert_eq!(&nearest[0].preference.id, id);
+        assert!(
+            nearest[0].similarity() > 0.999,
+            "the model's own vector now: {nearest:?}"
+        );
+    }
+    store
+        .restore_preference("ada", &ids[2], 1, "", WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let nearest = store.nearest_topics("ada", &vectors[2]).await.unwrap();
+    assert_eq!(nearest[0].preference.id, ids[2]);
+    assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
+
+    // A change of quantisation: the sets are rebuilt from the vectors they held, none lost
+    // and none re-embedded.
+    let mut fp32 = config.clone();
+    fp32.store.vector_quantisation = persona_prefs::config::VectorQuantisation::Fp32;
+    let output = common::cli::run_with_env(
+        &config,
+        &["index", "migrate", "--json"],
+        &[("PERSONA_PREFS__STORE__VECTOR_QUANTISATION", "fp32")],
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requantised: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(requantised["vector_sets_rebuilt"], 1, "{requantised}");
+    assert_eq!(requantised["reembedded"], 0, "{requantised}");
+    let fp32_store = self::store(&fp32).await;
+    assert_eq!(hash_vectors(&fp32_store).await, 0);
+    for (id, vector) in ids.iter().zip(&vectors) {
+        let nearest = fp32_store.nearest_topics("ada", vector).await.unwrap();
+        assert_eq!(&nearest[0].preference.id, id);
+        assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
+    }
+}
