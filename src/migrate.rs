@@ -73,6 +73,11 @@ pub enum IndexAction {
     Pending,
     /// On a Redis Cluster, where there is no shared index to keep or build.
     NoneOnCluster,
+    /// `redis.text_index` is off and no index was there.
+    Off,
+    /// `redis.text_index` is off: the index a deployment had was dropped (hashes kept).
+    Dropped,
+    WouldDrop,
 }
 
 impl std::fmt::Display for IndexAction {
@@ -85,6 +90,9 @@ impl std::fmt::Display for IndexAction {
             IndexAction::WouldRebuild => "would rebuild",
             IndexAction::Pending => "pending (run cut short: run it again)",
             IndexAction::NoneOnCluster => "none (a cluster has no shared index)",
+            IndexAction::Off => "none (redis.text_index is off)",
+            IndexAction::Dropped => "dropped (redis.text_index is off; hashes kept)",
+            IndexAction::WouldDrop => "would drop (redis.text_index is off)",
         })
     }
 }
@@ -130,16 +138,14 @@ pub async fn migrate(
     let keys = store.keys().clone();
     // A cluster has no shared index (RediSearch 2.10 has no coordinator): nothing to rebuild.
     let cluster = store.connection().is_cluster();
-    let existing = if cluster {
-        None
-    } else {
-        store.index_info().await?
-    };
+    let wanted = store.has_text_index();
+    let existing = store.existing_index().await?;
     let problems = existing
         .as_ref()
         .map(|info| index::mismatches(info, &store.hash_prefix()))
         .unwrap_or_default();
-    let rebuild = existing.is_some() && !problems.is_empty();
+    // An index that does not fit is rebuilt, or dropped when none is wanted.
+    let rebuild = existing.is_some() && (!problems.is_empty() || !wanted);
     let patterns = keys.legacy_patterns();
     let legacy_preferences: Vec<(String, String, String)> = store
         .scan_every_master(&patterns.preferences)
@@ -192,6 +198,8 @@ pub async fn migrate(
     if options.dry_run {
         report.index_action = match (&existing, rebuild) {
             _ if cluster => IndexAction::NoneOnCluster,
+            (None, _) if !wanted => IndexAction::Off,
+            (Some(_), _) if !wanted => IndexAction::WouldDrop,
             (None, _) => IndexAction::WouldCreate,
             (Some(_), true) => IndexAction::WouldRebuild,
             (Some(_), false) => IndexAction::Kept,
@@ -331,6 +339,8 @@ pub async fn migrate(
     let info = store.wait_until_indexed(options.index_patience).await?;
     report.index_action = match (&existing, rebuild) {
         _ if cluster => IndexAction::NoneOnCluster,
+        (None, _) if !wanted => IndexAction::Off,
+        (Some(_), _) if !wanted => IndexAction::Dropped,
         (None, _) => IndexAction::Created,
         (Some(_), true) => IndexAction::Rebuilt,
         (Some(_), false) => IndexAction::Kept,

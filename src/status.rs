@@ -28,6 +28,9 @@ pub struct Status {
 #[derive(Debug, Clone, Serialize)]
 pub struct RedisStatus {
     pub index: String,
+    /// Whether this deployment keeps a full-text index (`redis.text_index`, single node);
+    /// without one, `exists` speaks for the memory the service reads instead.
+    pub text_index: bool,
     pub exists: bool,
     pub documents: u64,
     pub percent_indexed: f64,
@@ -80,6 +83,42 @@ async fn redis_status(
             return None;
         }
     };
+    if !store.has_text_index() {
+        // No index is wanted; one left behind is either an earlier layout's (refused at
+        // start-up) or this build's from when it was on (unused, indexing every write).
+        match store.existing_index().await {
+            Ok(Some(info)) => {
+                let problems_found = index::mismatches(&info, &store.hash_prefix());
+                if problems_found.is_empty() {
+                    warnings.push(format!(
+                        "index {} exists but redis.text_index is off: it is not used and \
+                         indexes every write (`persona-prefs index migrate` drops it)",
+                        info.name
+                    ));
+                } else {
+                    problems.push(format!(
+                        "index {} does not fit this build: {} (`persona-prefs index migrate`)",
+                        info.name,
+                        problems_found.join("; ")
+                    ));
+                }
+            }
+            Ok(None) => {}
+            Err(error) => {
+                problems.push(format!("redis: {error}"));
+                return None;
+            }
+        }
+        return Some(RedisStatus {
+            index: config.redis.index_name.clone(),
+            text_index: false,
+            exists: false,
+            documents: 0,
+            percent_indexed: 1.0,
+            indexing_failures: 0,
+            schema_problems: Vec::new(),
+        });
+    }
     let info = match store.index_info().await {
         Ok(info) => info,
         Err(error) => {
@@ -94,6 +133,7 @@ async fn redis_status(
         ));
         return Some(RedisStatus {
             index: config.redis.index_name.clone(),
+            text_index: store.has_text_index(),
             exists: false,
             documents: 0,
             percent_indexed: 0.0,
@@ -123,6 +163,7 @@ async fn redis_status(
     }
     Some(RedisStatus {
         index: info.name.clone(),
+        text_index: store.has_text_index(),
         exists: true,
         documents: info.num_docs,
         percent_indexed: info.percent_indexed,

@@ -128,9 +128,16 @@ fn on_cluster(config: &Config) -> bool {
 fn index_kept(config: &Config) -> &'static str {
     if on_cluster(config) {
         "none_on_cluster"
+    } else if !config.redis.text_index {
+        "off"
     } else {
         "kept"
     }
+}
+
+/// Whether the deployment keeps a full-text index (`redis.text_index`, single node).
+fn indexes(config: &Config) -> bool {
+    !on_cluster(config) && config.redis.text_index
 }
 
 async fn store(config: &Config) -> PreferenceStore {
@@ -195,12 +202,14 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
 
     let planned = migrate(&config, &["--dry-run"]).await;
     let cluster = on_cluster(&config);
+    // The original's index is not one this deployment keeps (redis.text_index is off by
+    // default): the migration drops it, hashes kept.
     assert_eq!(
         planned["index_action"],
         if cluster {
             "none_on_cluster"
         } else {
-            "would_rebuild"
+            "would_drop"
         }
     );
     assert_eq!(planned["moved"], 4, "{planned}");
@@ -232,13 +241,22 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
         if cluster {
             "none_on_cluster"
         } else {
-            "rebuilt"
+            "dropped"
         },
         "{done}"
     );
     assert_eq!(done["moved"], 4);
     assert_eq!(done["reembedded"], 3);
-    assert_eq!(done["indexed"], if cluster { 0 } else { 4 }, "{done}");
+    assert_eq!(done["indexed"], 0, "no index is kept: {done}");
+    assert!(
+        store(&config)
+            .await
+            .existing_index()
+            .await
+            .unwrap()
+            .is_none(),
+        "the original's index is gone"
+    );
     assert_eq!(done["indexing_failures"], 0, "{done}");
     assert_eq!(done["complete"], true);
     let left = keys_matching(
@@ -297,7 +315,9 @@ async fn the_original_systems_memory_is_migrated_and_then_reinforced_not_duplica
 /// exactly-once and erasure still hold across the move.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_migration_cut_short_finishes_when_run_again() {
-    let config = test_config("migratesteps");
+    // With the full-text index kept (redis.text_index): the earlier layout's is rebuilt.
+    let mut config = test_config("migratesteps");
+    config.redis.text_index = true;
     let _cleanup = Cleanup(config.clone());
     let mut connection = write_memory(&config, "ada", common::DIMS, true).await;
     let prefix = &config.redis.key_prefix;
@@ -340,6 +360,18 @@ async fn a_migration_cut_short_finishes_when_run_again() {
 
     let second = migrate(&config, &[]).await;
     assert_eq!(second["moved"], 2, "the other two: {second}");
+    assert_eq!(
+        second["index_action"],
+        if indexes(&config) {
+            "rebuilt"
+        } else {
+            "none_on_cluster"
+        },
+        "{second}"
+    );
+    if indexes(&config) {
+        assert_eq!(second["indexed"], 4, "{second}");
+    }
     assert_eq!(second["effects_moved"], 1);
     assert_eq!(second["erasures_moved"], 1);
     assert_eq!(second["preferences"], 4);
@@ -465,7 +497,7 @@ async fn vectors_of_the_wrong_size_are_re_embedded() {
     let done = migrate(&config, &[]).await;
     assert_eq!(done["index_action"], index_kept(&config), "{done}");
     assert_eq!(done["reembedded"], 2);
-    assert_eq!(done["indexed"], if on_cluster(&config) { 0 } else { 2 });
+    assert_eq!(done["indexed"], if indexes(&config) { 2 } else { 0 });
     let nearest = store.nearest_topics("ada", &jazz).await.unwrap();
     assert_eq!(nearest[0].preference.id, "b2");
     assert!(nearest[0].similarity() > 0.99, "{nearest:?}");

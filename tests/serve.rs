@@ -562,10 +562,40 @@ async fn administration_mirrors_the_original_tools() {
 }
 
 /// Keyword search finds the words of a long question that its embedding drowns; hybrid blends
-/// both (0.7 similarity + 0.3 keyword) so the named thing comes first.
+/// both (0.7 similarity + 0.3 keyword) so the named thing comes first. Without a full-text
+/// index (the default, and a cluster) the service ranks the persona's records itself.
 #[tokio::test(flavor = "multi_thread")]
 async fn keyword_and_hybrid_search_find_the_words_of_the_query() {
-    let s = Service::start(test_config("keyword")).await;
+    keyword_and_hybrid_search(test_config("keyword")).await;
+}
+
+/// The same answers with the full-text index kept (`redis.text_index`).
+#[tokio::test(flavor = "multi_thread")]
+async fn keyword_search_asks_the_full_text_index_when_one_is_kept() {
+    let mut config = test_config("keywordindex");
+    config.redis.text_index = true;
+    keyword_and_hybrid_search(config).await;
+}
+
+async fn keyword_and_hybrid_search(config: persona_prefs::config::Config) {
+    let asks_the_index = config.redis.text_index && config.redis.cluster_nodes.is_empty();
+    let s = Service::start(config).await;
+    let full_text_searches = || {
+        let mut connection = s.app.store.connection();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            info.lines()
+                .find(|line| line.to_ascii_lowercase().starts_with("cmdstat_ft.search:"))
+                .and_then(|line| line.split("calls=").nth(1))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |n| n.parse::<u64>().unwrap())
+        }
+    };
+    let searches_before = full_text_searches().await;
     let zorblax = s
         .seed(
             "ada",
@@ -604,6 +634,12 @@ async fn keyword_and_hybrid_search_find_the_words_of_the_query() {
     assert_eq!(keyword[0]["id"], zorblax.as_str());
     assert_eq!(keyword[0]["keyword"], 1.0);
     assert_eq!(keyword[0]["relevance"], 1.0);
+    if asks_the_index {
+        assert!(
+            full_text_searches().await > searches_before,
+            "with redis.text_index on, keyword search asks the index"
+        );
+    }
 
     let hybrid = s
         .ok(

@@ -983,7 +983,9 @@ async fn limits_are_enforced_with_errors_that_name_the_field() {
 
 #[tokio::test]
 async fn ensure_index_is_idempotent() {
-    let t = TestStore::new("index").await;
+    let mut config = common::test_config("index");
+    config.redis.text_index = true;
+    let t = TestStore::with_config(config).await;
     let first = t.index_info().await.unwrap().unwrap();
     let again = t.ensure_index().await.unwrap();
     assert_eq!(again.attributes, first.attributes);

@@ -695,11 +695,16 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         ClientCommand::Publish { file } => publish(file, &config).await,
         ClientCommand::Index(IndexCommand::Info { json }) => {
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
-            if store.connection().is_cluster() {
+            if !store.has_text_index() {
                 // Saying "0 documents" of an index that does not exist would mislead.
-                let reason = "a Redis Cluster has no shared index (RediSearch 2.10 has no \
-                              coordinator): every path reads the personas' own structures, and \
-                              keyword search ranks in the service";
+                let reason = if store.connection().is_cluster() {
+                    "a Redis Cluster has no shared index (RediSearch 2.10 has no \
+                     coordinator): every path reads the personas' own structures, and \
+                     keyword search ranks in the service"
+                } else {
+                    "redis.text_index is off: every path reads the personas' own structures, \
+                     and keyword search ranks a persona's records in the service"
+                };
                 if json {
                     let report = IndexReport {
                         name: &config.redis.index_name,
@@ -824,7 +829,11 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             let store = PreferenceStore::connect(&config.redis, &config.store).await?;
             let info = store.ensure_index().await?;
             store.ensure_layout().await?;
-            println!("index {} ready ({} documents)", info.name, info.num_docs);
+            if store.has_text_index() {
+                println!("index {} ready ({} documents)", info.name, info.num_docs);
+            } else {
+                println!("memory ready (no full-text index: redis.text_index is off or a cluster)");
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -26,9 +26,10 @@ pub struct IndexInfo {
 }
 
 impl IndexInfo {
-    /// What stands for the index on a Redis Cluster, where there is none (see
-    /// `PreferenceStore::ensure_index`): the schema this build would use, no documents.
-    pub fn cluster_placeholder(name: &str) -> IndexInfo {
+    /// What stands for the index where there is none (a Redis Cluster, or `redis.text_index`
+    /// off; see `PreferenceStore::ensure_index`): the schema this build would use, no
+    /// documents.
+    pub fn placeholder(name: &str) -> IndexInfo {
         IndexInfo {
             name: name.to_string(),
             prefixes: Vec::new(),
@@ -245,7 +246,7 @@ impl PreferenceStore {
             // owning the name's slot) and has no coordinator, so no index can see every shard.
             // Every hot and administrative path but keyword search reads the personas' own
             // structures; on a cluster there is no shared index at all.
-            return Ok(IndexInfo::cluster_placeholder(&self.settings.index_name));
+            return Ok(IndexInfo::placeholder(&self.settings.index_name));
         }
         let nodes = self.index_info_per_node().await?;
         for (node, info) in &nodes {
@@ -266,6 +267,19 @@ impl PreferenceStore {
                     ),
                 });
             }
+        }
+        if !self.settings.text_index {
+            // An earlier layout's index was refused above; one of this build's is left by a
+            // deployment that had the index on: it is not asked, yet indexes every write.
+            if nodes.iter().any(|(_, info)| info.is_some()) {
+                tracing::warn!(
+                    index = %self.settings.index_name,
+                    "a full-text index exists but redis.text_index is off: it is not used and \
+                     costs memory on every write; `persona-prefs index migrate` drops it (the \
+                     hashes stay)"
+                );
+            }
+            return Ok(IndexInfo::placeholder(&self.settings.index_name));
         }
         if nodes.iter().any(|(_, info)| info.is_none()) {
             let mut connection = self.connection.clone();
@@ -296,14 +310,20 @@ impl PreferenceStore {
         Ok(info)
     }
 
-    /// `FT.INFO`, or `None` when the index does not exist. On a cluster, the masters' answers
-    /// summed (documents, failures) and the least caught-up share indexed; `None` when any
-    /// master lacks the index.
+    /// `FT.INFO`, or `None` when the index does not exist; the placeholder where this
+    /// deployment keeps none (a cluster, or `redis.text_index` off).
     pub async fn index_info(&self) -> Result<Option<IndexInfo>, StoreError> {
+        if !self.has_text_index() {
+            return Ok(Some(IndexInfo::placeholder(&self.settings.index_name)));
+        }
+        self.existing_index().await
+    }
+
+    /// `FT.INFO` of the index as it is, whatever the configuration says (`None` when it does
+    /// not exist, and always on a cluster): what a migration must see.
+    pub async fn existing_index(&self) -> Result<Option<IndexInfo>, StoreError> {
         if self.connection.is_cluster() {
-            return Ok(Some(IndexInfo::cluster_placeholder(
-                &self.settings.index_name,
-            )));
+            return Ok(None);
         }
         let mut combined: Option<IndexInfo> = None;
         for (_, info) in self.index_info_per_node().await? {

@@ -104,6 +104,8 @@ struct Settings {
     replica_wait_ms: u64,
     key_prefix: String,
     index_name: String,
+    /// `redis.text_index`: keep the full-text index (single node only).
+    text_index: bool,
     store: StoreConfig,
     /// The key of erasure records' digests (see [`PreferenceStore::connect`]).
     erasure_key: Vec<u8>,
@@ -180,6 +182,7 @@ impl PreferenceStore {
                 replica_wait_ms: (redis.response_timeout_ms / 2).max(1),
                 key_prefix: redis.key_prefix.clone(),
                 index_name: redis.index_name.clone(),
+                text_index: redis.text_index,
                 store: store.clone(),
                 erasure_key: Vec::new(),
                 min_evidence: 1,
@@ -261,6 +264,13 @@ impl PreferenceStore {
 
     pub fn index_name(&self) -> &str {
         &self.settings.index_name
+    }
+
+    /// Whether keyword search has a full-text index to ask: `redis.text_index` on, and a
+    /// single node (a cluster has no shared index: RediSearch 2.10 has no coordinator).
+    /// Otherwise it ranks the persona's own records in the service.
+    pub fn has_text_index(&self) -> bool {
+        self.settings.text_index && !self.connection.is_cluster()
     }
 
     pub fn key_prefix(&self) -> &str {

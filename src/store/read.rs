@@ -189,10 +189,11 @@ impl PreferenceStore {
         validate::persona_id(persona_id)?;
         validate::embedding(query_embedding, self.settings.store.embedding_dims)?;
         let top_k = validate::top_k(top_k, self.settings.store.max_top_k)?;
-        if self.connection.is_cluster() {
-            // RediSearch 2.10 routes an index by its name's slot and has no coordinator: on a
-            // cluster one index would see one shard's preferences only. The persona's records
-            // all live in its slot, so BM25 over them gives the same answer.
+        if !self.has_text_index() {
+            // No index to ask: `redis.text_index` is off, or this is a cluster (RediSearch 2.10
+            // routes an index by its name's slot and has no coordinator, so one index would
+            // see one shard's preferences only). The persona's records all live in its slot,
+            // so BM25 over them gives the same answer.
             return self
                 .keyword_search_in_records(
                     persona_id,

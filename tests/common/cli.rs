@@ -20,6 +20,10 @@ pub fn config_env(config: &Config) -> Vec<(&'static str, String)> {
             config.redis.index_name.clone(),
         ),
         (
+            "PERSONA_PREFS__REDIS__TEXT_INDEX",
+            config.redis.text_index.to_string(),
+        ),
+        (
             "PERSONA_PREFS__INGEST__STREAM",
             config.ingest.stream.clone(),
         ),
