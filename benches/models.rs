@@ -280,6 +280,13 @@ async fn main() {
                 ..LocalOptions::default()
             },
         ),
+        (
+            "Q8_0 weights (8-bit)",
+            LocalOptions {
+                quantised: true,
+                ..LocalOptions::default()
+            },
+        ),
     ] {
         match LocalEmbedder::load_with(Path::new(&model_dir), 2000, options) {
             Ok(embedder) => {

@@ -137,3 +137,64 @@ async fn topic_key_and_threshold_separate_same_contradicting_and_different_opini
         "accuracy {accuracy:.3} < {MIN_ACCURACY}"
     );
 }
+
+/// The 8-bit network (`LocalOptions::quantised`, a speed lever `benches/models.rs` measures)
+/// reads every labelled sentence as the full one does: each vector within cosine 0.98 of the full model's, and the same-topic decision
+/// at the threshold the same on all but a few pairs.
+#[tokio::test]
+async fn the_eight_bit_model_embeds_as_the_full_one_does() {
+    use persona_prefs::embed::local::LocalOptions;
+    let mut config = Config::defaults();
+    if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
+        config.embed.model_dir = dir;
+    }
+    let dir = std::path::Path::new(&config.embed.model_dir);
+    let full = LocalEmbedder::load_with(dir, 2000, LocalOptions::default()).unwrap();
+    let eight_bit = LocalEmbedder::load_with(
+        dir,
+        2000,
+        LocalOptions {
+            quantised: true,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    let text = std::fs::read_to_string("tests/data/opinion_pairs.jsonl").unwrap();
+    let pairs: Vec<Pair> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sentences: Vec<String> = pairs
+        .iter()
+        .flat_map(|p| [p.a.clone(), p.b.clone()])
+        .collect();
+    let a = full.embed(&sentences).await.unwrap();
+    let b = eight_bit.embed(&sentences).await.unwrap();
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| cosine(x, y))
+        .fold(1.0f64, f64::min);
+    println!(
+        "{} sentences, worst cosine full vs 8-bit {worst:.4}",
+        sentences.len()
+    );
+    assert!(worst >= 0.98, "worst cosine {worst}");
+    let threshold = config.embed.local_match_threshold;
+    let differing = (0..pairs.len())
+        .filter(|i| {
+            (cosine(&a[2 * i], &a[2 * i + 1]) >= threshold)
+                != (cosine(&b[2 * i], &b[2 * i + 1]) >= threshold)
+        })
+        .count();
+    println!(
+        "same-topic decisions that differ: {differing} of {}",
+        pairs.len()
+    );
+    assert!(
+        differing * 50 <= pairs.len(),
+        "{differing} of {}",
+        pairs.len()
+    );
+}

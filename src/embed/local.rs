@@ -12,6 +12,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use super::quantized_bert::QuantisedBert;
 use super::{EmbedError, Embedder, LOCAL_DIMS};
 use crate::telemetry;
 use crate::text::truncate_chars;
@@ -27,6 +28,9 @@ pub struct LocalOptions {
     /// product; whether that is faster on a CPU without native half-precision arithmetic is
     /// for the bench to say.
     pub dtype: DType,
+    /// Matrix weights quantised to 8 bits when loaded (`quantized_bert.rs`); `dtype` then
+    /// applies to nothing (the rest stays F32).
+    pub quantised: bool,
 }
 
 impl Default for LocalOptions {
@@ -34,6 +38,7 @@ impl Default for LocalOptions {
         LocalOptions {
             max_tokens: 256,
             dtype: DType::F32,
+            quantised: false,
         }
     }
 }
@@ -44,9 +49,29 @@ pub struct LocalEmbedder {
 }
 
 struct Model {
-    bert: BertModel,
+    bert: Network,
     tokenizer: Tokenizer,
     device: Device,
+}
+
+/// The BERT that runs: candle's, in the loaded dtype, or the 8-bit one.
+enum Network {
+    Full(BertModel),
+    Quantised(QuantisedBert),
+}
+
+impl Network {
+    fn forward(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        attention_mask: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        match self {
+            Network::Full(bert) => bert.forward(input_ids, token_type_ids, Some(attention_mask)),
+            Network::Quantised(bert) => bert.forward(input_ids, token_type_ids, attention_mask),
+        }
+    }
 }
 
 impl LocalEmbedder {
@@ -91,10 +116,24 @@ impl LocalEmbedder {
         let device = Device::Cpu;
         let weights = file("model.safetensors")?;
         // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], options.dtype, &device) }
+        let dtype = if options.quantised {
+            DType::F32
+        } else {
+            options.dtype
+        };
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], dtype, &device) }
             .map_err(|e| EmbedError::Model(format!("model.safetensors: {e}")))?;
-        let bert = BertModel::load(vb, &config)
-            .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
+        let bert = if options.quantised {
+            Network::Quantised(
+                QuantisedBert::load(vb, &config)
+                    .map_err(|e| EmbedError::Model(format!("quantising BERT: {e}")))?,
+            )
+        } else {
+            Network::Full(
+                BertModel::load(vb, &config)
+                    .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?,
+            )
+        };
         Ok(LocalEmbedder {
             inner: Arc::new(Model {
                 bert,
@@ -142,7 +181,7 @@ impl Model {
         let attention = input_ids.ones_like().map_err(model_error)?;
         let hidden = self
             .bert
-            .forward(&input_ids, &token_types, Some(&attention))
+            .forward(&input_ids, &token_types, &attention)
             .map_err(model_error)?
             .to_dtype(DType::F32)
             .map_err(model_error)?
@@ -203,7 +242,7 @@ impl Model {
         let token_types = input_ids.zeros_like().map_err(model_error)?;
         let hidden = self
             .bert
-            .forward(&input_ids, &token_types, Some(&attention))
+            .forward(&input_ids, &token_types, &attention)
             .map_err(model_error)?
             // Pooling and normalisation in F32 whatever the model ran in.
             .to_dtype(DType::F32)
