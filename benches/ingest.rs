@@ -22,6 +22,7 @@
 
 #[path = "../tests/common/fake_openai.rs"]
 mod fake_openai;
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -32,68 +33,7 @@ use persona_prefs::embed::Embedder;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::ExtractorKind;
 use serde_json::json;
-
-const TOPICS: [&str; 24] = [
-    "green tea",
-    "jazz",
-    "rainy days",
-    "autumn",
-    "cilantro",
-    "science fiction",
-    "chess",
-    "owls",
-    "opera",
-    "small talk",
-    "spicy food",
-    "board games",
-    "poetry",
-    "the ocean",
-    "thunderstorms",
-    "handwritten letters",
-    "baking bread",
-    "mathematics",
-    "minimalism",
-    "reality tv",
-    "crowded parties",
-    "old maps",
-    "birdwatching",
-    "vinyl records",
-];
-
-/// Topic of event `n` when conversations repeat themselves: 24 topics, each voiced by the 16
-/// personas in turn.
-fn repeated_topic(n: usize) -> String {
-    TOPICS[(n / 16) % TOPICS.len()].to_string()
-}
-
-/// A topic no other event has (3000 combinations, then numbered).
-fn distinct_topic(n: usize) -> String {
-    const COLOURS: [&str; 10] = [
-        "red", "blue", "green", "yellow", "purple", "orange", "white", "black", "grey", "golden",
-    ];
-    const MATERIALS: [&str; 10] = [
-        "wooden", "glass", "paper", "silk", "stone", "copper", "woollen", "leather", "clay",
-        "silver",
-    ];
-    const THINGS: [&str; 30] = [
-        "chairs", "lamps", "kites", "boats", "bowls", "clocks", "maps", "masks", "bells", "boxes",
-        "cups", "doors", "fans", "gloves", "hats", "jars", "keys", "knives", "mirrors", "pens",
-        "plates", "rings", "ropes", "scarves", "shoes", "spoons", "tables", "vases", "windows",
-        "bottles",
-    ];
-    let i = n % 3000;
-    let topic = format!(
-        "{} {} {}",
-        COLOURS[i % 10],
-        MATERIALS[(i / 10) % 10],
-        THINGS[i / 100]
-    );
-    if n < 3000 {
-        topic
-    } else {
-        format!("{topic} number {}", n / 3000)
-    }
-}
+use support::{distinct_topic, repeated_topic};
 
 #[tokio::main]
 async fn main() {
@@ -142,15 +82,22 @@ async fn main() {
     });
     let llm_events = events.min(2000);
     let base_url = fake.base_url.clone();
-    let llm_rate = run_pipeline(&base, "llm", llm_events, repeated_topic, move |config| {
-        config.extract.kind = ExtractorKind::Llm;
-        config.extract.llm.base_url = base_url.clone();
-        config.embed.cache_size = 0;
-    })
+    let llm_rate = run_pipeline(
+        &base,
+        "llm",
+        llm_events,
+        |n| repeated_topic(n, 16),
+        move |config| {
+            config.extract.kind = ExtractorKind::Llm;
+            config.extract.llm.base_url = base_url.clone();
+            config.embed.cache_size = 0;
+        },
+    )
     .await;
 
     // 4. Rules extractor + local embedder behind the cache.
-    let cached_rate = run_pipeline(&base, "cached", events, repeated_topic, |_| {}).await;
+    let cached_rate =
+        run_pipeline(&base, "cached", events, |n| repeated_topic(n, 16), |_| {}).await;
 
     // 5. A quiet persona behind a flood, beside an idle worker.
     let flood: usize = std::env::var("BENCH_FLOOD")

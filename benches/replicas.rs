@@ -19,6 +19,7 @@
 #[path = "../tests/common/cli.rs"]
 #[allow(dead_code)]
 mod cli;
+mod support;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -27,53 +28,9 @@ use std::time::{Duration, Instant};
 use persona_prefs::app::{App, wait_until_drained};
 use persona_prefs::config::Config;
 use serde_json::json;
+use support::{distinct_topic, info_sum, repeated_topic};
 
 const PERSONAS: usize = 64;
-const TOPICS: [&str; 24] = [
-    "green tea",
-    "jazz",
-    "rainy days",
-    "autumn",
-    "cilantro",
-    "science fiction",
-    "chess",
-    "owls",
-    "opera",
-    "small talk",
-    "spicy food",
-    "board games",
-    "poetry",
-    "the ocean",
-    "thunderstorms",
-    "handwritten letters",
-    "baking bread",
-    "mathematics",
-    "minimalism",
-    "reality tv",
-    "crowded parties",
-    "old maps",
-    "birdwatching",
-    "vinyl records",
-];
-const COLOURS: [&str; 8] = [
-    "green", "blue", "red", "amber", "violet", "grey", "golden", "black",
-];
-const THINGS: [&str; 8] = [
-    "chairs", "lamps", "kites", "boats", "clocks", "scarves", "bicycles", "teapots",
-];
-
-fn repeated_topic(n: usize) -> String {
-    TOPICS[n % TOPICS.len()].to_string()
-}
-
-fn distinct_topic(n: usize) -> String {
-    format!(
-        "{} {} number {n}",
-        COLOURS[n % COLOURS.len()],
-        THINGS[(n / COLOURS.len()) % THINGS.len()]
-    )
-}
-
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -102,23 +59,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 /// CPU seconds Redis has used, summed over the masters (`INFO cpu`).
 async fn redis_cpu_seconds(app: &App) -> f64 {
-    let mut connection = app.store.connection();
-    let replies = connection
-        .query_every_master(redis::cmd("INFO").arg("cpu"))
-        .await
-        .unwrap();
-    replies
-        .into_iter()
-        .map(|(_, reply)| {
-            let text = persona_prefs::store::query::value_to_string(&reply);
-            text.lines()
-                .filter(|line| {
-                    line.starts_with("used_cpu_user:") || line.starts_with("used_cpu_sys:")
-                })
-                .filter_map(|line| line.split(':').nth(1)?.trim().parse::<f64>().ok())
-                .sum::<f64>()
-        })
-        .sum()
+    info_sum(&app.store, "cpu", &["used_cpu_user", "used_cpu_sys"]).await
 }
 
 /// A child process killed when dropped.
@@ -211,7 +152,7 @@ async fn main() {
     for (kind, topic_of, cache) in [
         (
             "repeated topics",
-            repeated_topic as fn(usize) -> String,
+            (|n| repeated_topic(n, 1)) as fn(usize) -> String,
             true,
         ),
         (

@@ -339,21 +339,7 @@ async fn inject(store: PreferenceStore, q: Vec<f32>, users: Vec<String>, residen
 
 /// `used_memory` summed over the masters.
 async fn used_memory(store: &PreferenceStore) -> u64 {
-    let mut connection = store.connection();
-    let replies = connection
-        .query_every_master(redis::cmd("INFO").arg("memory"))
-        .await
-        .unwrap();
-    replies
-        .into_iter()
-        .map(|(_, reply)| {
-            let text = persona_prefs::store::query::value_to_string(&reply);
-            text.lines()
-                .find_map(|line| line.strip_prefix("used_memory:"))
-                .and_then(|n| n.trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
+    support::info_sum(store, "memory", &["used_memory"]).await as u64
 }
 
 /// What one preference costs in each of a persona's structures, and its raw size.
@@ -389,29 +375,34 @@ async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreak
             .unwrap(),
     )
     .unwrap() as f64;
-    let usage = |reply: Value| -> f64 {
-        redis::from_redis_value::<Option<u64>>(reply)
-            .unwrap()
-            .unwrap_or(0) as f64
+    // MEMORY USAGE of one key, every element counted (SAMPLES 0).
+    let measuring = store.connection();
+    let usage = |key: String| {
+        let mut connection = measuring.clone();
+        let route = route.clone();
+        async move {
+            let reply = connection
+                .query_for_key(
+                    &route,
+                    redis::cmd("MEMORY")
+                        .arg("USAGE")
+                        .arg(key)
+                        .arg("SAMPLES")
+                        .arg(0),
+                )
+                .await
+                .unwrap();
+            redis::from_redis_value::<Option<u64>>(reply)
+                .unwrap()
+                .unwrap_or(0) as f64
+        }
     };
     let mut hash_bytes = 0.0;
     let mut field_bytes = 0.0;
     let mut vector_bytes = 0;
     for id in &ids {
         let key = keys.preference(persona, id);
-        hash_bytes += usage(
-            connection
-                .query_for_key(
-                    &route,
-                    redis::cmd("MEMORY")
-                        .arg("USAGE")
-                        .arg(&key)
-                        .arg("SAMPLES")
-                        .arg(0),
-                )
-                .await
-                .unwrap(),
-        );
+        hash_bytes += usage(key.clone()).await;
         let fields: Vec<(String, Vec<u8>)> = redis::from_redis_value(
             connection
                 .query_for_key(&route, redis::cmd("HGETALL").arg(&key))
@@ -438,19 +429,7 @@ async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreak
         ("strongest sorted set", keys.strongest(persona)),
         ("about sorted set", keys.about(persona)),
     ] {
-        let bytes = usage(
-            connection
-                .query_for_key(
-                    &route,
-                    redis::cmd("MEMORY")
-                        .arg("USAGE")
-                        .arg(&key)
-                        .arg("SAMPLES")
-                        .arg(0),
-                )
-                .await
-                .unwrap(),
-        );
+        let bytes = usage(key).await;
         structures.push((name.to_string(), bytes / count));
     }
     if let Ok(Some(info)) = store.index_info().await

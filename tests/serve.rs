@@ -577,23 +577,43 @@ async fn keyword_search_asks_the_full_text_index_when_one_is_kept() {
     keyword_and_hybrid_search(config).await;
 }
 
+/// Calls of the named commands since the server started (`INFO commandstats`; names in any
+/// case).
+async fn command_calls(
+    connection: &mut persona_prefs::store::RedisConnection,
+    names: &[&str],
+) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(connection)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            names
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(name))
+                .then_some(stats)
+        })
+        .filter_map(|stats| {
+            stats
+                .split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 async fn keyword_and_hybrid_search(config: persona_prefs::config::Config) {
     let asks_the_index = config.redis.text_index && config.redis.cluster_nodes.is_empty();
     let s = Service::start(config).await;
     let full_text_searches = || {
         let mut connection = s.app.store.connection();
-        async move {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut connection)
-                .await
-                .unwrap();
-            info.lines()
-                .find(|line| line.to_ascii_lowercase().starts_with("cmdstat_ft.search:"))
-                .and_then(|line| line.split("calls=").nth(1))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |n| n.parse::<u64>().unwrap())
-        }
+        async move { command_calls(&mut connection, &["ft.search"]).await }
     };
     let searches_before = full_text_searches().await;
     let zorblax = s
@@ -1193,23 +1213,10 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
     let calls = |connection: &mut persona_prefs::store::RedisConnection| {
         let mut connection = connection.clone();
         async move {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut connection)
-                .await
-                .unwrap();
-            let count = |name: &str| {
-                info.lines()
-                    .find(|line| line.starts_with(&format!("cmdstat_{name}:")))
-                    .and_then(|line| line.split("calls=").nth(1))
-                    .and_then(|rest| rest.split(',').next())
-                    .map(|n| n.parse::<u64>().unwrap())
-                    .unwrap_or(0)
-            };
             (
-                count("evalsha") + count("eval") + count("script|load"),
-                count("FT.SEARCH") + count("ft.search"),
-                count("VSIM"),
+                command_calls(&mut connection, &["evalsha", "eval", "script|load"]).await,
+                command_calls(&mut connection, &["ft.search"]).await,
+                command_calls(&mut connection, &["vsim"]).await,
             )
         }
     };

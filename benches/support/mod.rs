@@ -108,6 +108,96 @@ pub fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
     v.into_iter().map(|x| x / norm).collect()
 }
 
+/// Topics conversations keep coming back to (the ingest and replicas benches).
+pub const TOPICS: [&str; 24] = [
+    "green tea",
+    "jazz",
+    "rainy days",
+    "autumn",
+    "cilantro",
+    "science fiction",
+    "chess",
+    "owls",
+    "opera",
+    "small talk",
+    "spicy food",
+    "board games",
+    "poetry",
+    "the ocean",
+    "thunderstorms",
+    "handwritten letters",
+    "baking bread",
+    "mathematics",
+    "minimalism",
+    "reality tv",
+    "crowded parties",
+    "old maps",
+    "birdwatching",
+    "vinyl records",
+];
+
+/// Topic of event `n` when conversations repeat themselves: 24 topics, each voiced by the
+/// `personas` personas in turn.
+pub fn repeated_topic(n: usize, personas: usize) -> String {
+    TOPICS[(n / personas.max(1)) % TOPICS.len()].to_string()
+}
+
+/// A topic no other event has (3000 combinations, then numbered).
+pub fn distinct_topic(n: usize) -> String {
+    const COLOURS: [&str; 10] = [
+        "red", "blue", "green", "yellow", "purple", "orange", "white", "black", "grey", "golden",
+    ];
+    const MATERIALS: [&str; 10] = [
+        "wooden", "glass", "paper", "silk", "stone", "copper", "woollen", "leather", "clay",
+        "silver",
+    ];
+    const THINGS: [&str; 30] = [
+        "chairs", "lamps", "kites", "boats", "bowls", "clocks", "maps", "masks", "bells", "boxes",
+        "cups", "doors", "fans", "gloves", "hats", "jars", "keys", "knives", "mirrors", "pens",
+        "plates", "rings", "ropes", "scarves", "shoes", "spoons", "tables", "vases", "windows",
+        "bottles",
+    ];
+    let i = n % 3000;
+    let topic = format!(
+        "{} {} {}",
+        COLOURS[i % 10],
+        MATERIALS[(i / 10) % 10],
+        THINGS[i / 100]
+    );
+    if n < 3000 {
+        topic
+    } else {
+        format!("{topic} number {}", n / 3000)
+    }
+}
+
+/// `INFO <section>` of every master, the named numeric fields summed over fields and masters.
+pub async fn info_sum(
+    store: &persona_prefs::store::PreferenceStore,
+    section: &str,
+    fields: &[&str],
+) -> f64 {
+    let mut connection = store.connection();
+    let replies = connection
+        .query_every_master(redis::cmd("INFO").arg(section))
+        .await
+        .unwrap();
+    replies
+        .into_iter()
+        .map(|(_, reply)| {
+            let text = persona_prefs::store::query::value_to_string(&reply);
+            text.lines()
+                .filter_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    fields
+                        .contains(&name)
+                        .then(|| value.trim().parse::<f64>().ok())?
+                })
+                .sum::<f64>()
+        })
+        .sum()
+}
+
 pub fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
