@@ -228,21 +228,7 @@ async fn run_pipeline(
     println!("{label}: {events} events in {:.2}s", events as f64 / rate);
 
     // Every event must have done its work (one add or one reinforcement), or the rate lies.
-    let mut effects = 0u64;
-    for persona in 0..16 {
-        let options = persona_prefs::store::ListOptions {
-            limit: 10_000,
-            ..Default::default()
-        };
-        for preference in app
-            .store
-            .list_preferences(&format!("p{persona}"), &options)
-            .await
-            .unwrap()
-        {
-            effects += 1 + preference.reinforcement_count;
-        }
-    }
+    let effects = support::effects_stored(&app.store, 16).await;
     assert_eq!(
         effects, events as u64,
         "{label}: each event adds or reinforces exactly one preference"

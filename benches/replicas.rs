@@ -349,21 +349,7 @@ async fn run(
         events as f64 / rate
     );
 
-    let mut effects = 0u64;
-    for persona in 0..PERSONAS {
-        let options = persona_prefs::store::ListOptions {
-            limit: 10_000,
-            ..Default::default()
-        };
-        for preference in app
-            .store
-            .list_preferences(&format!("p{persona}"), &options)
-            .await
-            .unwrap()
-        {
-            effects += 1 + preference.reinforcement_count;
-        }
-    }
+    let effects = support::effects_stored(&app.store, PERSONAS).await;
     assert_eq!(
         effects, events as u64,
         "{kind}, {count} workers: each event adds or reinforces exactly one preference"

@@ -198,6 +198,26 @@ pub async fn info_sum(
         .sum()
 }
 
+/// Adds and reinforcements stored for personas `p0` … `p{personas - 1}`: each bench event
+/// voices one opinion, so this must equal the events sent, or a rate counted lost work.
+pub async fn effects_stored(store: &persona_prefs::store::PreferenceStore, personas: usize) -> u64 {
+    let options = persona_prefs::store::ListOptions {
+        limit: 10_000,
+        ..Default::default()
+    };
+    let mut effects = 0;
+    for persona in 0..personas {
+        for preference in store
+            .list_preferences(&format!("p{persona}"), &options)
+            .await
+            .unwrap()
+        {
+            effects += 1 + preference.reinforcement_count;
+        }
+    }
+    effects
+}
+
 pub fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
