@@ -60,6 +60,9 @@ impl App {
             .with_min_evidence(config.inject.min_evidence);
         store.ensure_index().await?;
         store.ensure_layout().await?;
+        for advice in store.memory_settings_advice().await {
+            tracing::warn!("{advice}");
+        }
         let nats = connect_nats(&config).await?;
         let js = jetstream::new(nats.clone());
         let (embedder, local_model) = embed::from_config_sharing(&config.embed)?;

@@ -83,6 +83,7 @@ async fn redis_status(
             return None;
         }
     };
+    warnings.extend(store.memory_settings_advice().await);
     if !store.has_text_index() {
         // No index is wanted; one left behind is either an earlier layout's (refused at
         // start-up) or this build's from when it was on (unused, indexing every write).

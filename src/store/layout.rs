@@ -86,3 +86,59 @@ impl PreferenceStore {
         Ok(None)
     }
 }
+
+/// The smallest `hash-max-listpack-value` that keeps a preference hash in Redis's compact
+/// encoding: its timeline runs to a few hundred bytes. docs/CAPACITY.md.
+pub const COMPACT_HASH_VALUE_BYTES: u64 = 512;
+
+/// What to tell an operator about the server's `hash-max-listpack-value` (`None`: unknown, as
+/// on a managed Redis that refuses CONFIG, or large enough).
+pub fn listpack_advice(node: &str, value: Option<u64>) -> Option<String> {
+    let value = value?;
+    (value < COMPACT_HASH_VALUE_BYTES).then(|| {
+        format!(
+            "Redis {node} has hash-max-listpack-value {value}: preference hashes outgrow it and \
+             take about 1 200 bytes more each (about twice the hash). Set it to 1024 in \
+             redis.conf (docs/CAPACITY.md)"
+        )
+    })
+}
+
+impl PreferenceStore {
+    /// Advice on the masters' memory settings (see [`listpack_advice`]); empty when they are
+    /// fine or cannot be read.
+    pub async fn memory_settings_advice(&self) -> Vec<String> {
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("CONFIG");
+        command.arg("GET").arg("hash-max-listpack-value");
+        let Ok(replies) = connection.query_every_master(&command).await else {
+            return Vec::new();
+        };
+        replies
+            .into_iter()
+            .filter_map(|(node, reply)| {
+                let pair: Vec<String> = redis::from_redis_value(reply).ok()?;
+                listpack_advice(&node, pair.get(1)?.parse().ok())
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_listpack_limit_is_named_with_its_cost_and_the_fix() {
+        let advice = listpack_advice("single", Some(64)).expect("64 is Redis's default, too small");
+        assert!(advice.contains("hash-max-listpack-value 64"), "{advice}");
+        assert!(advice.contains("1024"), "{advice}");
+        assert_eq!(listpack_advice("single", Some(1024)), None);
+        assert_eq!(listpack_advice("single", Some(512)), None);
+        assert_eq!(
+            listpack_advice("single", None),
+            None,
+            "unknown: nothing to say"
+        );
+    }
+}
