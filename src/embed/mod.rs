@@ -12,6 +12,7 @@ pub mod cache;
 #[cfg(feature = "local-embedder")]
 pub mod local;
 pub mod openai;
+#[cfg(feature = "local-embedder")]
 mod quantized_bert;
 
 use std::sync::Arc;
