@@ -615,7 +615,12 @@ async fn keyword_and_hybrid_search(config: persona_prefs::config::Config) {
         let mut connection = s.app.store.connection();
         async move { command_calls(&mut connection, &["ft.search"]).await }
     };
-    let searches_before = full_text_searches().await;
+    // Counted on a single node only: a cluster connection answers INFO per node.
+    let searches_before = if asks_the_index {
+        full_text_searches().await
+    } else {
+        0
+    };
     let zorblax = s
         .seed(
             "ada",
