@@ -193,29 +193,7 @@ async fn run_pipeline(
     let consumer = app.consumer().await.unwrap();
 
     // Publish first, then start the worker: the clock measures processing, not publishing.
-    let mut acks = Vec::with_capacity(events);
-    for n in 0..events {
-        let persona = format!("p{}", n % 16);
-        let topic = topic_of(n);
-        let event = json!({
-            "event_id": format!("{name}-{n}"), "persona_id": persona, "platform": "bench", "channel_id": "c",
-            "messages": [{"message_id": format!("{name}-{n}-p"), "role": "persona", "content": format!("I love {topic}."),
-                          "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
-        });
-        // Published without waiting for each ack (unlike `client::publish_event`), so the load
-        // is not paced by round trips.
-        let subject =
-            persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, &persona);
-        acks.push(
-            app.js
-                .publish(subject, serde_json::to_vec(&event).unwrap().into())
-                .await
-                .unwrap(),
-        );
-    }
-    for ack in acks {
-        ack.await.unwrap();
-    }
+    support::publish_opinion_events(&app, &name, events, 16, topic_of).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let started = Instant::now();
     let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use persona_prefs::app::{App, wait_until_drained};
 use persona_prefs::config::Config;
-use serde_json::json;
 use support::{distinct_topic, info_sum, repeated_topic};
 
 const PERSONAS: usize = 64;
@@ -310,27 +309,7 @@ async fn run(
     );
     let redis_before = redis_cpu_seconds(&app).await;
     let started = Instant::now();
-    let mut acks = Vec::with_capacity(events);
-    for n in 0..events {
-        let persona = format!("p{}", n % PERSONAS);
-        let event = json!({
-            "event_id": format!("{name}-{n}"), "persona_id": persona, "platform": "bench", "channel_id": "c",
-            "messages": [{"message_id": format!("{name}-{n}-p"), "role": "persona",
-                          "content": format!("I love {}.", topic_of(n)),
-                          "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
-        });
-        let subject =
-            persona_prefs::subjects::event_subject(&config.ingest.subject_prefix, &persona);
-        acks.push(
-            app.js
-                .publish(subject, serde_json::to_vec(&event).unwrap().into())
-                .await
-                .unwrap(),
-        );
-    }
-    for ack in acks {
-        ack.await.unwrap();
-    }
+    support::publish_opinion_events(&app, &name, events, PERSONAS, topic_of).await;
     wait_until_drained(&app.js, consumer, Duration::from_secs(900))
         .await
         .unwrap();

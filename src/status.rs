@@ -71,6 +71,14 @@ pub async fn collect(config: &Config, listen: Duration) -> Status {
     }
 }
 
+/// The problem an index of another schema is: what differs, and what to run.
+fn unfit_index(name: &str, problems: &[String]) -> String {
+    format!(
+        "index {name} does not fit this build: {} (`persona-prefs index migrate`)",
+        problems.join("; ")
+    )
+}
+
 async fn redis_status(
     config: &Config,
     problems: &mut Vec<String>,
@@ -97,11 +105,7 @@ async fn redis_status(
                         info.name
                     ));
                 } else {
-                    problems.push(format!(
-                        "index {} does not fit this build: {} (`persona-prefs index migrate`)",
-                        info.name,
-                        problems_found.join("; ")
-                    ));
+                    problems.push(unfit_index(&info.name, &problems_found));
                 }
             }
             Ok(None) => {}
@@ -134,7 +138,7 @@ async fn redis_status(
         ));
         return Some(RedisStatus {
             index: config.redis.index_name.clone(),
-            text_index: store.has_text_index(),
+            text_index: true,
             exists: false,
             documents: 0,
             percent_indexed: 0.0,
@@ -144,11 +148,7 @@ async fn redis_status(
     };
     let schema_problems = index::mismatches(&info, &store.hash_prefix());
     if !schema_problems.is_empty() {
-        problems.push(format!(
-            "index {} does not fit this build: {} (`persona-prefs index migrate`)",
-            info.name,
-            schema_problems.join("; ")
-        ));
+        problems.push(unfit_index(&info.name, &schema_problems));
     }
     if info.hash_indexing_failures > 0 {
         warnings.push(format!(
@@ -164,7 +164,7 @@ async fn redis_status(
     }
     Some(RedisStatus {
         index: info.name.clone(),
-        text_index: store.has_text_index(),
+        text_index: true,
         exists: true,
         documents: info.num_docs,
         percent_indexed: info.percent_indexed,

@@ -198,6 +198,40 @@ pub async fn info_sum(
         .sum()
 }
 
+/// Publishes `events` events, each one persona message voicing one opinion ("I love
+/// <topic>."), over personas `p0` … `p{personas - 1}` in turn, and waits until JetStream has
+/// stored them all. Published without waiting for each ack (unlike `client::publish_event`),
+/// so the load is not paced by round trips.
+pub async fn publish_opinion_events(
+    app: &persona_prefs::app::App,
+    name: &str,
+    events: usize,
+    personas: usize,
+    topic_of: fn(usize) -> String,
+) {
+    let mut acks = Vec::with_capacity(events);
+    for n in 0..events {
+        let persona = format!("p{}", n % personas);
+        let event = serde_json::json!({
+            "event_id": format!("{name}-{n}"), "persona_id": persona, "platform": "bench", "channel_id": "c",
+            "messages": [{"message_id": format!("{name}-{n}-p"), "role": "persona",
+                          "content": format!("I love {}.", topic_of(n)),
+                          "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
+        });
+        let subject =
+            persona_prefs::subjects::event_subject(&app.config.ingest.subject_prefix, &persona);
+        acks.push(
+            app.js
+                .publish(subject, serde_json::to_vec(&event).unwrap().into())
+                .await
+                .unwrap(),
+        );
+    }
+    for ack in acks {
+        ack.await.unwrap();
+    }
+}
+
 /// Adds and reinforcements stored for personas `p0` … `p{personas - 1}`: each bench event
 /// voices one opinion, so this must equal the events sent, or a rate counted lost work.
 pub async fn effects_stored(store: &persona_prefs::store::PreferenceStore, personas: usize) -> u64 {

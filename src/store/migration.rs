@@ -114,41 +114,35 @@ impl PreferenceStore {
         // or an earlier layout's copy); the set's size is checked by `drop_misfit_vector_set`
         // and by every write.
         let vectors = self.settings.keys.vectors(persona_id);
+        let mut connection = self.connection.clone();
+        // VDIM of a persona without a vector set is an error reply, which would fail a whole
+        // pipeline: asked on its own (migration only).
+        let set_dims = match connection
+            .query_for_key(
+                &self.route_key(persona_id),
+                redis::cmd("VDIM").arg(&vectors),
+            )
+            .await
+        {
+            Ok(Value::Int(dims)) => Some(dims as usize),
+            _ => None,
+        };
         let mut pipe = redis::pipe();
-        pipe.cmd("VDIM").arg(&vectors);
         for id in preference_ids {
             let key = self.preference_key(persona_id, id);
             pipe.cmd("HGET").arg(&key).arg(field::NAME);
             pipe.cmd("HSTRLEN").arg(&key).arg(field::EMBEDDING);
             pipe.cmd("VISMEMBER").arg(&vectors).arg(id);
         }
-        let mut connection = self.connection.clone();
-        let replies = match connection
+        let replies = connection
             .pipeline_for_key(&self.route_key(persona_id), &pipe)
-            .await
-        {
-            Ok(replies) => replies,
-            // VDIM of a persona without a vector set is an error reply: ask again without it.
-            Err(_) => {
-                let mut pipe = redis::pipe();
-                pipe.cmd("EXISTS").arg(&vectors);
-                for id in preference_ids {
-                    let key = self.preference_key(persona_id, id);
-                    pipe.cmd("HGET").arg(&key).arg(field::NAME);
-                    pipe.cmd("HSTRLEN").arg(&key).arg(field::EMBEDDING);
-                    pipe.cmd("EXISTS").arg(&vectors);
-                }
-                connection
-                    .pipeline_for_key(&self.route_key(persona_id), &pipe)
-                    .await?
-            }
-        };
+            .await?;
         let dims = self.settings.store.embedding_dims;
-        let set_fits = matches!(replies[0], Value::Int(d) if d as usize == dims);
+        let set_fits = set_dims == Some(dims);
         let expected = (dims * 4) as i64;
         Ok(preference_ids
             .iter()
-            .zip(replies[1..].chunks(3))
+            .zip(replies.chunks(3))
             .map(|(id, triple)| EmbeddingStatus {
                 persona_id: persona_id.to_string(),
                 preference_id: id.clone(),

@@ -58,8 +58,8 @@ macro_rules! write_script {
 pub static ADD: LazyLock<Script> = write_script!("scripts/add.lua");
 
 /// Writes what ingest replayed from a preference's timeline (`model::timeline`): ARGV[6] the
-/// revision the timeline was read at ("" for a record without one), ARGV[7] "1" when the
-/// vector changed (the embedding is among the fields), ARGV[8..] field/value pairs. Refused
+/// revision the timeline was read at ("" for a record without one), ARGV[7..] field/value
+/// pairs (a new vector among them as `embedding`, which goes to the vector set). Refused
 /// with [`CONFLICT`] when the record was written since it was read (the replay would undo that
 /// write). Returns nil when missing, else `{applied, id}`.
 pub static APPLY: LazyLock<Script> = write_script!("scripts/apply.lua");

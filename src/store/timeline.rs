@@ -173,9 +173,7 @@ impl PreferenceStore {
         }
         let mut invocation =
             self.invocation(&scripts::APPLY, persona_id, &stored.identity.id, guard)?;
-        invocation
-            .arg(&stored.revision)
-            .arg(if vector.is_some() { "1" } else { "0" });
+        invocation.arg(&stored.revision);
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }

@@ -7,7 +7,7 @@ if (h[2] or '') ~= ARGV[6] then
   return redis.error_reply('CONFLICT ' .. h[1])
 end
 local fields = {}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
 with_next_rev(fields)
 write_record(fields)
 record_effect(h[1])

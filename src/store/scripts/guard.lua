@@ -175,8 +175,9 @@ local function sync(id, old_users, key)
     else
       redis.call('VSETATTR', KEYS[4], id, attributes)
     end
-    -- The set holds it now: the hash's copy (parked, or an earlier layout's) goes.
-    if h[9] and fits and redis.call('VISMEMBER', KEYS[4], id) == 1 then
+    -- A vector that fits is in the set now (added above, or already a member): the hash's
+    -- copy (parked, or an earlier layout's) goes.
+    if h[9] and fits then
       redis.call('HDEL', key, 'embedding')
     end
     redis.call('ZADD', KEYS[5], strength, id)
