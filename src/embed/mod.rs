@@ -10,6 +10,8 @@
 pub mod batcher;
 pub mod cache;
 #[cfg(feature = "local-embedder")]
+mod fast_bert;
+#[cfg(feature = "local-embedder")]
 pub mod local;
 pub mod openai;
 #[cfg(feature = "local-embedder")]
