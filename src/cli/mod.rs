@@ -980,7 +980,7 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
             set.len(),
             opinions
         );
-        for threshold in [0.05f32, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7] {
+        for threshold in [0.01f32, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7] {
             let kept_from_model: Vec<_> = set.iter().filter(|r| !r.1 && r.2 < threshold).collect();
             let lost: usize = kept_from_model.iter().map(|r| r.3).sum();
             let (low, high) = wilson_interval(lost, opinions);

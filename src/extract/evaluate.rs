@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 13] = [
+pub const SHIPPED_SETS: [(&str, &str); 14] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -50,6 +50,10 @@ pub const SHIPPED_SETS: [(&str, &str); 13] = [
     (
         "people's chat (tuning)",
         include_str!("../../tests/data/rules_extraction_chitchat.jsonl"),
+    ),
+    (
+        "people's chat (tuning 2)",
+        include_str!("../../tests/data/rules_extraction_chitchat_2.jsonl"),
     ),
     (
         "held-out 7 (people's chat)",

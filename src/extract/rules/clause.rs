@@ -583,6 +583,25 @@ pub(super) fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpini
         {
             return None;
         }
+        let judgement: Vec<&str> = c["judgement"].split_whitespace().collect();
+        // "X sounds real good right now", "the weather was heavenly today": a moment, not a
+        // lasting view.
+        let momentary = c["judgement"].contains("right now")
+            || c["judgement"].contains("at the moment")
+            || judgement
+                .iter()
+                .any(|w| matches!(w.trim_end_matches(['.', '!', ',']), "today" | "tonight"));
+        // "Trump is a good topic", "that is a good question": what it is good for talking
+        // about, not what it is.
+        let about_the_talk = judgement.iter().take(3).any(|w| {
+            matches!(
+                w.trim_end_matches(['.', '!', ',']),
+                "topic" | "topics" | "question" | "questions" | "point" | "answer" | "example"
+            )
+        });
+        if momentary || about_the_talk {
+            return None;
+        }
         let stance = match judgement_polarity(&c["judgement"]) {
             Some(stance) => stance,
             None if excessive => Stance::Against,
@@ -598,7 +617,19 @@ pub(super) fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpini
             return None;
         }
         // "Some people feel happy", "some films are great": a part judged, not the whole.
-        if subject.starts_with("some ") {
+        // "The best outfit is a good smile": a superlative subject names the slot, and what
+        // fills it is the thing praised.
+        if subject.starts_with("some ")
+            || subject
+                .strip_prefix("the ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .is_some_and(|w| {
+                    matches!(
+                        w,
+                        "best" | "worst" | "greatest" | "biggest" | "hardest" | "nicest"
+                    )
+                })
+        {
             return None;
         }
         // "My day was really good", "my L key is broken", "my mom's dream was funny": the

@@ -341,6 +341,12 @@ pub(super) fn comparative(clause: &str, sentence: &str) -> Option<Vec<ExtractedO
                     | "nothing"
             )
         })
+        // "The biggest challenge for me was…": a superlative names a slot, not a choice.
+        && !c["topic"]
+            .trim_start_matches("the ")
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| matches!(w, "best" | "worst") || (w.ends_with("est") && w.len() > 5))
     {
         return Some(
             make(X_FOR_ME, c["topic"].trim(), Stance::For, sentence, clause)

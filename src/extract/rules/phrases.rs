@@ -303,6 +303,15 @@ pub(super) fn verdict_on_named_topic(reply: &str) -> Option<Stance> {
             },
         );
     }
+    // "Seven hour drive? Wow.": surprise, not a verdict.
+    if reply.split_whitespace().next().is_some_and(|w| {
+        matches!(
+            w.trim_matches(|c: char| !c.is_alphanumeric()),
+            "wow" | "whoa" | "woah" | "omg" | "geez" | "jeez"
+        )
+    }) {
+        return None;
+    }
     // "Pure magic.", "Overrated.", "Total waste of time.": a bare judgement of a few words.
     (reply.split_whitespace().count() <= 4)
         .then(|| polarity(reply))

@@ -60,7 +60,29 @@ pub(super) fn is_a_named_topic(words: &str, at_most: usize) -> bool {
         return false;
     }
     let judgement = words.len() == 1 && polarity(words[0]).is_some();
+    // "Oh man that's too bad!": a pronoun with its "is" ("that's", "it's") makes a clause
+    // ("I'd choose the train" is a choice, read elsewhere).
+    let clause = words.iter().any(|w| {
+        w.split_once('\'').is_some_and(|(head, tail)| {
+            matches!(tail, "s" | "re" | "m")
+                && matches!(
+                    head,
+                    "that"
+                        | "it"
+                        | "there"
+                        | "what"
+                        | "who"
+                        | "he"
+                        | "she"
+                        | "i"
+                        | "you"
+                        | "we"
+                        | "they"
+                )
+        })
+    });
     !judgement
+        && !clause
         && !words
             .iter()
             .any(|w| NOT_A_TOPIC_WORD.contains(w) || is_interjection(w))

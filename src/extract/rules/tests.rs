@@ -666,6 +666,28 @@ fn what_people_say_in_passing_is_not_a_preference() {
         ("I really like chatting with you, too.", &[]),
         ("It never hurts to try.", &[]),
         ("Good. Love the weather today", &[]),
+        // People's chat, tuning set 2: moments, talk about the talk, slots and surprise.
+        ("Oh man that's too bad! My family loves football!", &[]),
+        (
+            "Poppy see chicken casserole sounds real good right now!",
+            &[],
+        ),
+        (
+            "the weather was heavenly today, I am eternally grateful.",
+            &[],
+        ),
+        ("Trump is a good topic", &[]),
+        (
+            "The biggest challenge for me was balancing school life and home life.",
+            &[],
+        ),
+        ("seven hour drive? Wow", &[]),
+        ("Sailing? Love it.", &[("sailing", For)]),
+        ("Tea is a good choice for mornings.", &[("tea", For)]),
+        (
+            "Green tea for me, I still prefer it over coffee.",
+            &[("green tea", For), ("coffee", Against)],
+        ),
         ("I dig deeper than most.", &[]),
         ("I like the red ones", &[]),
         ("I agree it is good to bond with.", &[]),
