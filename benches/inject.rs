@@ -6,8 +6,8 @@
 //!
 //! Measured (p50/p99): `persona.prefs.inject` with a precomputed embedding, with text (cache
 //! hit), and with new text every time (local embedder on the request path), the last
-//! alternated with the model embedding a like text alone and a precomputed injection; goal
-//! for new text: p50 <= 20 ms. In the same rounds, `check` with a new draft every time (the
+//! alternated with the model embedding a like text alone and a precomputed injection; target
+//! for new text: p50 <= 4 ms. In the same rounds, `check` with a new draft every time (the
 //! rules extractor, its topic embedded on the request path), beside new-text injection.
 //! Floor: one raw VSIM over the persona's vector set (same Redis) plus a bare NATS
 //! request-reply echo of the same payload size. Compared too: the original system's query plan
@@ -37,8 +37,9 @@ use support::{
 const TARGET_RATIO: f64 = 1.3;
 /// p99 at most this many times p50: a tail the prompt builder can plan for.
 const TARGET_TAIL: f64 = 2.0;
-/// Text injection with a query never seen before (embedded on the request path), p50.
-const TEXT_GOAL_P50_MS: f64 = 20.0;
+/// Text injection with a query never seen before (embedded on the request path), p50: issue
+/// 32's target on this 2-core machine (issue 11's earlier goal was 20 ms).
+const TEXT_GOAL_P50_MS: f64 = 4.0;
 
 #[tokio::main]
 async fn main() {
@@ -439,11 +440,12 @@ async fn main() {
         "result: {}",
         if ok { "within target" } else { "OVER TARGET" }
     );
-    // The text path's goal is absolute (issue 11: the model must leave injection usable on
-    // these 2 cores); beside it, how much the service adds to the model and the store.
+    // The text path's target is absolute (issue 32: a prompt builder that sends text, the
+    // usual case, waits single-digit milliseconds); beside it, how much the service adds to
+    // the model and the store.
     let text_floor = raw_embed.p50 + precomputed_beside_text.p50;
     println!(
-        "new text p50 = {:.1} ms (goal <= {TEXT_GOAL_P50_MS} ms): {}; \
+        "new text p50 = {:.1} ms (target <= {TEXT_GOAL_P50_MS} ms): {}; \
          / (model alone + precomputed inject, {text_floor:.1} ms) = {:.2}",
         new_text.p50,
         if new_text.p50 <= TEXT_GOAL_P50_MS {
