@@ -138,33 +138,41 @@ async fn topic_key_and_threshold_separate_same_contradicting_and_different_opini
     );
 }
 
-/// The 8-bit network (`LocalOptions::quantised`, a speed lever `benches/models.rs` measures)
-/// reads every labelled sentence as the full one does: each vector within cosine 0.98 of the full model's, and the same-topic decision
-/// at the threshold the same on all but a few pairs.
-#[tokio::test]
-async fn the_eight_bit_model_embeds_as_the_full_one_does() {
+/// The local model loaded two ways: the default and `other`, for comparing them.
+fn default_and(other: persona_prefs::embed::local::LocalOptions) -> (LocalEmbedder, LocalEmbedder) {
     use persona_prefs::embed::local::LocalOptions;
     let mut config = Config::defaults();
     if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
         config.embed.model_dir = dir;
     }
     let dir = std::path::Path::new(&config.embed.model_dir);
-    let full = LocalEmbedder::load_with(dir, 2000, LocalOptions::default()).unwrap();
-    let eight_bit = LocalEmbedder::load_with(
-        dir,
-        2000,
-        LocalOptions {
-            quantised: true,
-            ..LocalOptions::default()
-        },
+    (
+        LocalEmbedder::load_with(dir, 2000, LocalOptions::default()).unwrap(),
+        LocalEmbedder::load_with(dir, 2000, other).unwrap(),
     )
-    .unwrap();
+}
+
+/// The labelled opinion pairs of `tests/data/opinion_pairs.jsonl`.
+fn labelled_pairs() -> Vec<Pair> {
     let text = std::fs::read_to_string("tests/data/opinion_pairs.jsonl").unwrap();
-    let pairs: Vec<Pair> = text
-        .lines()
+    text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .collect()
+}
+
+/// The 8-bit network (`LocalOptions::quantised`, a speed lever `benches/models.rs` measures)
+/// reads every labelled sentence as the full one does: each vector within cosine 0.98 of the full model's, and the same-topic decision
+/// at the threshold the same on all but a few pairs.
+#[tokio::test]
+async fn the_eight_bit_model_embeds_as_the_full_one_does() {
+    use persona_prefs::embed::local::LocalOptions;
+    let config = Config::defaults();
+    let (full, eight_bit) = default_and(LocalOptions {
+        quantised: true,
+        ..LocalOptions::default()
+    });
+    let pairs = labelled_pairs();
     let sentences: Vec<String> = pairs
         .iter()
         .flat_map(|p| [p.a.clone(), p.b.clone()])
@@ -206,26 +214,12 @@ async fn the_eight_bit_model_embeds_as_the_full_one_does() {
 #[tokio::test]
 async fn the_hand_written_pass_embeds_as_candle_does() {
     use persona_prefs::embed::local::LocalOptions;
-    let mut config = Config::defaults();
-    if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
-        config.embed.model_dir = dir;
-    }
-    let dir = std::path::Path::new(&config.embed.model_dir);
-    let hand_written = LocalEmbedder::load_with(dir, 2000, LocalOptions::default()).unwrap();
-    let candle = LocalEmbedder::load_with(
-        dir,
-        2000,
-        LocalOptions {
-            hand_written: false,
-            ..LocalOptions::default()
-        },
-    )
-    .unwrap();
-    let text = std::fs::read_to_string("tests/data/opinion_pairs.jsonl").unwrap();
-    let sentences: Vec<String> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str::<Pair>(l).unwrap())
+    let (hand_written, candle) = default_and(LocalOptions {
+        hand_written: false,
+        ..LocalOptions::default()
+    });
+    let sentences: Vec<String> = labelled_pairs()
+        .into_iter()
         .flat_map(|p| [p.a, p.b])
         .collect();
     let mut a = hand_written.embed(&sentences).await.unwrap();
