@@ -152,6 +152,14 @@ fn default_and(other: persona_prefs::embed::local::LocalOptions) -> (LocalEmbedd
     )
 }
 
+/// The lowest cosine between `a` and `b`, vector by vector.
+fn worst_cosine(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| cosine(x, y))
+        .fold(1.0f64, f64::min)
+}
+
 /// The labelled opinion pairs of `tests/data/opinion_pairs.jsonl`.
 fn labelled_pairs() -> Vec<Pair> {
     let text = std::fs::read_to_string("tests/data/opinion_pairs.jsonl").unwrap();
@@ -179,11 +187,7 @@ async fn the_eight_bit_model_embeds_as_the_full_one_does() {
         .collect();
     let a = full.embed(&sentences).await.unwrap();
     let b = eight_bit.embed(&sentences).await.unwrap();
-    let worst = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| cosine(x, y))
-        .fold(1.0f64, f64::min);
+    let worst = worst_cosine(&a, &b);
     println!(
         "{} sentences, worst cosine full vs 8-bit {worst:.4}",
         sentences.len()
@@ -230,11 +234,7 @@ async fn the_hand_written_pass_embeds_as_candle_does() {
     a.extend(hand_written.embed(&long).await.unwrap());
     b.extend(candle.embed(&long).await.unwrap());
     assert_eq!(a.len(), b.len());
-    let worst = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| cosine(x, y))
-        .fold(1.0f64, f64::min);
+    let worst = worst_cosine(&a, &b);
     println!(
         "{} sentences, worst cosine hand-written vs candle {worst:.7}",
         a.len()
