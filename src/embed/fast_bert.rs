@@ -57,11 +57,11 @@ pub struct FastBert {
     parallelism: Parallelism,
 }
 
-/// Why a checkpoint could not be read as the BERT this module runs.
+/// Why a checkpoint could not be read as the BERT this module runs, or a text not run.
 #[derive(Debug)]
-pub struct LoadError(pub String);
+pub struct BertError(pub String);
 
-impl std::fmt::Display for LoadError {
+impl std::fmt::Display for BertError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -72,14 +72,14 @@ struct Checkpoint(HashMap<String, Tensor>);
 impl Checkpoint {
     /// The tensor `name` (with or without the `bert.` prefix some exports carry), as F32,
     /// checked against the `shape` the config implies.
-    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, BertError> {
         let tensor = self
             .0
             .remove(name)
             .or_else(|| self.0.remove(&format!("bert.{name}")))
-            .ok_or_else(|| LoadError(format!("model.safetensors has no tensor {name}")))?;
+            .ok_or_else(|| BertError(format!("model.safetensors has no tensor {name}")))?;
         if tensor.dims() != shape {
-            return Err(LoadError(format!(
+            return Err(BertError(format!(
                 "{name} is {:?}, the config implies {shape:?}",
                 tensor.dims()
             )));
@@ -88,10 +88,10 @@ impl Checkpoint {
             .to_dtype(DType::F32)
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| LoadError(format!("{name}: {e}")))
+            .map_err(|e| BertError(format!("{name}: {e}")))
     }
 
-    fn linear(&mut self, prefix: &str, inputs: usize, outputs: usize) -> Result<Linear, LoadError> {
+    fn linear(&mut self, prefix: &str, inputs: usize, outputs: usize) -> Result<Linear, BertError> {
         Ok(Linear {
             weight: self.take(&format!("{prefix}.weight"), &[outputs, inputs])?,
             bias: self.take(&format!("{prefix}.bias"), &[outputs])?,
@@ -100,7 +100,7 @@ impl Checkpoint {
         })
     }
 
-    fn layer_norm(&mut self, prefix: &str, size: usize) -> Result<LayerNorm, LoadError> {
+    fn layer_norm(&mut self, prefix: &str, size: usize) -> Result<LayerNorm, BertError> {
         Ok(LayerNorm {
             weight: self.take(&format!("{prefix}.weight"), &[size])?,
             bias: self.take(&format!("{prefix}.bias"), &[size])?,
@@ -115,14 +115,14 @@ impl FastBert {
         weights: &Path,
         config: &BertConfig,
         threads: usize,
-    ) -> Result<FastBert, LoadError> {
+    ) -> Result<FastBert, BertError> {
         let tensors = candle_core::safetensors::load(weights, &Device::Cpu)
-            .map_err(|e| LoadError(format!("model.safetensors: {e}")))?;
+            .map_err(|e| BertError(format!("model.safetensors: {e}")))?;
         let mut checkpoint = Checkpoint(tensors);
         let hidden = config.hidden_size;
         let heads = config.num_attention_heads;
         if heads == 0 || !hidden.is_multiple_of(heads) {
-            return Err(LoadError(format!(
+            return Err(BertError(format!(
                 "hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
             )));
         }
@@ -192,9 +192,14 @@ impl FastBert {
         })
     }
 
+    /// The width of each token's state.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
     /// The last hidden state of each token of one text (no padding): `ids.len() × hidden`,
     /// row-major.
-    pub fn forward(&self, ids: &[u32]) -> Result<Vec<f32>, LoadError> {
+    pub fn forward(&self, ids: &[u32]) -> Result<Vec<f32>, BertError> {
         Ok(self.forward_many(&[ids])?.pop().unwrap_or_default())
     }
 
@@ -202,12 +207,12 @@ impl FastBert {
     /// matrix for the dense layers (a batch without padding: no row computed for nothing) and
     /// only attention runs text by text. Ids past the vocabulary and texts past the position
     /// table are refused rather than read out of bounds.
-    pub fn forward_many(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, LoadError> {
+    pub fn forward_many(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let tokens: usize = texts.iter().map(|ids| ids.len()).sum();
         let longest = texts.iter().map(|ids| ids.len()).max().unwrap_or(0);
         if longest > self.max_positions {
-            return Err(LoadError(format!(
+            return Err(BertError(format!(
                 "{longest} tokens, the model reads at most {}",
                 self.max_positions
             )));
@@ -218,7 +223,7 @@ impl FastBert {
             for (position, (&id, row)) in ids.iter().zip(&mut rows).enumerate() {
                 let id = id as usize;
                 if id >= self.vocabulary {
-                    return Err(LoadError(format!("token id {id} is past the vocabulary")));
+                    return Err(BertError(format!("token id {id} is past the vocabulary")));
                 }
                 let word = &self.word_embeddings[id * hidden..(id + 1) * hidden];
                 let place = &self.position_embeddings[position * hidden..(position + 1) * hidden];

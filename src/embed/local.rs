@@ -14,7 +14,7 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use super::fast_bert::FastBert;
 use super::quantized_bert::QuantisedBert;
-use super::{EmbedError, Embedder, LOCAL_DIMS};
+use super::{EmbedError, Embedder, LOCAL_DIMS, normalise};
 use crate::telemetry;
 use crate::text::truncate_chars;
 
@@ -32,9 +32,10 @@ pub struct LocalOptions {
     /// Matrix weights quantised to 8 bits when loaded (`quantized_bert.rs`); `dtype` then
     /// applies to nothing (the rest stays F32).
     pub quantised: bool,
-    /// Texts go through the hand-written forward pass (`fast_bert.rs`) one at a time, each at
-    /// its own length, instead of through candle in padded batches. Same vectors; `false`
-    /// keeps candle, which `benches/models.rs` measures beside it.
+    /// Texts go through the hand-written forward pass (`fast_bert.rs`), each at its own length
+    /// with a batch's tokens stacked, instead of through candle in padded batches. Same
+    /// vectors; `false` keeps candle, which `benches/models.rs` measures beside it. Only for
+    /// F32 weights: the quantised and half-precision levers are candle's.
     pub hand_written: bool,
     /// Threads one text's matrix products may share in the hand-written pass.
     pub threads: usize,
@@ -64,7 +65,8 @@ struct Model {
 }
 
 /// The BERT that runs: candle's, in the loaded dtype, or the 8-bit one; or the hand-written
-/// pass, one text at a time.
+/// pass, which reads token ids rather than tensors (`embed_batch` and `token_states` call it
+/// directly).
 enum Network {
     Full(BertModel),
     Quantised(QuantisedBert),
@@ -205,9 +207,11 @@ impl Model {
             let flat = bert
                 .forward(&ids)
                 .map_err(|e| EmbedError::Model(e.to_string()))?;
-            let states: Vec<Vec<f32>> =
-                flat.chunks_exact(LOCAL_DIMS).map(<[f32]>::to_vec).collect();
-            let mean = mean_of_rows(&flat, LOCAL_DIMS);
+            let states: Vec<Vec<f32>> = flat
+                .chunks_exact(bert.hidden())
+                .map(<[f32]>::to_vec)
+                .collect();
+            let mean = mean_of_rows(&flat, bert.hidden());
             (states, mean)
         } else {
             let columns = ids.len();
@@ -273,11 +277,7 @@ impl Model {
                 .map_err(|e| EmbedError::Model(e.to_string()))?;
             return Ok(states
                 .iter()
-                .map(|text| {
-                    let mut mean = mean_of_rows(text, LOCAL_DIMS);
-                    normalise(&mut mean);
-                    mean
-                })
+                .map(|text| normalise(mean_of_rows(text, bert.hidden())))
                 .collect());
         }
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
@@ -345,12 +345,6 @@ fn mean_of_rows(flat: &[f32], width: usize) -> Vec<f32> {
     }
     mean.iter_mut().for_each(|m| *m /= rows.max(1) as f32);
     mean
-}
-
-/// Scales `vector` to unit length (a zero vector stays zero), as candle's path clamps.
-fn normalise(vector: &mut [f32]) {
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    vector.iter_mut().for_each(|x| *x /= norm);
 }
 
 impl Embedder for LocalEmbedder {

@@ -24,6 +24,17 @@ use serde::Deserialize;
 
 use crate::settings::ConfigError;
 
+/// `vector` scaled to unit length (a zero vector stays as it is): cosine search wants unit
+/// vectors, whichever embedder made them.
+pub(crate) fn normalise(vector: Vec<f32>) -> Vec<f32> {
+    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        vector.into_iter().map(|v| v / norm).collect()
+    } else {
+        vector
+    }
+}
+
 /// Text in, one vector per text out (same order), each of [`Embedder::dims`] dimensions.
 pub trait Embedder: Send + Sync {
     fn dims(&self) -> usize;

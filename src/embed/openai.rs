@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::json;
 
-use super::{EmbedError, Embedder, OpenAiEmbedConfig};
+use super::{EmbedError, Embedder, OpenAiEmbedConfig, normalise};
 use crate::openai_http::{ApiClient, ApiClientSettings, ApiError};
 use crate::telemetry;
 use crate::text::truncate_chars;
@@ -96,6 +96,7 @@ impl Embedder for OpenAiEmbedder {
                 let slot = vectors
                     .get_mut(index)
                     .ok_or_else(|| EmbedError::Rejected(format!("index {index} out of range")))?;
+                // Most services return unit vectors; this makes sure.
                 *slot = Some(normalise(vector));
             }
             let vectors: Option<Vec<Vec<f32>>> = vectors.into_iter().collect();
@@ -104,15 +105,5 @@ impl Embedder for OpenAiEmbedder {
             telemetry::embed_batch(texts.len(), started.elapsed());
             Ok(vectors)
         })
-    }
-}
-
-/// Cosine search wants unit vectors; most services return them, this makes sure.
-fn normalise(vector: Vec<f32>) -> Vec<f32> {
-    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        vector.into_iter().map(|v| v / norm).collect()
-    } else {
-        vector
     }
 }
