@@ -282,16 +282,20 @@ async fn main() {
     .await;
     // New text every time, alternated call by call with its floor: the same model embedding
     // a text of the same shape directly (batch 1, no batcher, no cache), and the precomputed
-    // injection beside it. What the service adds is the gap between them.
+    // injection beside it. What the service adds is the gap between them. The model is the
+    // one queries use (`embed.query_precision`: the 8-bit pass by default).
     let model = persona_prefs::embed::local::LocalEmbedder::load_with(
         std::path::Path::new(&config.embed.model_dir),
         config.embed.max_input_chars,
         persona_prefs::embed::local::LocalOptions {
             max_tokens: config.embed.local_max_tokens,
+            int8_queries: config.embed.query_precision
+                == persona_prefs::embed::QueryPrecision::Int8,
             ..Default::default()
         },
     )
-    .expect("local model (scripts/services fetch)");
+    .expect("local model (scripts/services fetch)")
+    .for_queries();
     let new_text_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = subject.clone();
@@ -386,7 +390,12 @@ async fn main() {
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",
-        "  beside it: the model alone (batch 1)", raw_embed.p50, raw_embed.p99
+        format!(
+            "  beside it: the model alone ({:?} queries)",
+            config.embed.query_precision
+        ),
+        raw_embed.p50,
+        raw_embed.p99
     );
     println!(
         "{:<40} {:>9.3} {:>9.3}",

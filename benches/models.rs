@@ -79,13 +79,24 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 async fn quality(embedder: &dyn Embedder, set: &LabelledSet, configured: f64) -> Quality {
+    quality_of_queries(embedder, embedder, set, configured).await
+}
+
+/// [`quality`] where the stored side (topic pairs, preferences' topics) is embedded by
+/// `stored` and the messages injection searches with by `queries`, as the service splits them.
+async fn quality_of_queries(
+    stored: &dyn Embedder,
+    queries_embedder: &dyn Embedder,
+    set: &LabelledSet,
+    configured: f64,
+) -> Quality {
     let pairs = parse_pairs(persona_prefs::calibrate::TOPIC_PAIRS).unwrap();
-    let calibration = calibrate(embedder, &pairs, configured).await.unwrap();
+    let calibration = calibrate(stored, &pairs, configured).await.unwrap();
     // Injection compares the message with each preference's topic, as the service does.
     let names: Vec<String> = set.preferences.iter().map(|p| p.name.clone()).collect();
-    let topics = embedder.embed(&names).await.unwrap();
+    let topics = stored.embed(&names).await.unwrap();
     let queries: Vec<String> = set.queries.iter().map(|q| q.query.clone()).collect();
-    let messages = embedder.embed(&queries).await.unwrap();
+    let messages = queries_embedder.embed(&queries).await.unwrap();
     // For each message: preference names by similarity, nearest first.
     let ranked: Vec<Vec<(f64, &str)>> = messages
         .iter()
@@ -261,6 +272,36 @@ async fn main() {
         "default (hand-written, F32, 256 t)",
         &minilm_quality,
         &minilm_speed,
+    );
+    // The query side: what injection and search embed their text with.
+    let queries = minilm.for_queries();
+    let queries_quality =
+        quality_of_queries(&minilm, &queries, &set, config.embed.local_match_threshold).await;
+    let queries_speed = speed(&queries, &messages, rounds).await;
+    row(
+        "queries: 8-bit products (default)",
+        &queries_quality,
+        &queries_speed,
+    );
+    let texts: Vec<String> = messages
+        .iter()
+        .chain(set.preferences.iter().map(|p| &p.name))
+        .cloned()
+        .collect();
+    let exact = minilm.embed(&texts).await.unwrap();
+    let quantised = queries.embed(&texts).await.unwrap();
+    let agreement: Vec<f64> = exact
+        .iter()
+        .zip(&quantised)
+        .map(|(a, b)| cosine(a, b))
+        .collect();
+    println!(
+        "  8-bit query vectors against F32 on {} texts: cosine worst {:.5}, median {:.5}; R@5 {:+.3} and injection's R {:+.3} against F32 queries (the issue allows 0.01)",
+        texts.len(),
+        agreement.iter().copied().fold(1.0, f64::min),
+        median(agreement.clone()),
+        queries_quality.recall_at_5 - minilm_quality.recall_at_5,
+        queries_quality.inject_recall - minilm_quality.inject_recall,
     );
     for (name, options) in [
         (

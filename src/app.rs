@@ -45,6 +45,8 @@ pub struct App {
     pub nats: async_nats::Client,
     pub js: jetstream::Context,
     pub embedder: Arc<dyn Embedder>,
+    /// Search text's embedder (`embed::Embedders::queries`).
+    pub query_embedder: Arc<dyn Embedder>,
     pub extractor: Arc<dyn Extractor>,
     /// Grey-zone adjudication by the LLM, with the LLM extractor (`extract.adjudication`).
     pub adjudicator: Option<Arc<dyn extract::adjudicate::Adjudicator>>,
@@ -65,15 +67,19 @@ impl App {
         }
         let nats = connect_nats(&config).await?;
         let js = jetstream::new(nats.clone());
-        let (embedder, local_model) = embed::from_config_sharing(&config.embed)?;
-        let (extractor, adjudicator) =
-            extract::stages_from_config(&config.extract, &config.store.categories, local_model)?;
+        let embedders = embed::from_config_sharing(&config.embed)?;
+        let (extractor, adjudicator) = extract::stages_from_config(
+            &config.extract,
+            &config.store.categories,
+            embedders.local,
+        )?;
         Ok(App {
             config: Arc::new(config),
             store,
             nats,
             js,
-            embedder,
+            embedder: embedders.exact,
+            query_embedder: embedders.queries,
             extractor,
             adjudicator,
         })
@@ -104,6 +110,7 @@ impl App {
             nats: self.nats.clone(),
             store: self.store.clone(),
             embedder: self.embedder.clone(),
+            query_embedder: self.query_embedder.clone(),
             eraser: Eraser::new(self.store.clone(), self.js.clone(), &self.config.ingest),
             config: self.config.serve.clone(),
             max_payload_bytes: self.config.nats.max_payload_bytes,

@@ -111,7 +111,9 @@ async fn the_gate_keeps_messages_without_an_opinion_from_the_model() {
     config.extract.llm.base_url = fake.base_url.clone();
     config.embed.model_dir = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
     assert!(config.extract.llm.gate_min_score > 0.0, "on by default");
-    let (_, local) = persona_prefs::embed::from_config_sharing(&config.embed).unwrap();
+    let local = persona_prefs::embed::from_config_sharing(&config.embed)
+        .unwrap()
+        .local;
     let extractor =
         persona_prefs::extract::from_config(&config.extract, &config.store.categories, local)
             .unwrap();
@@ -127,7 +129,9 @@ async fn the_gate_keeps_messages_without_an_opinion_from_the_model() {
     assert_eq!(fake.received().len(), 1, "an opinion goes to the model");
 
     config.extract.llm.gate_min_score = 0.0;
-    let (_, local) = persona_prefs::embed::from_config_sharing(&config.embed).unwrap();
+    let local = persona_prefs::embed::from_config_sharing(&config.embed)
+        .unwrap()
+        .local;
     let ungated =
         persona_prefs::extract::from_config(&config.extract, &config.store.categories, local)
             .unwrap();

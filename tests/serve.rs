@@ -21,6 +21,34 @@ struct Service {
 }
 
 impl Service {
+    /// The persona's one preference holds the F32 model's vector of `topic`, as ingest would
+    /// store it, not the 8-bit query pass's (which serves injection and search text only):
+    /// searched with the F32 vector it is all but identical (the vector set keeps it in 8 bits
+    /// of its own), where a query-pass vector sits near 0.997.
+    async fn assert_stored_as_ingest_stores(&self, persona_id: &str, topic: &str) {
+        let exact = self.app.embedder.embed(&[topic.to_string()]).await.unwrap();
+        let queried = self
+            .app
+            .query_embedder
+            .embed(&[topic.to_string()])
+            .await
+            .unwrap();
+        assert_ne!(exact, queried, "the query pass differs from the stored one");
+        let hits = self
+            .app
+            .store
+            // The exact search (retracted included): cosine to the dequantised copy, not VSIM's
+            // approximate score.
+            .search_preferences(persona_id, &exact[0], 1, true)
+            .await
+            .unwrap();
+        let similarity = 1.0 - hits[0].score;
+        assert!(
+            similarity > 0.9999,
+            "stored vector's similarity to the F32 one: {similarity}"
+        );
+    }
+
     async fn start(config: Config) -> Service {
         let cleanup = Cleanup(config.clone());
         let app = App::start(config).await.unwrap();
@@ -511,6 +539,7 @@ async fn administration_mirrors_the_original_tools() {
                           "stance": "for", "triggering_user_id": "u1", "related_user_ids": ["u1"]}))
         .await;
     let id = added["id"].as_str().unwrap().to_string();
+    s.assert_stored_as_ingest_stores("ada", "green tea").await;
     let got = s
         .ok("get", json!({"persona_id": "ada", "preference_id": id}))
         .await;
@@ -534,6 +563,7 @@ async fn administration_mirrors_the_original_tools() {
         .ok("evolve", json!({"persona_id": "ada", "preference_id": id, "new_opinion": "Green tea is too grassy now.", "reason": "tasted better", "new_stance": "against"}))
         .await;
     assert_eq!(evolved["evolutions"], 1);
+    s.assert_stored_as_ingest_stores("ada", "green tea").await;
     let found = s
         .ok("search", json!({"persona_id": "ada", "query": "green tea"}))
         .await;

@@ -262,3 +262,60 @@ async fn the_hand_written_pass_embeds_as_candle_does() {
     }
     assert!(cosine(&x.mean, &y.mean) >= 0.99999);
 }
+
+/// Search text (injection's and search's queries) goes through the 8-bit pass by default;
+/// everything stored through the F32 one. The configured embedders must split that way: the
+/// stored side's vectors are the F32 model's exactly, the query side's within cosine 0.99 of
+/// them (and not the same: the 8-bit pass really runs), and a query ranks the labelled topics
+/// as the F32 query does, nearest first, on all but a few sentences. With
+/// `embed.query_precision = "f32"` both sides are one embedder.
+#[tokio::test]
+async fn queries_use_the_eight_bit_pass_and_what_is_stored_the_full_one() {
+    use persona_prefs::embed::{QueryPrecision, from_config_sharing};
+    let mut config = Config::defaults();
+    if let Ok(dir) = std::env::var("PERSONA_PREFS_MODEL_DIR") {
+        config.embed.model_dir = dir;
+    }
+    let embedders = from_config_sharing(&config.embed).unwrap();
+    let reference =
+        LocalEmbedder::load(std::path::Path::new(&config.embed.model_dir), 2000).unwrap();
+    let pairs = labelled_pairs();
+    let topics: Vec<String> = pairs.iter().map(|p| p.a.clone()).collect();
+    let queries: Vec<String> = pairs.iter().map(|p| p.b.clone()).collect();
+
+    let stored = embedders.exact.embed(&topics).await.unwrap();
+    assert_eq!(stored, reference.embed(&topics).await.unwrap());
+    let exact_queries = reference.embed(&queries).await.unwrap();
+    let quantised_queries = embedders.queries.embed(&queries).await.unwrap();
+    let worst = worst_cosine(&exact_queries, &quantised_queries);
+    println!(
+        "{} queries, worst cosine 8-bit vs F32 {worst:.5}",
+        queries.len()
+    );
+    assert!(worst >= 0.99, "worst cosine {worst}");
+    assert_ne!(exact_queries, quantised_queries, "the 8-bit pass ran");
+    // The nearest stored topic of each query, by either query vector.
+    let nearest = |query: &Vec<f32>| {
+        (0..stored.len())
+            .max_by(|&i, &j| cosine(query, &stored[i]).total_cmp(&cosine(query, &stored[j])))
+            .unwrap()
+    };
+    let differing = exact_queries
+        .iter()
+        .zip(&quantised_queries)
+        .filter(|(a, b)| nearest(a) != nearest(b))
+        .count();
+    println!("nearest topic differs for {differing} of {}", queries.len());
+    assert!(
+        differing * 25 <= queries.len(),
+        "{differing} of {}",
+        queries.len()
+    );
+
+    config.embed.query_precision = QueryPrecision::F32;
+    let embedders = from_config_sharing(&config.embed).unwrap();
+    assert_eq!(
+        embedders.queries.embed(&queries).await.unwrap(),
+        exact_queries
+    );
+}

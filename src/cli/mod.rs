@@ -1036,7 +1036,7 @@ async fn evaluate_extraction(
     let local_model = match config.extract.kind {
         persona_prefs::extract::ExtractorKind::Learned
         | persona_prefs::extract::ExtractorKind::RulesThenLearned => {
-            persona_prefs::embed::from_config_sharing(&config.embed)?.1
+            persona_prefs::embed::from_config_sharing(&config.embed)?.local
         }
         _ => None,
     };

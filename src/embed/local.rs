@@ -12,7 +12,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use super::fast_bert::FastBert;
+use super::fast_bert::{FastBert, Precision};
 use super::quantized_bert::QuantisedBert;
 use super::{EmbedError, Embedder, LOCAL_DIMS, normalise};
 use crate::telemetry;
@@ -39,6 +39,9 @@ pub struct LocalOptions {
     pub hand_written: bool,
     /// Threads one text's matrix products may share in the hand-written pass.
     pub threads: usize,
+    /// Also keep the dense layers' weights as 8-bit integers (`crates/int8`, 10.5 MB more) for
+    /// [`LocalEmbedder::for_queries`]. Hand-written pass only.
+    pub int8_queries: bool,
 }
 
 impl Default for LocalOptions {
@@ -49,6 +52,7 @@ impl Default for LocalOptions {
             quantised: false,
             hand_written: true,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            int8_queries: true,
         }
     }
 }
@@ -56,6 +60,8 @@ impl Default for LocalOptions {
 pub struct LocalEmbedder {
     inner: Arc<Model>,
     max_input_chars: usize,
+    /// The dense layers' arithmetic: F32 for everything stored, 8-bit for search queries.
+    precision: Precision,
 }
 
 struct Model {
@@ -132,8 +138,13 @@ impl LocalEmbedder {
         let device = Device::Cpu;
         let weights = file("model.safetensors")?;
         if options.hand_written && !options.quantised && options.dtype == DType::F32 {
-            let bert = FastBert::load(&weights, &config, options.threads)
+            let mut bert = FastBert::load(&weights, &config, options.threads)
                 .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
+            if options.int8_queries {
+                bert = bert
+                    .with_int8()
+                    .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
+            }
             return Ok(LocalEmbedder {
                 inner: Arc::new(Model {
                     bert: Network::HandWritten(bert),
@@ -141,6 +152,7 @@ impl LocalEmbedder {
                     device,
                 }),
                 max_input_chars,
+                precision: Precision::Full,
             });
         }
         // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
@@ -169,7 +181,28 @@ impl LocalEmbedder {
                 device,
             }),
             max_input_chars,
+            precision: Precision::Full,
         })
+    }
+
+    /// The same model for search queries (injection and search text): the dense layers in
+    /// 8-bit integers when it was loaded with them (`LocalOptions.int8_queries`), which
+    /// embeds a short text about twice as fast. Never for anything stored: preferences'
+    /// vectors, and the find_conflicts queries that compare against them, stay F32, so what
+    /// memory holds does not depend on this. A query vector is within cosine 0.99 of the F32
+    /// one (`tests/topic_matching.rs`), and the injection set's recall is unchanged
+    /// (`benches/models.rs`). Without the 8-bit weights this is the F32 model.
+    pub fn for_queries(&self) -> LocalEmbedder {
+        let quantised = matches!(&self.inner.bert, Network::HandWritten(bert) if bert.has_int8());
+        LocalEmbedder {
+            inner: self.inner.clone(),
+            max_input_chars: self.max_input_chars,
+            precision: if quantised {
+                Precision::Int8
+            } else {
+                Precision::Full
+            },
+        }
     }
 }
 
@@ -263,7 +296,11 @@ impl Model {
         })
     }
 
-    fn embed_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed_batch(
+        &self,
+        texts: Vec<String>,
+        precision: Precision,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         if let Network::HandWritten(bert) = &self.bert {
             // Each text at its own length, the batch's tokens stacked: no padding to compute.
             let encodings = texts
@@ -273,7 +310,7 @@ impl Model {
                 .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
             let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
             let states = bert
-                .forward_many(&ids)
+                .forward_many_in(&ids, precision)
                 .map_err(|e| EmbedError::Model(e.to_string()))?;
             return Ok(states
                 .iter()
@@ -367,7 +404,8 @@ impl Embedder for LocalEmbedder {
             let model = self.inner.clone();
             let size = texts.len();
             let started = Instant::now();
-            let vectors = tokio::task::spawn_blocking(move || model.embed_batch(texts))
+            let precision = self.precision;
+            let vectors = tokio::task::spawn_blocking(move || model.embed_batch(texts, precision))
                 .await
                 .map_err(|e| EmbedError::Model(format!("embedding task failed: {e}")))??;
             telemetry::embed_batch(size, started.elapsed());

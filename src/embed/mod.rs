@@ -64,7 +64,7 @@ impl EmbedError {
 /// Builds the configured embedder, wrapped in the micro-batcher and (unless `cache_size` is 0)
 /// the cache of recent texts.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
-    Ok(from_config_sharing(config)?.0)
+    Ok(from_config_sharing(config)?.exact)
 }
 
 /// The local model the configuration names, when it names one: the embedder reads texts
@@ -74,45 +74,66 @@ pub type LocalModel = Arc<local::LocalEmbedder>;
 #[cfg(not(feature = "local-embedder"))]
 pub type LocalModel = Arc<()>;
 
-/// [`from_config`], and the local model itself when the embedder is the local one (loaded
-/// once, for both).
-pub fn from_config_sharing(
-    config: &EmbedConfig,
-) -> Result<(Arc<dyn Embedder>, Option<LocalModel>), EmbedError> {
-    let (inner, local): (Arc<dyn Embedder>, Option<LocalModel>) = match config.kind {
+/// The embedders one process runs, sharing one model.
+pub struct Embedders {
+    /// For everything stored and everything compared with what is stored: preferences'
+    /// topics, find_conflicts' queries, an operator's add or evolve.
+    pub exact: Arc<dyn Embedder>,
+    /// For search text only (injection and search queries), where a person waits: the local
+    /// model's 8-bit pass with `embed.query_precision = "int8"`, otherwise `exact` itself.
+    /// Its own batcher and cache, so a query's vector never stands in for a stored one.
+    pub queries: Arc<dyn Embedder>,
+    /// The local model itself when the embedder is the local one (the learned extractor
+    /// reads messages with the same weights).
+    pub local: Option<LocalModel>,
+}
+
+/// The configured embedders, each behind the micro-batcher and the cache (see [`Embedders`]).
+pub fn from_config_sharing(config: &EmbedConfig) -> Result<Embedders, EmbedError> {
+    let wrap = |inner: Arc<dyn Embedder>| -> Arc<dyn Embedder> {
+        let batched: Arc<dyn Embedder> = Arc::new(batcher::BatchingEmbedder::new(
+            inner,
+            config.max_batch,
+            std::time::Duration::from_millis(config.batch_linger_ms),
+        ));
+        match std::num::NonZeroUsize::new(config.cache_size) {
+            Some(capacity) => Arc::new(cache::CachingEmbedder::new(batched, capacity)),
+            None => batched,
+        }
+    };
+    match config.kind {
         #[cfg(feature = "local-embedder")]
         EmbedderKind::Local => {
             let model = load_local(config)?;
-            (model.clone(), Some(model))
+            let exact = wrap(model.clone());
+            let queries = match config.query_precision {
+                QueryPrecision::Int8 => wrap(Arc::new(model.for_queries())),
+                QueryPrecision::F32 => exact.clone(),
+            };
+            Ok(Embedders {
+                exact,
+                queries,
+                local: Some(model),
+            })
         }
         #[cfg(not(feature = "local-embedder"))]
-        EmbedderKind::Local => {
-            return Err(EmbedError::Model(
-                "this build has no local embedder (built without the local-embedder feature): \
-                 set embed.kind = \"openai\""
-                    .into(),
-            ));
-        }
-        EmbedderKind::Openai => (
-            Arc::new(openai::OpenAiEmbedder::new(
+        EmbedderKind::Local => Err(EmbedError::Model(
+            "this build has no local embedder (built without the local-embedder feature): \
+             set embed.kind = \"openai\""
+                .into(),
+        )),
+        EmbedderKind::Openai => {
+            let exact = wrap(Arc::new(openai::OpenAiEmbedder::new(
                 &config.openai,
                 config.max_input_chars,
-            )?),
-            None,
-        ),
-    };
-    let batched: Arc<dyn Embedder> = Arc::new(batcher::BatchingEmbedder::new(
-        inner,
-        config.max_batch,
-        std::time::Duration::from_millis(config.batch_linger_ms),
-    ));
-    let embedder = match std::num::NonZeroUsize::new(config.cache_size) {
-        Some(capacity) => {
-            Arc::new(cache::CachingEmbedder::new(batched, capacity)) as Arc<dyn Embedder>
+            )?));
+            Ok(Embedders {
+                queries: exact.clone(),
+                exact,
+                local: None,
+            })
         }
-        None => batched,
-    };
-    Ok((embedder, local))
+    }
 }
 
 /// Loads the local model from `embed.model_dir`.
@@ -123,6 +144,7 @@ pub fn load_local(config: &EmbedConfig) -> Result<Arc<local::LocalEmbedder>, Emb
         config.max_input_chars,
         local::LocalOptions {
             max_tokens: config.local_max_tokens,
+            int8_queries: config.query_precision == QueryPrecision::Int8,
             ..local::LocalOptions::default()
         },
     )?))
@@ -140,9 +162,20 @@ pub struct EmbedConfig {
     pub local_max_tokens: usize,
     /// Recently embedded texts kept in memory; 0 disables the cache.
     pub cache_size: usize,
+    /// The local model's arithmetic for search text (injection and search queries): "int8"
+    /// or "f32". What is stored is always embedded in F32.
+    pub query_precision: QueryPrecision,
     pub local_match_threshold: f64,
     pub openai_match_threshold: f64,
     pub openai: OpenAiEmbedConfig,
+}
+
+/// See [`EmbedConfig::query_precision`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryPrecision {
+    Int8,
+    F32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -95,6 +95,7 @@ fn fenced(lock: &crate::store::LockToken) -> WriteGuard<'_> {
 pub struct Handlers {
     store: PreferenceStore,
     embedder: Arc<dyn Embedder>,
+    query_embedder: Arc<dyn Embedder>,
     max_payload_bytes: usize,
     /// Largest reply body the NATS server accepts (its max_payload, less room for headers).
     max_reply_bytes: usize,
@@ -115,6 +116,7 @@ impl Handlers {
         Handlers {
             store: context.store.clone(),
             embedder: context.embedder.clone(),
+            query_embedder: context.query_embedder.clone(),
             max_payload_bytes: context.max_payload_bytes,
             max_reply_bytes: context
                 .nats
@@ -436,8 +438,23 @@ impl Handlers {
         })
     }
 
-    /// Embeds a text query (the embedder answers repeats from its cache).
+    /// Embeds search text (injection's and search's queries) with the query embedder, whose
+    /// vectors are never stored.
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, ServiceError> {
+        self.embed_with(&self.query_embedder, text).await
+    }
+
+    /// Embeds a topic to be stored with the exact embedder, as ingest does.
+    async fn embed_topic(&self, text: &str) -> Result<Vec<f32>, ServiceError> {
+        self.embed_with(&self.embedder, text).await
+    }
+
+    /// Embeds `text` (the embedder answers repeats from its cache).
+    async fn embed_with(
+        &self,
+        embedder: &Arc<dyn Embedder>,
+        text: &str,
+    ) -> Result<Vec<f32>, ServiceError> {
         let text = text.trim();
         if text.is_empty() {
             return Err(ServiceError::new(ErrorKind::Invalid, "query is empty"));
@@ -448,7 +465,7 @@ impl Handlers {
                 format!("query is longer than {MAX_QUERY_CHARS} characters"),
             ));
         }
-        let mut vectors = self.embedder.embed(&[text.to_string()]).await?;
+        let mut vectors = embedder.embed(&[text.to_string()]).await?;
         vectors
             .pop()
             .ok_or_else(|| ServiceError::new(ErrorKind::Internal, "embedder returned nothing"))
@@ -463,7 +480,7 @@ impl Handlers {
         let name = self.without_secrets("name", &r.name)?;
         let opinion = self.without_secrets("opinion", &r.opinion)?;
         // Preferences are matched by topic, so the stored vector is the name's.
-        let embedding = self.embed_query(&name).await?;
+        let embedding = self.embed_topic(&name).await?;
         let persona_id = r.persona_id.clone();
         let new = NewPreference {
             persona_id: r.persona_id,
@@ -635,7 +652,7 @@ impl Handlers {
             .ok_or_else(|| ServiceError::not_found("preference"))?;
         // The topic is unchanged by a change of mind; its vector is recomputed in case the
         // stored one came from another embedder.
-        let embedding = self.embed_query(&existing.name).await?;
+        let embedding = self.embed_topic(&existing.name).await?;
         let new_opinion = self.without_secrets("new_opinion", &r.new_opinion)?;
         let reason = if r.reason.trim().is_empty() {
             "changed by an operator".to_string()

@@ -67,7 +67,10 @@ impl Services {
 pub struct ServeContext {
     pub nats: async_nats::Client,
     pub store: PreferenceStore,
+    /// For what is stored (an operator's add and evolve).
     pub embedder: Arc<dyn Embedder>,
+    /// For search text (injection and search): `embed::Embedders::queries`.
+    pub query_embedder: Arc<dyn Embedder>,
     pub eraser: Eraser,
     pub config: ServeConfig,
     /// Requests over this many bytes are refused (`nats.max_payload_bytes`).
