@@ -859,6 +859,21 @@ mod tests {
                 "{error}"
             );
         }
+        let error = Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__EMBED__QUERY_PRECISION", "int4")]),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("query_precision"), "{error}");
+        let f32_queries = Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__EMBED__QUERY_PRECISION", "f32")]),
+        )
+        .unwrap();
+        assert_eq!(
+            f32_queries.embed.query_precision,
+            crate::embed::QueryPrecision::F32
+        );
     }
 
     #[test]

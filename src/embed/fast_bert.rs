@@ -1,4 +1,4 @@
-//! The same BERT as candle's, for one text at a time, written out by hand.
+//! The same BERT as candle's, written out by hand over plain buffers.
 //!
 //! Why it exists: a prompt builder that sends text waits for the model to embed one short
 //! sentence, and through candle that took 14–16 ms for a dozen tokens on this 2-core machine,
@@ -11,6 +11,10 @@
 //! Same weights, same operations in the same order as `candle_transformers::models::bert`
 //! (post-norm, exact-erf GELU, no padding so no mask): vectors agree with candle's to float
 //! rounding (`tests/topic_matching.rs` holds cosine ≥ 0.99999 on the labelled sentences).
+//!
+//! [`Precision::Int8`] runs the same pass with the dense layers' products in 8-bit integers
+//! (`crates/int8`), for search text only (`LocalEmbedder::for_queries`): a short query in
+//! less than half the time, its vector within cosine 0.99 of the F32 one.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -265,9 +269,9 @@ impl FastBert {
         self.forward_many_in(texts, Precision::Full)
     }
 
-    /// [`FastBert::forward`] for several texts at once, in `precision`. Their tokens are stacked into one
-    /// matrix for the dense layers (a batch without padding: no row computed for nothing) and
-    /// only attention runs text by text. Ids past the vocabulary and texts past the position
+    /// [`FastBert::forward`] for several texts at once, in `precision`. Their tokens are
+    /// stacked into one matrix for the dense layers (a batch without padding: no row computed
+    /// for nothing) and only attention runs text by text. Ids past the vocabulary and texts past the position
     /// table are refused rather than read out of bounds.
     pub fn forward_many_in(
         &self,

@@ -99,8 +99,9 @@ impl QuantisedRows {
     }
 }
 
-/// `output = input · weightᵀ + bias` (`input.rows × weight.rows`, row-major), the weight's
-/// rows split into `threads` bands computed side by side in the current rayon pool.
+/// `output = input · weightᵀ + bias` (`input.rows × weight.rows`, row-major). With
+/// `threads` above 1 the weight's rows are split in two halves computed side by side in the
+/// current rayon pool (the machine this was measured on has two cores; more bands untried).
 pub fn product(
     input: &QuantisedRows,
     weight: &QuantisedRows,
@@ -198,8 +199,9 @@ mod avx2 {
 
     use super::{QuantisedRows, STEP, finish};
 
-    /// Input rows per block and weight rows per block: 4 × 3 accumulators of 8 lanes, with the
-    /// 3 weight registers and 2 input registers, fit the 16 AVX registers.
+    /// Input rows per block and weight rows per block: 4 × 3 accumulators of 8 lanes, 3 weight
+    /// and 2 input registers and the constant of ones are two more than AVX2's 16 registers,
+    /// which the compiler spills; other block shapes were not tried.
     const INPUT_BLOCK: usize = 4;
     const WEIGHT_BLOCK: usize = 3;
 
