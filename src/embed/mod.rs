@@ -61,10 +61,16 @@ impl EmbedError {
     }
 }
 
-/// Builds the configured embedder, wrapped in the micro-batcher and (unless `cache_size` is 0)
-/// the cache of recent texts.
+/// Builds the configured embedder for what is stored (the exact one), wrapped in the
+/// micro-batcher and (unless `cache_size` is 0) the cache of recent texts. Its callers (the
+/// CLI's migrate and calibrate) embed nothing for search, so the 8-bit weights and their
+/// threads are not loaded.
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
-    Ok(from_config_sharing(config)?.exact)
+    let exact_only = EmbedConfig {
+        query_precision: QueryPrecision::F32,
+        ..config.clone()
+    };
+    Ok(from_config_sharing(&exact_only)?.exact)
 }
 
 /// The local model the configuration names, when it names one: the embedder reads texts
