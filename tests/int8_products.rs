@@ -1,10 +1,10 @@
 //! The 8-bit products of the query-side BERT pass (`crates/int8`, used by
 //! `src/embed/fast_bert.rs`): the AVX2 kernel sums the same integers as the plain-Rust one,
-//! the result is the float product to quantisation error, and splitting a product between
-//! threads changes nothing.
+//! the result is the float product to quantisation error, and a row's result does not depend
+//! on which block of rows it was computed in.
 #![cfg(feature = "local-embedder")]
 
-use persona_prefs_int8::{QuantisedRows, portable_product_into, product, product_into};
+use persona_prefs_int8::{QuantisedInputs, QuantisedWeights, portable_product, product};
 
 fn pseudo_random(count: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
@@ -22,17 +22,24 @@ fn pseudo_random(count: usize, seed: u64) -> Vec<f32> {
 fn the_vector_kernel_sums_the_same_integers_as_the_portable_one() {
     // Shapes that leave partial blocks on both sides and a padded tail (columns not a
     // multiple of 32), with outliers that take the full −127..=127 range.
-    for (rows, outputs, columns) in [(1, 1, 5), (5, 7, 70), (12, 384, 384), (4, 3, 32)] {
+    for (rows, outputs, columns) in [
+        (1, 1, 5),
+        (5, 7, 70),
+        (12, 384, 384),
+        (4, 3, 32),
+        (7, 5, 1536),
+        (3, 2, 40),
+    ] {
         let mut input = pseudo_random(rows * columns, 7 + rows as u64);
         input[0] = 40.0;
         let weight = pseudo_random(outputs * columns, 11 + outputs as u64);
         let bias = pseudo_random(outputs, 3);
-        let input = QuantisedRows::quantise(&input, rows, columns);
-        let weight = QuantisedRows::quantise(&weight, outputs, columns);
+        let input = QuantisedInputs::quantise(&input, rows, columns);
+        let weight = QuantisedWeights::quantise(&weight, outputs, columns);
         let mut fast = vec![0f32; rows * outputs];
         let mut portable = vec![0f32; rows * outputs];
-        product_into(&input, &weight, &bias, 0..outputs, &mut fast);
-        portable_product_into(&input, &weight, &bias, 0..outputs, &mut portable);
+        product(&input, &weight, &bias, &mut fast);
+        portable_product(&input, &weight, &bias, &mut portable);
         assert_eq!(fast, portable, "{rows} × {outputs} × {columns}");
     }
 }
@@ -43,13 +50,12 @@ fn the_product_is_the_float_product_to_quantisation_error() {
     let input = pseudo_random(rows * columns, 5);
     let weight = pseudo_random(outputs * columns, 9);
     let bias = vec![0.25; outputs];
-    let mut product = vec![0f32; rows * outputs];
-    product_into(
-        &QuantisedRows::quantise(&input, rows, columns),
-        &QuantisedRows::quantise(&weight, outputs, columns),
+    let mut result = vec![0f32; rows * outputs];
+    product(
+        &QuantisedInputs::quantise(&input, rows, columns),
+        &QuantisedWeights::quantise(&weight, outputs, columns),
         &bias,
-        0..outputs,
-        &mut product,
+        &mut result,
     );
     for i in 0..rows {
         for j in 0..outputs {
@@ -60,35 +66,44 @@ fn the_product_is_the_float_product_to_quantisation_error() {
             // Each factor is off by at most half a step (0.5/127 of its row's largest);
             // over 384 uniform products that is about 0.03 here.
             assert!(
-                (product[i * outputs + j] - exact).abs() < 0.05,
+                (result[i * outputs + j] - exact).abs() < 0.05,
                 "[{i}][{j}] {} against {exact}",
-                product[i * outputs + j]
+                result[i * outputs + j]
             );
         }
     }
 }
 
 #[test]
-fn products_split_between_threads_are_the_one_thread_product() {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
-    for (rows, outputs) in [(1, 4), (3, 7), (12, 1152)] {
-        let input = QuantisedRows::quantise(&pseudo_random(rows * 96, 1), rows, 96);
-        let weight = QuantisedRows::quantise(&pseudo_random(outputs * 96, 2), outputs, 96);
-        let bias = pseudo_random(outputs, 4);
-        let mut alone = vec![0f32; rows * outputs];
-        let mut shared = vec![f32::NAN; rows * outputs];
-        product(&input, &weight, &bias, 1, &mut alone);
-        pool.install(|| product(&input, &weight, &bias, 2, &mut shared));
-        assert_eq!(alone, shared, "{rows} × {outputs}");
+fn a_row_comes_out_the_same_whichever_block_it_is_computed_in() {
+    // The kernel takes input rows four at a time and the rest in a shorter block: each row
+    // alone must give what it gives among the others.
+    let (rows, outputs, columns) = (11, 9, 96);
+    let input = pseudo_random(rows * columns, 1);
+    let weight = QuantisedWeights::quantise(&pseudo_random(outputs * columns, 2), outputs, columns);
+    let bias = pseudo_random(outputs, 4);
+    let mut together = vec![f32::NAN; rows * outputs];
+    product(
+        &QuantisedInputs::quantise(&input, rows, columns),
+        &weight,
+        &bias,
+        &mut together,
+    );
+    for (i, expected) in together.chunks_exact(outputs).enumerate() {
+        let alone_input =
+            QuantisedInputs::quantise(&input[i * columns..(i + 1) * columns], 1, columns);
+        let mut alone = vec![f32::NAN; outputs];
+        product(&alone_input, &weight, &bias, &mut alone);
+        assert_eq!(alone, expected, "row {i}");
     }
 }
 
 #[test]
 fn a_zero_row_quantises_to_zeros() {
-    let rows = QuantisedRows::quantise(&[0.0; 8], 1, 8);
-    assert!(rows.row(0).iter().all(|&q| q == 0));
-    assert_eq!(rows.scale(0), 1.0);
+    let inputs = QuantisedInputs::quantise(&[0.0; 8], 1, 8);
+    assert!(inputs.row(0).iter().all(|&q| q == 0));
+    assert_eq!(inputs.scale(0), 1.0);
+    let weights = QuantisedWeights::quantise(&[0.0; 8], 1, 8);
+    assert!(weights.row(0).iter().all(|&q| q == 0));
+    assert_eq!(weights.scale(0), 1.0);
 }

@@ -319,3 +319,30 @@ async fn queries_use_the_eight_bit_pass_and_what_is_stored_the_full_one() {
         exact_queries
     );
 }
+
+/// The 8-bit pass splits a text's tokens between two threads; each row's arithmetic is the
+/// same whichever thread runs it, and a product's integers do not depend on how its rows are
+/// blocked, so one thread gives the same query vectors bit for bit (a batch too, where rows
+/// of several texts share a part).
+#[tokio::test]
+async fn the_eight_bit_pass_gives_the_same_vectors_on_one_thread_as_on_two() {
+    use persona_prefs::embed::local::LocalOptions;
+    let (two, one) = default_and(LocalOptions {
+        threads: 1,
+        ..LocalOptions::default()
+    });
+    let (two, one) = (two.for_queries(), one.for_queries());
+    let queries: Vec<String> = labelled_pairs().into_iter().map(|p| p.b).collect();
+    for query in &queries[..20] {
+        let query = std::slice::from_ref(query);
+        assert_eq!(
+            one.embed(query).await.unwrap(),
+            two.embed(query).await.unwrap(),
+            "{query:?}"
+        );
+    }
+    assert_eq!(
+        one.embed(&queries).await.unwrap(),
+        two.embed(&queries).await.unwrap()
+    );
+}

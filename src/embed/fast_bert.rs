@@ -23,7 +23,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::bert::Config as BertConfig;
 use gemm::Parallelism;
 
-use persona_prefs_int8::{self as int8, QuantisedRows};
+use persona_prefs_int8::{self as int8, QuantisedInputs, QuantisedWeights};
 
 /// The arithmetic of a pass's dense layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +40,8 @@ struct Linear {
     bias: Vec<f32>,
     inputs: usize,
     outputs: usize,
-    /// The weight as 8-bit rows, when the model was loaded for quantised passes too.
-    quantised: Option<QuantisedRows>,
+    /// The weight quantised, when the model was loaded for 8-bit passes too.
+    quantised: Option<QuantisedWeights>,
 }
 
 struct LayerNorm {
@@ -73,8 +73,8 @@ pub struct FastBert {
     norm_epsilon: f32,
     parallelism: Parallelism,
     threads: usize,
-    /// Where 8-bit passes run, so each product's halves are split between warm threads of
-    /// one pool rather than handed across pools (`None`: one thread).
+    /// Where 8-bit passes run, their tokens split between its two threads (`None`: one
+    /// thread, the caller's).
     int8_pool: Option<rayon::ThreadPool>,
 }
 
@@ -236,7 +236,7 @@ impl FastBert {
                 &mut layer.intermediate,
                 &mut layer.output,
             ] {
-                linear.quantised = Some(QuantisedRows::quantise(
+                linear.quantised = Some(QuantisedWeights::quantise(
                     &linear.weight,
                     linear.outputs,
                     linear.inputs,
@@ -284,11 +284,12 @@ impl FastBert {
                     "an 8-bit pass needs the model loaded with its 8-bit weights".into(),
                 ));
             }
-            if let Some(pool) = &self.int8_pool {
-                return pool.install(|| self.run_split(texts));
-            }
+            return match &self.int8_pool {
+                Some(pool) => pool.install(|| self.run_quantised(texts)),
+                None => self.run_quantised(texts),
+            };
         }
-        self.run(texts, precision)
+        self.run_full(texts)
     }
 
     /// Each token's input to the first layer (word, position and type embeddings, normalised),
@@ -328,7 +329,9 @@ impl FastBert {
         Ok(states)
     }
 
-    fn run(&self, texts: &[&[u32]], precision: Precision) -> Result<Vec<Vec<f32>>, BertError> {
+    /// The F32 pass: each layer's products over every token at once (through `gemm`, which
+    /// may split them between threads), attention text by text.
+    fn run_full(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let tokens: usize = texts.iter().map(|ids| ids.len()).sum();
         let longest = texts.iter().map(|ids| ids.len()).max().unwrap_or(0);
@@ -345,7 +348,6 @@ impl FastBert {
                 &states,
                 tokens,
                 &layer.query_key_value,
-                precision,
                 &mut query_key_value,
             );
             let mut first = 0;
@@ -359,31 +361,13 @@ impl FastBert {
                 );
                 first += length;
             }
-            self.linear(
-                &context,
-                tokens,
-                &layer.attention_output,
-                precision,
-                &mut projected,
-            );
+            self.linear(&context, tokens, &layer.attention_output, &mut projected);
             add_into(&mut states, &projected);
             self.layer_norm(&mut states, &layer.attention_norm);
 
-            self.linear(
-                &states,
-                tokens,
-                &layer.intermediate,
-                precision,
-                &mut intermediate,
-            );
+            self.linear(&states, tokens, &layer.intermediate, &mut intermediate);
             intermediate.iter_mut().for_each(|x| *x = gelu_erf(*x));
-            self.linear(
-                &intermediate,
-                tokens,
-                &layer.output,
-                precision,
-                &mut projected,
-            );
+            self.linear(&intermediate, tokens, &layer.output, &mut projected);
             add_into(&mut states, &projected);
             self.layer_norm(&mut states, &layer.output_norm);
         }
@@ -404,18 +388,19 @@ impl FastBert {
             .collect()
     }
 
-    /// The 8-bit pass on two threads, its tokens split in two halves. Everything in a layer
-    /// but attention is row by row, and attention needs every row's query, key and value only
-    /// once they exist: so each thread runs, for its own rows, attention (reading all rows'
-    /// projections of the layer), the layer's dense part, and the next layer's projections
-    /// (into a second buffer, as the other thread may still be reading the first). One join a
-    /// layer instead of one a product: the threads' hand-offs were a fifth of the pass.
-    fn run_split(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, BertError> {
+    /// The 8-bit pass. Everything in a layer but attention is row by row, and attention needs
+    /// every row's query, key and value only once they exist: so with two threads each takes
+    /// half the tokens and runs, for its own rows, attention (reading all rows' projections
+    /// of the layer), the layer's dense part, and the next layer's projections (into a second
+    /// buffer, as the other thread may still be reading the first). The threads meet once a
+    /// layer: splitting each product instead met 24 times a pass, and those hand-offs were a
+    /// fifth of it. With one thread the same code runs on all rows.
+    fn run_quantised(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let mut states = self.embed_tokens(texts)?;
         let tokens = states.len() / hidden;
-        let (Some(first_layer), true) = (self.layers.first(), tokens >= 2) else {
-            return self.run(texts, Precision::Int8);
+        let Some(first_layer) = self.layers.first() else {
+            return Ok(self.per_text(texts, &states));
         };
         // For each row: the rows of its text (attention stays within a text).
         let mut text_of_row = Vec::with_capacity(tokens);
@@ -424,31 +409,60 @@ impl FastBert {
             text_of_row.extend(std::iter::repeat_n(first..first + ids.len(), ids.len()));
             first += ids.len();
         }
-        let half = tokens / 2;
+        // Rows of the first thread's part; all of them when there is one thread.
+        let split = match self.int8_pool {
+            Some(_) if tokens >= 2 => tokens / 2,
+            _ => tokens,
+        };
         let width = 3 * hidden;
         let mut current = vec![0f32; tokens * width];
         let mut next = vec![0f32; tokens * width];
-        {
-            let (states_a, states_b) = states.split_at(half * hidden);
-            let (qkv_a, qkv_b) = current.split_at_mut(half * width);
-            rayon::join(
-                || self.linear_alone(states_a, &first_layer.query_key_value, qkv_a),
-                || self.linear_alone(states_b, &first_layer.query_key_value, qkv_b),
-            );
-        }
+        self.in_parts(
+            split,
+            &mut states,
+            &mut current,
+            width,
+            |_, states, projections| {
+                self.linear_quantised(states, &first_layer.query_key_value, projections)
+            },
+        );
         for (index, layer) in self.layers.iter().enumerate() {
             let following = self.layers.get(index + 1);
-            let (states_a, states_b) = states.split_at_mut(half * hidden);
-            let (next_a, next_b) = next.split_at_mut(half * width);
             let projections = &current;
             let rows = &text_of_row;
-            rayon::join(
-                || self.layer_rows(layer, following, projections, rows, 0, states_a, next_a),
-                || self.layer_rows(layer, following, projections, rows, half, states_b, next_b),
+            self.in_parts(
+                split,
+                &mut states,
+                &mut next,
+                width,
+                |first, states, next| {
+                    self.layer_rows(layer, following, projections, rows, first, states, next)
+                },
             );
             std::mem::swap(&mut current, &mut next);
         }
         Ok(self.per_text(texts, &states))
+    }
+
+    /// Runs `work(first row, its states, its output rows)` on rows `..split` and `split..`
+    /// side by side, or once on all rows when `split` is all of them.
+    fn in_parts(
+        &self,
+        split: usize,
+        states: &mut [f32],
+        output: &mut [f32],
+        output_width: usize,
+        work: impl Fn(usize, &mut [f32], &mut [f32]) + Sync,
+    ) {
+        if split * self.hidden >= states.len() {
+            return work(0, states, output);
+        }
+        let (states_a, states_b) = states.split_at_mut(split * self.hidden);
+        let (output_a, output_b) = output.split_at_mut(split * output_width);
+        rayon::join(
+            || work(0, states_a, output_a),
+            || work(split, states_b, output_b),
+        );
     }
 
     /// One layer for the rows from `first` (`states`, updated in place): attention over
@@ -500,29 +514,29 @@ impl FastBert {
             }
         }
         let mut projected = vec![0f32; rows * hidden];
-        self.linear_alone(&context, &layer.attention_output, &mut projected);
+        self.linear_quantised(&context, &layer.attention_output, &mut projected);
         add_into(states, &projected);
         self.layer_norm(states, &layer.attention_norm);
         let mut intermediate = vec![0f32; rows * layer.intermediate.outputs];
-        self.linear_alone(states, &layer.intermediate, &mut intermediate);
+        self.linear_quantised(states, &layer.intermediate, &mut intermediate);
         intermediate.iter_mut().for_each(|x| *x = gelu_erf(*x));
-        self.linear_alone(&intermediate, &layer.output, &mut projected);
+        self.linear_quantised(&intermediate, &layer.output, &mut projected);
         add_into(states, &projected);
         self.layer_norm(states, &layer.output_norm);
         if let Some(following) = following {
-            self.linear_alone(states, &following.query_key_value, next);
+            self.linear_quantised(states, &following.query_key_value, next);
         }
     }
 
-    /// An 8-bit product on the calling thread (the row-split pass's threads each run their own).
-    fn linear_alone(&self, input: &[f32], layer: &Linear, output: &mut [f32]) {
+    /// `output = input · weightᵀ + bias` in 8-bit integers, on the calling thread.
+    fn linear_quantised(&self, input: &[f32], layer: &Linear, output: &mut [f32]) {
         let rows = input.len() / layer.inputs;
         let weight = layer
             .quantised
             .as_ref()
-            .expect("run_split runs only with the 8-bit weights loaded");
-        let input = QuantisedRows::quantise(input, rows, layer.inputs);
-        int8::product(&input, weight, &layer.bias, 1, output);
+            .expect("8-bit passes run only with the 8-bit weights loaded");
+        let input = QuantisedInputs::quantise(input, rows, layer.inputs);
+        int8::product(&input, weight, &layer.bias, output);
     }
 
     /// Self-attention of one text: `query_key_value` is its `length × 3·hidden` projections,
@@ -603,23 +617,11 @@ impl FastBert {
         }
     }
 
-    /// `output = input · weightᵀ + bias` for `rows` rows.
-    fn linear(
-        &self,
-        input: &[f32],
-        rows: usize,
-        layer: &Linear,
-        precision: Precision,
-        output: &mut [f32],
-    ) {
+    /// `output = input · weightᵀ + bias` for `rows` rows, in F32.
+    fn linear(&self, input: &[f32], rows: usize, layer: &Linear, output: &mut [f32]) {
         assert_eq!(input.len(), rows * layer.inputs);
         assert_eq!(output.len(), rows * layer.outputs);
         assert_eq!(layer.weight.len(), layer.inputs * layer.outputs);
-        if let (Precision::Int8, Some(weight)) = (precision, &layer.quantised) {
-            let input = QuantisedRows::quantise(input, rows, layer.inputs);
-            int8::product(&input, weight, &layer.bias, self.threads, output);
-            return;
-        }
         for line in output.chunks_exact_mut(layer.outputs) {
             line.copy_from_slice(&layer.bias);
         }
