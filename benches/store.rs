@@ -3,7 +3,8 @@
 //!
 //! Data: persona `p0` with `BENCH_PREFS` (default 10 000) preferences among `BENCH_PERSONAS`
 //! (default 100) personas (the others hold `BENCH_OTHER_PREFS`, default 1 000, each: 109 000
-//! in all), 384-dim random unit vectors, every tenth preference about a user. The 1 M scale
+//! in all), 384-dim random unit vectors, every tenth preference about one of 50 users (the
+//! injection asks for two of them, so its user pass scores theirs). The 1 M scale
 //! point: `BENCH_PERSONAS=1000 BENCH_PREFS=1000 BENCH_ORIGINAL=0 BENCH_MEMORY=1`. The same data is loaded twice: through the
 //! store (this layout: per-persona vector sets) and in the original system's layout (one
 //! shared RediSearch HNSW index filtered by a persona TAG).

@@ -1785,3 +1785,52 @@ async fn a_retracted_preference_keeps_its_vector_for_a_restore() {
     assert_eq!(found[0].preference.id, added.id);
     assert!(found[0].score < 1e-3, "{}", found[0].score);
 }
+
+/// The user pass scores a present user's preferences by their cosine with the query (read
+/// from the vector set's own bytes under Q8, from its dequantised vector otherwise) and keeps
+/// the nearest: ten off-topic preferences about carol (similarity 0.02 to 0.20, under the
+/// semantic pass's floor), the least similar the strongest. Two asked for, so the pass keeps
+/// the four nearest (0.20 to 0.14), and of those the two strongest are chosen.
+#[tokio::test]
+async fn the_user_pass_keeps_the_present_users_preferences_nearest_the_query() {
+    for quantisation in [
+        persona_prefs::config::VectorQuantisation::Q8,
+        persona_prefs::config::VectorQuantisation::Fp32,
+    ] {
+        let mut config = test_config("user-pass");
+        config.store.vector_quantisation = quantisation;
+        let t = TestStore::with_config(config).await;
+        let query_vector = unit_vector(70);
+        let mut by_similarity = Vec::new();
+        for step in 1..=10u32 {
+            let similarity = 0.02 * step as f32;
+            let mut preference = new_preference(
+                "ada",
+                &format!("carol-{step}"),
+                &format!("Carol's remark number {step}."),
+                vector_near(&query_vector, similarity, 70 + step as u64),
+            );
+            preference.related_user_ids = ids(&["carol"]);
+            preference.strength = Some(1.0 - 0.05 * step as f64);
+            by_similarity.push(t.add_preference(preference).await.unwrap().id);
+        }
+        let users = ids(&["carol"]);
+        let chosen = t
+            .get_preferences_for_injection(&InjectionQuery {
+                persona_id: "ada",
+                query_embedding: &query_vector,
+                max_count: 2,
+                max_chars: 2000,
+                active_user_ids: &users,
+            })
+            .await
+            .unwrap();
+        let chosen: Vec<&str> = chosen.iter().map(|c| c.id.as_str()).collect();
+        // Steps 7 and 8 (0.14, 0.16): the strongest of the four nearest.
+        assert_eq!(
+            chosen,
+            vec![by_similarity[6].as_str(), by_similarity[7].as_str()],
+            "{quantisation:?}"
+        );
+    }
+}

@@ -282,7 +282,10 @@ pub fn bench_data(
             data.push(BenchPreference {
                 persona: format!("p{persona}"),
                 strength: rng.random_range(0.1..1.0),
-                related_user: (i % 10 == 0).then(|| format!("user{}", i % 50)),
+                // One in ten about a user, spread over 50 users (user0..user49), so
+                // that the users the benches name (user1, user2) have some: before
+                // 2026-11-26 only user0, user10, .. did, and the user pass ran empty.
+                related_user: (i % 10 == 0).then(|| format!("user{}", (i / 10) % 50)),
                 embedding: random_unit(rng),
             });
         }

@@ -24,6 +24,37 @@ if #ARGV >= 9 then
       query[d] = value
       norm = norm + value * value
     end
+    -- The query's cosine with a stored vector, nil when the element is gone. A Q8 set keeps
+    -- a vector's direction as bytes times one scale, which a cosine ignores, so the bytes
+    -- themselves are read (VEMB RAW, one string): plain VEMB makes Redis format 384
+    -- dequantised numbers and Lua parse them one by one, the pass's whole cost per candidate.
+    local function similarity_to(id)
+      local dot, own = 0, 0
+      local raw = redis.call('VEMB', KEYS[1], id, 'RAW')
+      local kind = raw and raw[1]
+      if type(kind) == 'table' then kind = kind.ok end
+      if kind == 'int8' and #raw[2] == dims then
+        local codes = {string.byte(raw[2], 1, dims)}
+        for d = 1, dims do
+          local code = codes[d]
+          if code > 127 then code = code - 256 end
+          dot = dot + code * query[d]
+          own = own + code * code
+        end
+      else
+        -- Other quantisations (fp32, bin): the dequantised vector.
+        local vector = redis.call('VEMB', KEYS[1], id)
+        if not vector or #vector ~= dims then return nil end
+        for d = 1, dims do
+          local value = vector[d]
+          if type(value) == 'table' then value = value.double else value = tonumber(value) end
+          dot = dot + value * query[d]
+          own = own + value * value
+        end
+      end
+      if own > 0 and norm > 0 then return dot / math.sqrt(own * norm) end
+      return 0
+    end
     local scored = {}
     for _, id in ipairs(ids) do
       if dims == 0 then
@@ -31,19 +62,8 @@ if #ARGV >= 9 then
         local strength = tonumber(redis.call('ZSCORE', KEYS[2], id))
         if strength then scored[#scored + 1] = {id, 0, strength} end
       else
-        local vector = redis.call('VEMB', KEYS[1], id)
-        if vector and #vector == dims then
-          local dot, own = 0, 0
-          for d = 1, dims do
-            local value = vector[d]
-            if type(value) == 'table' then value = value.double else value = tonumber(value) end
-            dot = dot + value * query[d]
-            own = own + value * value
-          end
-          local similarity = 0
-          if own > 0 and norm > 0 then similarity = dot / math.sqrt(own * norm) end
-          scored[#scored + 1] = {id, similarity, 0}
-        end
+        local similarity = similarity_to(id)
+        if similarity then scored[#scored + 1] = {id, similarity, 0} end
       end
     end
     table.sort(scored, function(a, b)
