@@ -137,7 +137,12 @@ impl PreferenceStore {
                 .invoke_async(&mut connection)
                 .await?;
                 Ok::<_, StoreError>(Layer {
-                    passes: query::parse_injection_reply(reply)?,
+                    passes: query::parse_injection_reply(
+                        reply,
+                        query.query_embedding,
+                        top_k,
+                        with_vectors,
+                    )?,
                     persona_id,
                 })
             }

@@ -255,16 +255,30 @@ pub fn parse_vemb(reply: &Value) -> Option<Vec<f32>> {
         .collect()
 }
 
-pub fn parse_injection_reply(reply: Value) -> Result<InjectionPasses, StoreError> {
+/// Decodes the injection script's reply (see [`super::scripts::INJECT`]); the user pass's
+/// candidates are ranked against `query` here, the `top_k` nearest kept, and their vectors
+/// added to `vectors` when `with_vectors`.
+pub fn parse_injection_reply(
+    reply: Value,
+    query: &[f32],
+    top_k: usize,
+    with_vectors: bool,
+) -> Result<InjectionPasses, StoreError> {
     let Value::Array(parts) = reply else {
         return Err(StoreError::UnexpectedReply(format!(
             "injection script returned {reply:?}"
         )));
     };
-    let [semantic, about_users, strongest, bases, vectors]: [Value; 5] =
-        parts.try_into().map_err(|parts| {
-            StoreError::UnexpectedReply(format!("injection script returned {parts:?}"))
-        })?;
+    let [
+        semantic,
+        about_users,
+        strongest,
+        bases,
+        vectors,
+        user_candidates,
+    ]: [Value; 6] = parts.try_into().map_err(|parts| {
+        StoreError::UnexpectedReply(format!("injection script returned {parts:?}"))
+    })?;
     let pairs = |value: Value, what: &str| -> Result<Vec<(Value, Value)>, StoreError> {
         match value {
             Value::Array(items) => {
@@ -289,17 +303,108 @@ pub fn parse_injection_reply(reply: Value) -> Result<InjectionPasses, StoreError
             ))
         })
         .collect::<Result<_, StoreError>>()?;
-    let vectors = pairs(vectors, "vectors")?
+    let mut vectors: HashMap<String, Vec<f32>> = pairs(vectors, "vectors")?
         .into_iter()
         .filter_map(|(id, vector)| Some((value_to_string(&id), parse_vemb(&vector)?)))
         .collect();
+    let mut about_users = parse_vector_hits(about_users, VectorScore::Cosine)?;
+    let Value::Array(items) = user_candidates else {
+        return Err(StoreError::UnexpectedReply(format!(
+            "user pass returned {user_candidates:?}"
+        )));
+    };
+    let mut candidates = Vec::with_capacity(items.len() / 3);
+    let mut items = items.into_iter();
+    while let (Some(id), Some(vector), Some(attributes)) =
+        (items.next(), items.next(), items.next())
+    {
+        let vector = match vector {
+            // A Q8 set's raw bytes: signed codes, the direction up to one scale.
+            Value::BulkString(codes) => codes.iter().map(|&code| code as i8 as f32).collect(),
+            other => parse_vemb(&other).ok_or_else(|| {
+                StoreError::UnexpectedReply(format!("user candidate vector {other:?}"))
+            })?,
+        };
+        candidates.push(UserCandidate {
+            id: value_to_string(&id),
+            vector,
+            attributes: VectorAttributes::parse(&value_to_string(&attributes))?,
+        });
+    }
+    for (hit, vector) in nearest_user_candidates(candidates, query, top_k) {
+        if with_vectors {
+            vectors.insert(hit.id.clone(), vector);
+        }
+        about_users.push(hit);
+    }
     Ok(InjectionPasses {
         semantic: parse_vector_hits(semantic, VectorScore::VsimScore)?,
-        about_users: parse_vector_hits(about_users, VectorScore::Cosine)?,
+        about_users,
         strongest,
         bases: parse_bases(&value_to_string(&bases)),
         vectors,
     })
+}
+
+/// A preference about a present user, as the injection script hands it over.
+#[derive(Debug, Clone)]
+pub struct UserCandidate {
+    pub id: String,
+    /// Its stored vector at any scale (a Q8 set's codes, or the dequantised vector).
+    pub vector: Vec<f32>,
+    pub attributes: VectorAttributes,
+}
+
+/// The user pass's choice: the `k` candidates nearest `query` by cosine similarity (ties by
+/// id), each with its vector scaled to unit length. A candidate whose vector has another
+/// length than the query's is left out, as a vector set of another size could not be searched.
+pub fn nearest_user_candidates(
+    candidates: Vec<UserCandidate>,
+    query: &[f32],
+    k: usize,
+) -> Vec<(VectorHit, Vec<f32>)> {
+    let length = |vector: &[f32]| vector.iter().map(|v| (v * v) as f64).sum::<f64>().sqrt();
+    let query_length = length(query);
+    let mut scored: Vec<(VectorHit, Vec<f32>)> = candidates
+        .into_iter()
+        .filter(|candidate| candidate.vector.len() == query.len())
+        .map(|candidate| {
+            let own = length(&candidate.vector);
+            let dot: f64 = candidate
+                .vector
+                .iter()
+                .zip(query)
+                .map(|(v, q)| (v * q) as f64)
+                .sum();
+            let similarity = if own > 0.0 && query_length > 0.0 {
+                dot / (own * query_length)
+            } else {
+                0.0
+            };
+            let unit = if own > 0.0 {
+                candidate
+                    .vector
+                    .iter()
+                    .map(|v| (*v as f64 / own) as f32)
+                    .collect()
+            } else {
+                candidate.vector
+            };
+            let hit = VectorHit {
+                id: candidate.id,
+                similarity,
+                attributes: candidate.attributes,
+            };
+            (hit, unit)
+        })
+        .collect();
+    scored.sort_by(|(a, _), (b, _)| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    scored.truncate(k);
+    scored
 }
 
 /// A decoded preference with its `score` field when the query returned one.
@@ -470,6 +575,65 @@ pub fn value_to_string(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn candidate(id: &str, vector: &[f32]) -> UserCandidate {
+        UserCandidate {
+            id: id.to_string(),
+            vector: vector.to_vec(),
+            attributes: VectorAttributes::default(),
+        }
+    }
+
+    #[test]
+    fn the_user_pass_keeps_the_k_nearest_by_cosine_at_any_scale() {
+        let query = [1.0, 0.0, 0.0];
+        // (candidate, its vector at some scale, its cosine with the query)
+        let table: [(&str, [f32; 3], f64); 6] = [
+            ("far", [0.0, 1.0, 0.0], 0.0),
+            ("against", [-2.0, 0.0, 0.0], -1.0),
+            // Q8 codes: the same direction as [0.6, 0.8, 0] at 127 / 0.8.
+            ("codes", [95.0, 127.0, 0.0], 0.6),
+            ("same", [0.5, 0.0, 0.0], 1.0),
+            ("tied-b", [1.0, 1.0, 0.0], std::f64::consts::FRAC_1_SQRT_2),
+            ("tied-a", [3.0, 3.0, 0.0], std::f64::consts::FRAC_1_SQRT_2),
+        ];
+        let candidates = table.iter().map(|(id, v, _)| candidate(id, v)).collect();
+        let chosen = nearest_user_candidates(candidates, &query, 4);
+        let ids: Vec<&str> = chosen.iter().map(|(hit, _)| hit.id.as_str()).collect();
+        // Nearest first; equal similarity by id.
+        assert_eq!(ids, ["same", "tied-a", "tied-b", "codes"]);
+        for (hit, unit) in &chosen {
+            let expected = table.iter().find(|(id, ..)| *id == hit.id).unwrap().2;
+            assert!((hit.similarity - expected).abs() < 0.002, "{}", hit.id);
+            let length: f32 = unit.iter().map(|v| v * v).sum::<f32>().sqrt();
+            assert!(
+                (length - 1.0).abs() < 1e-6,
+                "{} comes back at unit length",
+                hit.id
+            );
+        }
+    }
+
+    #[test]
+    fn the_user_pass_leaves_out_vectors_of_another_size_and_scores_zero_vectors_zero() {
+        let query = [0.0, 1.0];
+        let candidates = vec![
+            candidate("short", &[1.0]),
+            candidate("zero", &[0.0, 0.0]),
+            candidate("near", &[0.1, 1.0]),
+        ];
+        let chosen = nearest_user_candidates(candidates, &query, 8);
+        let scored: Vec<(&str, f64)> = chosen
+            .iter()
+            .map(|(hit, _)| (hit.id.as_str(), hit.similarity))
+            .collect();
+        assert_eq!(scored.len(), 2);
+        assert_eq!(scored[0].0, "near");
+        assert_eq!(scored[1], ("zero", 0.0));
+        assert!(nearest_user_candidates(Vec::new(), &query, 8).is_empty());
+        let one = vec![candidate("near", &[0.1, 1.0])];
+        assert!(nearest_user_candidates(one, &query, 0).is_empty());
+    }
 
     #[test]
     fn keyword_clauses_carry_only_words() {

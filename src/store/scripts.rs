@@ -143,11 +143,15 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 /// strength half-life in days (0: no decay), `ARGV[8]` now, in days since the Unix epoch,
 /// `ARGV[9..]` the users.
 ///
-/// Returns `{semantic, about_users, strongest, bases, vectors}`:
+/// Returns `{semantic, about_users, strongest, bases, vectors, user_candidates}`:
 /// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`);
-/// - `about_users`: the k preferences about any of the users nearest to the query, flat
-///   `id, cosine similarity, attributes`, scored here from their stored vectors (a filtered
-///   VSIM walks the whole graph for a selective filter; these are few);
+/// - `about_users`, only without a query vector: the k strongest preferences about any of the
+///   users, flat `id, 0, attributes`;
+/// - `user_candidates`, with a query vector: every preference about any of the users (at most
+///   `ARGV[4]`), flat `id, vector, attributes`, the vector a Q8 set's raw bytes (`VEMB RAW`) or
+///   the dequantised `VEMB` reply otherwise; the service keeps the k nearest the query
+///   ([`super::query::nearest_user_candidates`]). Not a filtered VSIM, which walks the whole
+///   graph for a selective filter; not scored here, where Lua took about 250 µs a candidate;
 /// - `strongest`: flat `id, attributes`, the `ARGV[3]` strongest by decayed strength (ties by
 ///   id). Decay never raises a strength, so the walk down `strongest` (stored strength) stops
 ///   once the next stored strength is below the last of those kept: what lies further cannot
@@ -156,7 +160,8 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 ///   kept);
 /// - `bases`: the persona's bases, comma-separated ("" for none), so a persona without bases
 ///   costs no second round trip;
-/// - `vectors`: flat `id, VEMB reply` for every hit above when `ARGV[5]` is "1".
+/// - `vectors`: flat `id, VEMB reply` for every hit above but the user candidates (whose
+///   vectors are in hand) when `ARGV[5]` is "1".
 pub static INJECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         &include_str!("scripts/inject.lua")
