@@ -328,14 +328,20 @@ pub fn parse_injection_reply(
         candidates.push(UserCandidate {
             id: value_to_string(&id),
             vector,
-            attributes: VectorAttributes::parse(&value_to_string(&attributes))?,
+            attributes: value_to_string(&attributes),
         });
     }
-    for (hit, vector) in nearest_user_candidates(candidates, query, top_k) {
+    for (candidate, similarity) in nearest_user_candidates(candidates, query, top_k) {
+        // Only the chosen few's attributes are decoded.
+        let attributes = VectorAttributes::parse(&candidate.attributes)?;
         if with_vectors {
-            vectors.insert(hit.id.clone(), vector);
+            vectors.insert(candidate.id.clone(), candidate.vector);
         }
-        about_users.push(hit);
+        about_users.push(VectorHit {
+            id: candidate.id,
+            similarity,
+            attributes,
+        });
     }
     Ok(InjectionPasses {
         semantic: parse_vector_hits(semantic, VectorScore::VsimScore)?,
@@ -352,23 +358,25 @@ pub struct UserCandidate {
     pub id: String,
     /// Its stored vector at any scale (a Q8 set's codes, or the dequantised vector).
     pub vector: Vec<f32>,
-    pub attributes: VectorAttributes,
+    /// Its vector-set attributes as stored (JSON).
+    pub attributes: String,
 }
 
 /// The user pass's choice: the `k` candidates nearest `query` by cosine similarity (ties by
-/// id), each with its vector scaled to unit length. A candidate whose vector has another
-/// length than the query's is left out, as a vector set of another size could not be searched.
+/// id), nearest first, each with its similarity and its vector scaled to unit length. A
+/// candidate whose vector has another length than the query's is left out, as a vector set of
+/// another size could not be searched.
 pub fn nearest_user_candidates(
     candidates: Vec<UserCandidate>,
     query: &[f32],
     k: usize,
-) -> Vec<(VectorHit, Vec<f32>)> {
+) -> Vec<(UserCandidate, f64)> {
     let length = |vector: &[f32]| vector.iter().map(|v| (v * v) as f64).sum::<f64>().sqrt();
     let query_length = length(query);
-    let mut scored: Vec<(VectorHit, Vec<f32>)> = candidates
+    let mut scored: Vec<(UserCandidate, f64)> = candidates
         .into_iter()
         .filter(|candidate| candidate.vector.len() == query.len())
-        .map(|candidate| {
+        .map(|mut candidate| {
             let own = length(&candidate.vector);
             let dot: f64 = candidate
                 .vector
@@ -381,26 +389,18 @@ pub fn nearest_user_candidates(
             } else {
                 0.0
             };
-            let unit = if own > 0.0 {
+            if own > 0.0 {
                 candidate
                     .vector
-                    .iter()
-                    .map(|v| (*v as f64 / own) as f32)
-                    .collect()
-            } else {
-                candidate.vector
-            };
-            let hit = VectorHit {
-                id: candidate.id,
-                similarity,
-                attributes: candidate.attributes,
-            };
-            (hit, unit)
+                    .iter_mut()
+                    .for_each(|v| *v = (*v as f64 / own) as f32);
+            }
+            (candidate, similarity)
         })
         .collect();
-    scored.sort_by(|(a, _), (b, _)| {
-        b.similarity
-            .total_cmp(&a.similarity)
+    scored.sort_by(|(a, a_similarity), (b, b_similarity)| {
+        b_similarity
+            .total_cmp(a_similarity)
             .then_with(|| a.id.cmp(&b.id))
     });
     scored.truncate(k);
@@ -580,7 +580,7 @@ mod tests {
         UserCandidate {
             id: id.to_string(),
             vector: vector.to_vec(),
-            attributes: VectorAttributes::default(),
+            attributes: String::new(),
         }
     }
 
@@ -599,13 +599,13 @@ mod tests {
         ];
         let candidates = table.iter().map(|(id, v, _)| candidate(id, v)).collect();
         let chosen = nearest_user_candidates(candidates, &query, 4);
-        let ids: Vec<&str> = chosen.iter().map(|(hit, _)| hit.id.as_str()).collect();
+        let ids: Vec<&str> = chosen.iter().map(|(c, _)| c.id.as_str()).collect();
         // Nearest first; equal similarity by id.
         assert_eq!(ids, ["same", "tied-a", "tied-b", "codes"]);
-        for (hit, unit) in &chosen {
+        for (hit, similarity) in &chosen {
             let expected = table.iter().find(|(id, ..)| *id == hit.id).unwrap().2;
-            assert!((hit.similarity - expected).abs() < 0.002, "{}", hit.id);
-            let length: f32 = unit.iter().map(|v| v * v).sum::<f32>().sqrt();
+            assert!((similarity - expected).abs() < 0.002, "{}", hit.id);
+            let length: f32 = hit.vector.iter().map(|v| v * v).sum::<f32>().sqrt();
             assert!(
                 (length - 1.0).abs() < 1e-6,
                 "{} comes back at unit length",
@@ -625,7 +625,7 @@ mod tests {
         let chosen = nearest_user_candidates(candidates, &query, 8);
         let scored: Vec<(&str, f64)> = chosen
             .iter()
-            .map(|(hit, _)| (hit.id.as_str(), hit.similarity))
+            .map(|(c, similarity)| (c.id.as_str(), *similarity))
             .collect();
         assert_eq!(scored.len(), 2);
         assert_eq!(scored[0].0, "near");
