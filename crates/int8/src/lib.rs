@@ -320,7 +320,8 @@ mod avx2 {
                 let i = first + a;
                 for (b, &v) in sums.iter().enumerate().take(self.weight_rows) {
                     let j = self.first_weight + b;
-                    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                    let s =
+                        _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
                     let s = _mm_hadd_epi32(s, s);
                     let s = _mm_hadd_epi32(s, s);
                     output[i * width + j] = finish(
