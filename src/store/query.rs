@@ -376,7 +376,7 @@ pub fn nearest_user_candidates(
     let mut scored: Vec<(UserCandidate, f64)> = candidates
         .into_iter()
         .filter(|candidate| candidate.vector.len() == query.len())
-        .map(|mut candidate| {
+        .map(|candidate| {
             let own = length(&candidate.vector);
             let dot: f64 = candidate
                 .vector
@@ -389,12 +389,6 @@ pub fn nearest_user_candidates(
             } else {
                 0.0
             };
-            if own > 0.0 {
-                candidate
-                    .vector
-                    .iter_mut()
-                    .for_each(|v| *v = (*v as f64 / own) as f32);
-            }
             (candidate, similarity)
         })
         .collect();
@@ -404,6 +398,16 @@ pub fn nearest_user_candidates(
             .then_with(|| a.id.cmp(&b.id))
     });
     scored.truncate(k);
+    // Only the chosen are scaled to unit length (up to 256 candidates are scored).
+    for (candidate, _) in &mut scored {
+        let own = length(&candidate.vector);
+        if own > 0.0 {
+            candidate
+                .vector
+                .iter_mut()
+                .for_each(|v| *v = (*v as f64 / own) as f32);
+        }
+    }
     scored
 }
 
