@@ -433,6 +433,14 @@ async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreak
         let bytes = usage(key).await;
         structures.push((name.to_string(), bytes / count));
     }
+    let mut user_sets = 0.0;
+    for key in store.about_vector_sets(persona).await.unwrap() {
+        user_sets += usage(key).await;
+    }
+    structures.push((
+        "users' vector sets (Q8 + links)".to_string(),
+        user_sets / count,
+    ));
     if let Ok(Some(info)) = store.index_info().await
         && info.num_docs > 0
     {

@@ -1834,3 +1834,146 @@ async fn the_user_pass_keeps_the_present_users_preferences_nearest_the_query() {
         );
     }
 }
+
+/// The user pass searches each present user's own vector set, which every write keeps equal to
+/// the user's entries in the about-set; memory written before those sets (none, or one that
+/// lost members) is still answered, by reading the user's candidates, until a resync (what
+/// `index migrate` runs) rebuilds the set. Retraction, erasure and deletion take members and
+/// sets away.
+#[tokio::test]
+async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_wrong_answer() {
+    let t = TestStore::new("user-sets").await;
+    let query_vector = unit_vector(90);
+    // Weak preferences nearest the query fill the semantic pass (2 × 3 hits), so what is
+    // chosen about dana comes from the user pass alone: the nearest of her twelve.
+    for step in 1..=8u32 {
+        let mut preference = new_preference(
+            "ada",
+            &format!("other-{step}"),
+            &format!("Another remark number {step}."),
+            vector_near(&query_vector, 0.9 + 0.01 * step as f32, 200 + step as u64),
+        );
+        preference.strength = Some(0.02);
+        t.add_preference(preference).await.unwrap();
+    }
+    let mut by_similarity = Vec::new();
+    for step in 1..=12u32 {
+        let mut preference = new_preference(
+            "ada",
+            &format!("dana-{step}"),
+            &format!("Dana's remark number {step}."),
+            vector_near(&query_vector, 0.5 + 0.03 * step as f32, 90 + step as u64),
+        );
+        preference.related_user_ids = ids(&["dana"]);
+        by_similarity.push(t.add_preference(preference).await.unwrap().id);
+    }
+    // Eve's are farther than any of dana's: with both present, the nearest of either user's.
+    for step in 1..=4u32 {
+        let mut preference = new_preference(
+            "ada",
+            &format!("eve-{step}"),
+            &format!("Eve's remark number {step}."),
+            vector_near(&query_vector, 0.5 + 0.01 * step as f32, 300 + step as u64),
+        );
+        preference.related_user_ids = ids(&["eve"]);
+        t.add_preference(preference).await.unwrap();
+    }
+    // Nearest first: the last added is the nearest.
+    by_similarity.reverse();
+    let set = t.keys().about_vectors("ada", "dana");
+    let mut connection = t.connection();
+    let members = |connection: &mut persona_prefs::store::RedisConnection| {
+        let set = set.clone();
+        let mut connection = connection.clone();
+        async move {
+            let mut found: Vec<String> = redis::cmd("VRANDMEMBER")
+                .arg(&set)
+                .arg(100)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            found.sort();
+            found
+        }
+    };
+    let sorted = |list: &[String]| {
+        let mut list = list.to_vec();
+        list.sort();
+        list
+    };
+    assert_eq!(members(&mut connection).await, sorted(&by_similarity));
+    let users = ids(&["eve", "dana"]);
+    let inject = |max_count: usize| {
+        let users = users.clone();
+        let query_vector = query_vector.clone();
+        let t = &t;
+        async move {
+            let chosen = t
+                .get_preferences_for_injection(&InjectionQuery {
+                    persona_id: "ada",
+                    query_embedding: &query_vector,
+                    max_count,
+                    max_chars: 2000,
+                    active_user_ids: &users,
+                })
+                .await
+                .unwrap();
+            chosen.into_iter().map(|c| c.id).collect::<Vec<_>>()
+        }
+    };
+    let from_the_set = inject(3).await;
+    assert_eq!(from_the_set, by_similarity[..3].to_vec());
+
+    // Memory from before the sets: the user has none. Same answer, from the candidates.
+    let _: i64 = redis::cmd("DEL")
+        .arg(&set)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(inject(3).await, from_the_set);
+    // One member short (a set not whole) is not searched either.
+    t.resync_preference("ada", &by_similarity[0]).await.unwrap();
+    assert_eq!(
+        members(&mut connection).await,
+        vec![by_similarity[0].clone()]
+    );
+    assert_eq!(inject(3).await, from_the_set);
+    // The resync of every preference (index migrate) makes it whole.
+    for id in &by_similarity {
+        t.resync_preference("ada", id).await.unwrap();
+    }
+    assert_eq!(members(&mut connection).await, sorted(&by_similarity));
+    assert_eq!(inject(3).await, from_the_set);
+
+    // A retracted preference leaves the set, and a restored one comes back.
+    t.retract_preference("ada", &by_similarity[0], "", WriteGuard::default())
+        .await
+        .unwrap();
+    assert_eq!(members(&mut connection).await, sorted(&by_similarity[1..]));
+    assert_eq!(inject(3).await, by_similarity[1..4].to_vec());
+    t.restore_preference("ada", &by_similarity[0], 1, "", WriteGuard::default())
+        .await
+        .unwrap();
+    assert_eq!(members(&mut connection).await, sorted(&by_similarity));
+    assert_eq!(inject(3).await, from_the_set);
+
+    // An erased user's set goes with the user; the other user's stays.
+    t.purge_user("ada", "dana", "erased-dana", WriteGuard::default())
+        .await
+        .unwrap();
+    let exists = |key: String| {
+        let mut connection = connection.clone();
+        async move {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query_async::<i64>(&mut connection)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(exists(set.clone()).await, 0);
+    let eve = t.keys().about_vectors("ada", "eve");
+    assert_eq!(exists(eve.clone()).await, 1);
+    t.delete_persona("ada").await.unwrap();
+    assert_eq!(exists(eve).await, 0);
+}

@@ -444,6 +444,14 @@ impl PreferenceStore {
                 .await?;
             deleted += removed;
         }
+        // The users' vector sets before the about-set that names their users (see above).
+        for chunk in self.about_vector_sets(persona_id).await?.chunks(1000) {
+            let removed: u64 = redis::cmd("UNLINK")
+                .arg(chunk)
+                .query_async(&mut connection)
+                .await?;
+            deleted += removed;
+        }
         let mut structures = keys.persona_structures(persona_id).to_vec();
         // The id set last (see above).
         structures.rotate_left(1);

@@ -16,6 +16,7 @@
 //! | `P:persona_pref_vectors:{ada}` | vector set | active preferences' topic vectors; attributes carry what injection and deciding read |
 //! | `P:persona_pref_strongest:{ada}` | sorted set | active preference ids by strength |
 //! | `P:persona_pref_about:{ada}` | sorted set | `<user id>\0<preference id>` for active preferences about a user (lexicographic ranges) |
+//! | `P:persona_pref_about:{ada}:<user id>` | vector set | the same preferences of one user with their topic vectors (no attributes): injection's user pass searches it |
 //! | `P:persona_pref_effects:{ada}` | hash | effect id → preference id, one field per applied effect, each with its own TTL |
 //! | `P:persona_pref_lock:{ada}` | string | the persona lock's current token |
 //! | `P:persona_pref_lock:{ada}:fence` | string | the lock's token counter |
@@ -83,6 +84,13 @@ impl Keys {
         self.of_persona("persona_pref_about", persona_id)
     }
 
+    /// One user's own vector set: the persona's active preferences about `user_id`, exactly
+    /// the user's entries in [`Keys::about`], so the user pass is one small search. The write
+    /// scripts name it from the about-set's key (`KEYS[6] .. ':' .. user`), as here.
+    pub fn about_vectors(&self, persona_id: &str, user_id: &str) -> String {
+        format!("{}:{user_id}", self.about(persona_id))
+    }
+
     pub fn effects(&self, persona_id: &str) -> String {
         self.of_persona("persona_pref_effects", persona_id)
     }
@@ -111,8 +119,9 @@ impl Keys {
         self.of_persona("persona_pref_bases", persona_id)
     }
 
-    /// Every key of one persona that is not a preference hash (those are listed in
-    /// [`Keys::ids`]); the id set first.
+    /// Every key of one persona that is neither a preference hash (those are listed in
+    /// [`Keys::ids`]) nor a user's vector set (its users are in [`Keys::about`]); the id set
+    /// first.
     pub fn persona_structures(&self, persona_id: &str) -> [String; 10] {
         [
             self.ids(persona_id),

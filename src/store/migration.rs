@@ -288,11 +288,49 @@ impl PreferenceStore {
                 let _: i64 = invocation.arg(chunk).invoke_async(&mut connection).await?;
             }
         }
-        let _: i64 = redis::cmd("DEL")
-            .arg(&key)
-            .query_async(&mut connection)
-            .await?;
+        // The users' vector sets were made under the same misfit configuration: the resync
+        // rebuilds them with the persona's set.
+        let mut doomed = self.about_vector_sets(persona_id).await?;
+        doomed.push(key);
+        for chunk in doomed.chunks(1000) {
+            let _: i64 = redis::cmd("DEL")
+                .arg(chunk)
+                .query_async(&mut connection)
+                .await?;
+        }
         Ok(true)
+    }
+
+    /// The vector set of every user the persona's about-set names
+    /// ([`super::keys::Keys::about_vectors`]), read in pages.
+    pub async fn about_vector_sets(&self, persona_id: &str) -> Result<Vec<String>, StoreError> {
+        const PAGE: usize = 10_000;
+        let keys = &self.settings.keys;
+        let about = keys.about(persona_id);
+        let mut connection = self.connection.clone();
+        let mut users = std::collections::BTreeSet::new();
+        let mut start = 0usize;
+        loop {
+            let members: Vec<String> = redis::cmd("ZRANGE")
+                .arg(&about)
+                .arg(start)
+                .arg(start + PAGE - 1)
+                .query_async(&mut connection)
+                .await?;
+            for member in &members {
+                if let Some((user, _)) = member.split_once(super::keys::ABOUT_SEPARATOR) {
+                    users.insert(user.to_string());
+                }
+            }
+            if members.len() < PAGE {
+                break;
+            }
+            start += PAGE;
+        }
+        Ok(users
+            .into_iter()
+            .map(|user| keys.about_vectors(persona_id, &user))
+            .collect())
     }
 
     /// Deletes one key (migration: a legacy key once its data is in this layout).

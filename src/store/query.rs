@@ -89,8 +89,10 @@ pub fn persona_filter(persona_id: &str, include_retracted: bool) -> String {
     filter
 }
 
-/// At most this many preferences about the present users are scored per injection (the user
-/// pass reads each one's vector; a persona holds few opinions about any one user).
+/// At most this many preferences about the present users are read one by one per injection:
+/// without a query (ranked by strength), or for users whose own vector set is not whole
+/// (memory from before those sets, until `index migrate`). A user whose set is whole is
+/// searched in it, whatever the user's count.
 pub const USER_PASS_CANDIDATES: usize = 256;
 
 /// How much each of the injection script's passes reads.
@@ -331,7 +333,17 @@ pub fn parse_injection_reply(
             attributes: value_to_string(&attributes),
         });
     }
+    // Users searched in their own sets came ranked; the candidates of users whose set was not
+    // whole are ranked here, and the two lists merged (a preference about both kinds of user
+    // once).
+    let from_sets = about_users.len();
     for (candidate, similarity) in nearest_user_candidates(candidates, query, top_k) {
+        if about_users[..from_sets]
+            .iter()
+            .any(|hit| hit.id == candidate.id)
+        {
+            continue;
+        }
         // Only the chosen few's attributes are decoded.
         let attributes = VectorAttributes::parse(&candidate.attributes)?;
         if with_vectors {
@@ -342,6 +354,14 @@ pub fn parse_injection_reply(
             similarity,
             attributes,
         });
+    }
+    if from_sets > 0 && about_users.len() > from_sets {
+        about_users.sort_by(|a, b| {
+            b.similarity
+                .total_cmp(&a.similarity)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        about_users.truncate(top_k);
     }
     Ok(InjectionPasses {
         semantic: parse_vector_hits(semantic, VectorScore::VsimScore)?,

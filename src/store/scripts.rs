@@ -20,8 +20,10 @@
 //! Each script writes the preference hash with a single `HSET` (RediSearch re-indexes the whole
 //! document on every write command), then brings the persona's structures in step with the
 //! hash in the same atomic step (`sync`): an active preference is in the vector set (with the
-//! attributes injection reads), in `strongest` by its strength and in `about` under each related
-//! user; a retracted one is in none of them. Reads come first, then writes.
+//! attributes injection reads), in `strongest` by its strength, and in `about` and the user's
+//! own vector set (`KEYS[6]:<user>`: undeclared, as its name comes from the hash, but in the
+//! persona's hash slot) under each related user; a retracted one is in none of them. Reads
+//! come first, then writes.
 
 use std::sync::LazyLock;
 
@@ -145,13 +147,19 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 ///
 /// Returns `{semantic, about_users, strongest, bases, vectors, user_candidates}`:
 /// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`);
-/// - `about_users`, only without a query vector: the k strongest preferences about any of the
-///   users, flat `id, 0, attributes`;
-/// - `user_candidates`, with a query vector: every preference about any of the users (at most
+/// - `about_users`: with a query vector, the k nearest it among the preferences about any of
+///   the users, each user's searched in that user's own vector set (`KEYS[3]:<user>`,
+///   [`super::keys::Keys::about_vectors`]), flat `id, cosine, attributes`, nearest first (ties
+///   by id); without one, the k strongest preferences about any of the users, flat
+///   `id, 0, attributes`;
+/// - `user_candidates`, with a query vector, for the users whose own set is not whole (it
+///   holds fewer or more members than the user's about-entries: memory written before those
+///   sets, until `index migrate` resyncs it): every preference about them (at most
 ///   `ARGV[4]`), flat `id, vector, attributes`, the vector a Q8 set's raw bytes (`VEMB RAW`) or
 ///   the dequantised `VEMB` reply otherwise; the service keeps the k nearest the query
-///   ([`super::query::nearest_user_candidates`]). Not a filtered VSIM, which walks the whole
-///   graph for a selective filter; not scored here, where Lua took about 250 µs a candidate;
+///   ([`super::query::nearest_user_candidates`]). Not a filtered VSIM over the persona's set,
+///   which walks the whole graph for a selective filter; not scored here, where Lua took
+///   about 250 µs a candidate;
 /// - `strongest`: flat `id, attributes`, the `ARGV[3]` strongest by decayed strength (ties by
 ///   id). Decay never raises a strength, so the walk down `strongest` (stored strength) stops
 ///   once the next stored strength is below the last of those kept: what lies further cannot

@@ -141,6 +141,19 @@ local function vector_from_set(id)
   for i, value in ipairs(values) do parts[i] = struct.pack('<f', tonumber(value)) end
   return table.concat(parts)
 end
+-- A user's own vector set (`Keys::about_vectors`): the active preferences about that user, so
+-- injection's user pass is one small search, not a read of every candidate. Its members are
+-- exactly the user's entries in the about-set (`KEYS[6]`), which is how injection knows it is
+-- whole (data written before these sets existed has none until `index migrate` resyncs it).
+local function about_vectors(user) return KEYS[6] .. ':' .. user end
+-- Puts member `id` into `user`'s vector set with `vector` (FP32 bytes). A set that refuses it
+-- (made under another size or quantisation) is dropped: injection then reads the user's
+-- candidates one by one until a resync rebuilds it, never a wrong or partial answer.
+local function add_about_vector(user, id, vector)
+  local key = about_vectors(user)
+  local added = redis.pcall('VADD', key, 'FP32', vector, id, ARGV[4], 'M', 8)
+  if type(added) == 'table' and added.err then redis.call('DEL', key) end
+end
 -- Brings the persona's structures in step with the hash of preference `id` after a write:
 -- `old_users` are the related users before the write (their about-entries go). A vector this
 -- write gave (`write_record`) goes into the vector set.
@@ -155,9 +168,15 @@ local function sync(id, old_users, key)
   local vector = written or h[9]
   local fits = vector and #vector == tonumber(ARGV[5])
   redis.call('SADD', KEYS[7], id)
-  for _, user in ipairs(old_users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
   local users = decode_list(h[8])
+  local current = {}
+  for _, user in ipairs(users) do current[user] = true end
+  for _, user in ipairs(old_users) do
+    redis.call('ZREM', KEYS[6], user .. '\0' .. id)
+    if not current[user] then redis.call('VREM', about_vectors(user), id) end
+  end
   local member = redis.call('VISMEMBER', KEYS[4], id) == 1
+  local searchable = member
   if h[1] == '1' or h[1] == 'true' then
     local strength = tonumber(h[5]) or 0
     local attributes = cjson.encode({n = h[2] or '', o = h[3] or '', c = h[4] or '', s = strength,
@@ -166,11 +185,13 @@ local function sync(id, old_users, key)
     if written or not member then
       if fits then
         redis.call('VADD', KEYS[4], 'FP32', vector, id, ARGV[4], 'SETATTR', attributes)
+        searchable = true
       else
         -- A vector that does not fit (data awaiting migration) is not searchable; the hash
         -- keeps it for the migration to see.
         if member then redis.call('VREM', KEYS[4], id) end
         if written then redis.call('HSET', key, 'embedding', written) end
+        searchable = false
       end
     else
       redis.call('VSETATTR', KEYS[4], id, attributes)
@@ -181,7 +202,16 @@ local function sync(id, old_users, key)
       redis.call('HDEL', key, 'embedding')
     end
     redis.call('ZADD', KEYS[5], strength, id)
-    for _, user in ipairs(users) do redis.call('ZADD', KEYS[6], 0, user .. '\0' .. id) end
+    for _, user in ipairs(users) do
+      redis.call('ZADD', KEYS[6], 0, user .. '\0' .. id)
+      -- A user's set gets the vector when the write gave one, or when the member is missing
+      -- (a new relation, or data from before these sets); a reinforcement touches nothing.
+      if not searchable then
+        redis.call('VREM', about_vectors(user), id)
+      elseif (written and fits) or redis.call('VISMEMBER', about_vectors(user), id) == 0 then
+        add_about_vector(user, id, (fits and vector) or vector_from_set(id))
+      end
+    end
   else
     -- Out of the set: the hash keeps the vector, so a restore can put it back.
     if written then
@@ -191,6 +221,9 @@ local function sync(id, old_users, key)
     end
     redis.call('VREM', KEYS[4], id)
     redis.call('ZREM', KEYS[5], id)
-    for _, user in ipairs(users) do redis.call('ZREM', KEYS[6], user .. '\0' .. id) end
+    for _, user in ipairs(users) do
+      redis.call('ZREM', KEYS[6], user .. '\0' .. id)
+      redis.call('VREM', about_vectors(user), id)
+    end
   end
 end

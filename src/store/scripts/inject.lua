@@ -5,13 +5,50 @@ if ARGV[1] ~= '' then
   semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
 end
 local about, candidates = {}, {}
-if #ARGV >= 9 then
+-- The user pass. With a query, each present user's own vector set (`Keys::about_vectors`) is
+-- searched: one small VSIM, whatever the user's count. A user whose set is not whole (its
+-- count is not that of the user's about-entries: data from before these sets, until `index
+-- migrate` resyncs it) falls back to reading candidates, which the service ranks.
+local users = {}
+if #ARGV >= 9 and ARGV[1] ~= '' then
+  local nearest, order = {}, {}
+  for i = 9, #ARGV do
+    local user = ARGV[i]
+    local set = KEYS[3] .. ':' .. user
+    local whole = redis.call('VCARD', set)
+    local entries = redis.call('ZLEXCOUNT', KEYS[3], '[' .. user .. '\0', '(' .. user .. '\1')
+    if whole ~= entries then
+      users[#users + 1] = user
+    elseif whole > 0 then
+      local found = redis.call('VSIM', set, 'FP32', ARGV[1], 'WITHSCORES', 'COUNT', k, 'EF', ARGV[6])
+      for j = 1, #found, 2 do
+        local id, score = found[j], tonumber(found[j + 1])
+        if not nearest[id] then order[#order + 1] = id end
+        if not nearest[id] or score > nearest[id] then nearest[id] = score end
+      end
+    end
+  end
+  table.sort(order, function(a, b)
+    if nearest[a] ~= nearest[b] then return nearest[a] > nearest[b] end
+    return a < b
+  end)
+  for i = 1, math.min(k, #order) do
+    local id = order[i]
+    about[#about + 1] = id
+    -- VSIM's score is (1 + cosine) / 2; the pass reports the cosine.
+    about[#about + 1] = tostring(2 * nearest[id] - 1)
+    about[#about + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
+  end
+elseif #ARGV >= 9 then
+  for i = 9, #ARGV do users[#users + 1] = ARGV[i] end
+end
+if #users > 0 then
   local cap = tonumber(ARGV[4])
   local seen, ids = {}, {}
-  for i = 9, #ARGV do
-    local members = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. ARGV[i] .. '\0', '(' .. ARGV[i] .. '\1', 'LIMIT', 0, cap)
+  for _, user in ipairs(users) do
+    local members = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. user .. '\0', '(' .. user .. '\1', 'LIMIT', 0, cap)
     for _, member in ipairs(members) do
-      local id = string.sub(member, #ARGV[i] + 2)
+      local id = string.sub(member, #user + 2)
       if not seen[id] and #ids < cap then seen[id] = true; ids[#ids + 1] = id end
     end
   end
