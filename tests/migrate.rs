@@ -577,15 +577,10 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
     let mut ids = Vec::new();
     let mut connection = store.connection();
     for (topic, vector) in topics.iter().zip(&turned) {
-        let added = store
-            .add_preference(common::new_preference(
-                "ada",
-                topic,
-                &format!("I like {topic}."),
-                vector.clone(),
-            ))
-            .await
-            .unwrap();
+        let mut preference =
+            common::new_preference("ada", topic, &format!("I like {topic}."), vector.clone());
+        preference.related_user_ids = vec!["u1".to_string()];
+        let added = store.add_preference(preference).await.unwrap();
         // As the earlier layout wrote it: the vector in the hash as well.
         let _: i64 = redis::cmd("HSET")
             .arg(store.preference_key("ada", &added.id))
@@ -596,6 +591,38 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
             .unwrap();
         ids.push(added.id);
     }
+    // Nor had it users' own vector sets.
+    let user_set = store.keys().about_vectors("ada", "u1");
+    let _: i64 = redis::cmd("DEL")
+        .arg(&user_set)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    // The user's set: (members, quantisation), and each member's nearest to `vectors` in it.
+    let user_set_holds = async |store: &PreferenceStore, vectors: &[Vec<f32>]| {
+        let mut connection = store.connection();
+        let members: i64 = redis::cmd("VCARD")
+            .arg(&user_set)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        for (id, vector) in ids.iter().zip(vectors) {
+            let nearest: Vec<String> = redis::cmd("VSIM")
+                .arg(&user_set)
+                .arg("FP32")
+                .arg(vector_to_bytes(vector))
+                .arg("WITHSCORES")
+                .arg("COUNT")
+                .arg(1)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(&nearest[0], id);
+            let score: f64 = nearest[1].parse().unwrap();
+            assert!(score > 0.999, "{nearest:?}");
+        }
+        members
+    };
     let hash_vectors = async |store: &PreferenceStore| {
         let mut connection = store.connection();
         let mut held = 0;
@@ -618,6 +645,11 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
         "vectors of the right size are kept: {done}"
     );
     assert_eq!(hash_vectors(&store).await, 0, "no second copy in any hash");
+    assert_eq!(
+        user_set_holds(&store, &turned).await,
+        3,
+        "the user's set built"
+    );
     for (id, vector) in ids.iter().zip(&turned) {
         let nearest = store.nearest_topics("ada", vector).await.unwrap();
         assert_eq!(&nearest[0].preference.id, id);
@@ -652,6 +684,11 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
     let nearest = store.nearest_topics("ada", &vectors[2]).await.unwrap();
     assert_eq!(nearest[0].preference.id, ids[2]);
     assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
+    assert_eq!(
+        user_set_holds(&store, &vectors).await,
+        3,
+        "the user's set holds the new vectors"
+    );
 
     // A change of quantisation: the sets are rebuilt from the vectors they held, none lost
     // and none re-embedded.
@@ -674,4 +711,23 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
         assert_eq!(&nearest[0].preference.id, id);
         assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
     }
+    assert_eq!(user_set_holds(&fp32_store, &vectors).await, 3);
+    let info: Vec<redis::Value> = redis::cmd("VINFO")
+        .arg(&user_set)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let info: Vec<String> = info
+        .iter()
+        .map(persona_prefs::store::query::value_to_string)
+        .collect();
+    let quantisation = info
+        .chunks(2)
+        .find(|pair| pair[0] == "quant-type")
+        .map(|pair| pair[1].clone());
+    assert_eq!(
+        quantisation.as_deref(),
+        Some("f32"),
+        "the user's set rebuilt under the new quantisation"
+    );
 }
