@@ -332,6 +332,7 @@ pub async fn migrate(
         for id in &ids {
             store.resync_preference(persona, id).await?;
         }
+        store.settle_user_vector_sets(persona).await?;
         tracing::info!(persona, preferences = ids.len(), "persona migrated");
     }
     report.reembedded = reembedded;

@@ -577,10 +577,15 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
     let mut ids = Vec::new();
     let mut connection = store.connection();
     for (topic, vector) in topics.iter().zip(&turned) {
-        let mut preference =
-            common::new_preference("ada", topic, &format!("I like {topic}."), vector.clone());
-        preference.related_user_ids = vec!["u1".to_string()];
-        let added = store.add_preference(preference).await.unwrap();
+        let added = store
+            .add_preference(common::new_preference(
+                "ada",
+                topic,
+                &format!("I like {topic}."),
+                vector.clone(),
+            ))
+            .await
+            .unwrap();
         // As the earlier layout wrote it: the vector in the hash as well.
         let _: i64 = redis::cmd("HSET")
             .arg(store.preference_key("ada", &added.id))
@@ -591,38 +596,6 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
             .unwrap();
         ids.push(added.id);
     }
-    // Nor had it users' own vector sets.
-    let user_set = store.keys().about_vectors("ada", "u1");
-    let _: i64 = redis::cmd("DEL")
-        .arg(&user_set)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    // The user's set: (members, quantisation), and each member's nearest to `vectors` in it.
-    let user_set_holds = async |store: &PreferenceStore, vectors: &[Vec<f32>]| {
-        let mut connection = store.connection();
-        let members: i64 = redis::cmd("VCARD")
-            .arg(&user_set)
-            .query_async(&mut connection)
-            .await
-            .unwrap();
-        for (id, vector) in ids.iter().zip(vectors) {
-            let nearest: Vec<String> = redis::cmd("VSIM")
-                .arg(&user_set)
-                .arg("FP32")
-                .arg(vector_to_bytes(vector))
-                .arg("WITHSCORES")
-                .arg("COUNT")
-                .arg(1)
-                .query_async(&mut connection)
-                .await
-                .unwrap();
-            assert_eq!(&nearest[0], id);
-            let score: f64 = nearest[1].parse().unwrap();
-            assert!(score > 0.999, "{nearest:?}");
-        }
-        members
-    };
     let hash_vectors = async |store: &PreferenceStore| {
         let mut connection = store.connection();
         let mut held = 0;
@@ -645,11 +618,6 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
         "vectors of the right size are kept: {done}"
     );
     assert_eq!(hash_vectors(&store).await, 0, "no second copy in any hash");
-    assert_eq!(
-        user_set_holds(&store, &turned).await,
-        3,
-        "the user's set built"
-    );
     for (id, vector) in ids.iter().zip(&turned) {
         let nearest = store.nearest_topics("ada", vector).await.unwrap();
         assert_eq!(&nearest[0].preference.id, id);
@@ -684,11 +652,6 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
     let nearest = store.nearest_topics("ada", &vectors[2]).await.unwrap();
     assert_eq!(nearest[0].preference.id, ids[2]);
     assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
-    assert_eq!(
-        user_set_holds(&store, &vectors).await,
-        3,
-        "the user's set holds the new vectors"
-    );
 
     // A change of quantisation: the sets are rebuilt from the vectors they held, none lost
     // and none re-embedded.
@@ -711,23 +674,92 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
         assert_eq!(&nearest[0].preference.id, id);
         assert!(nearest[0].similarity() > 0.999, "{nearest:?}");
     }
-    assert_eq!(user_set_holds(&fp32_store, &vectors).await, 3);
-    let info: Vec<redis::Value> = redis::cmd("VINFO")
+}
+
+/// Memory written before users had vector sets of their own: `index migrate` builds them (the
+/// user pass then searches them), and a change of quantisation rebuilds them with the
+/// persona's set.
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_builds_the_users_own_vector_sets_and_requantisation_rebuilds_them() {
+    use persona_prefs::store::keys::USER_SET_MIN;
+    use persona_prefs::store::query::vector_to_bytes;
+    let config = test_config("migrateusersets");
+    let _cleanup = Cleanup(config.clone());
+    let store = store(&config).await;
+    store.ensure_index().await.unwrap();
+    store.ensure_layout().await.unwrap();
+    let mut ids = Vec::new();
+    let mut vectors = Vec::new();
+    for step in 0..USER_SET_MIN as u64 + 2 {
+        let vector = common::unit_vector(500 + step);
+        let mut preference = common::new_preference(
+            "ada",
+            &format!("topic {step}"),
+            &format!("I like topic {step}."),
+            vector.clone(),
+        );
+        preference.related_user_ids = vec!["u1".to_string()];
+        ids.push(store.add_preference(preference).await.unwrap().id);
+        vectors.push(vector);
+    }
+    let user_set = store.keys().about_vectors("ada", "u1");
+    let mut connection = store.connection();
+    // The set as it stands: its members and quantisation; each preference the nearest its own
+    // vector in it.
+    let holds = async |connection: &mut RedisConnection| {
+        for (id, vector) in ids.iter().zip(&vectors) {
+            let nearest: Vec<String> = redis::cmd("VSIM")
+                .arg(&user_set)
+                .arg("FP32")
+                .arg(vector_to_bytes(vector))
+                .arg("WITHSCORES")
+                .arg("COUNT")
+                .arg(1)
+                .query_async(connection)
+                .await
+                .unwrap();
+            assert_eq!(&nearest[0], id);
+            assert!(nearest[1].parse::<f64>().unwrap() > 0.99, "{nearest:?}");
+        }
+        let members: usize = redis::cmd("VCARD")
+            .arg(&user_set)
+            .query_async(connection)
+            .await
+            .unwrap();
+        let info: Vec<redis::Value> = redis::cmd("VINFO")
+            .arg(&user_set)
+            .query_async(connection)
+            .await
+            .unwrap();
+        let info: Vec<String> = info
+            .iter()
+            .map(persona_prefs::store::query::value_to_string)
+            .collect();
+        let quantisation = info
+            .chunks(2)
+            .find(|pair| pair[0] == "quant-type")
+            .map(|pair| pair[1].clone())
+            .unwrap();
+        (members, quantisation)
+    };
+    assert_eq!(holds(&mut connection).await, (ids.len(), "int8".into()));
+    // As memory from before these sets: none.
+    let _: i64 = redis::cmd("DEL")
         .arg(&user_set)
         .query_async(&mut connection)
         .await
         .unwrap();
-    let info: Vec<String> = info
-        .iter()
-        .map(persona_prefs::store::query::value_to_string)
-        .collect();
-    let quantisation = info
-        .chunks(2)
-        .find(|pair| pair[0] == "quant-type")
-        .map(|pair| pair[1].clone());
-    assert_eq!(
-        quantisation.as_deref(),
-        Some("f32"),
-        "the user's set rebuilt under the new quantisation"
-    );
+    migrate(&config, &[]).await;
+    assert_eq!(holds(&mut connection).await, (ids.len(), "int8".into()));
+
+    let output = common::cli::run_with_env(
+        &config,
+        &["index", "migrate", "--json"],
+        &[("PERSONA_PREFS__STORE__VECTOR_QUANTISATION", "fp32")],
+    )
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requantised: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(requantised["vector_sets_rebuilt"], 1, "{requantised}");
+    assert_eq!(holds(&mut connection).await, (ids.len(), "f32".into()));
 }

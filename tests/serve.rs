@@ -1216,7 +1216,7 @@ async fn an_unreachable_redis_is_a_503() {
 
 /// The fast read path: an injection is one command to Redis (the injection script, whose
 /// passes read only the persona's own structures: one vector search, one more per present user
-/// with preferences about them, no index query), counted by the server itself.
+/// with a vector set of their own, no index query), counted by the server itself.
 #[tokio::test(flavor = "multi_thread")]
 async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
     let redis = PrivateRedis::start();
@@ -1268,17 +1268,17 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
     };
     // The first request loads the script.
     request(&json!({"persona_id": "ada", "query_embedding": query})).await;
-    // One vector search over the persona, and one of each present user's own set that holds
-    // something (u1's; u2 has no preference about them).
+    // One vector search over the persona; u1's one preference is read as a candidate (a user
+    // with fewer than `USER_SET_MIN` has no vector set of their own to search).
     for (body, vector_searches) in [
         (json!({"persona_id": "ada", "query_embedding": query}), 1),
         (
             json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1", "u2"]}),
-            2,
+            1,
         ),
         (
             json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1"], "resident": true}),
-            2,
+            1,
         ),
     ] {
         let (scripts_before, searches_before, vsim_before) = calls(&mut connection).await;

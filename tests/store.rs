@@ -1836,16 +1836,16 @@ async fn the_user_pass_keeps_the_present_users_preferences_nearest_the_query() {
 }
 
 /// The user pass searches each present user's own vector set, which every write keeps equal to
-/// the user's entries in the about-set; memory written before those sets (none, or one that
-/// lost members) is still answered, by reading the user's candidates, until a resync (what
-/// `index migrate` runs) rebuilds the set. Retraction, erasure and deletion take members and
-/// sets away.
+/// the user's entries in the about-set once the user has `USER_SET_MIN` of them (fewer are
+/// read one by one); memory written before those sets (none, or one that lost members) is
+/// still answered, by reading the user's candidates, until `index migrate` rebuilds the set. Retraction, erasure and deletion take members and sets away.
 #[tokio::test]
 async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_wrong_answer() {
+    use persona_prefs::store::keys::USER_SET_MIN;
     let t = TestStore::new("user-sets").await;
     let query_vector = unit_vector(90);
     // Weak preferences nearest the query fill the semantic pass (2 × 3 hits), so what is
-    // chosen about dana comes from the user pass alone: the nearest of her twelve.
+    // chosen about the users comes from the user pass alone.
     for step in 1..=8u32 {
         let mut preference = new_preference(
             "ada",
@@ -1867,24 +1867,25 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
         preference.related_user_ids = ids(&["dana"]);
         by_similarity.push(t.add_preference(preference).await.unwrap().id);
     }
+    // Nearest first: the last added is the nearest.
+    by_similarity.reverse();
     // Eve's are farther than any of dana's: with both present, the nearest of either user's.
-    for step in 1..=4u32 {
+    let mut eves = Vec::new();
+    for step in 1..=USER_SET_MIN as u32 {
         let mut preference = new_preference(
             "ada",
             &format!("eve-{step}"),
             &format!("Eve's remark number {step}."),
-            vector_near(&query_vector, 0.5 + 0.01 * step as f32, 300 + step as u64),
+            vector_near(&query_vector, 0.5 + 0.001 * step as f32, 300 + step as u64),
         );
         preference.related_user_ids = ids(&["eve"]);
-        t.add_preference(preference).await.unwrap();
+        eves.push(t.add_preference(preference).await.unwrap().id);
     }
-    // Nearest first: the last added is the nearest.
-    by_similarity.reverse();
-    let set = t.keys().about_vectors("ada", "dana");
     let mut connection = t.connection();
-    let members = |connection: &mut persona_prefs::store::RedisConnection| {
-        let set = set.clone();
-        let mut connection = connection.clone();
+    let reading = t.connection();
+    let members = |user: &str| {
+        let set = t.keys().about_vectors("ada", user);
+        let mut connection = reading.clone();
         async move {
             let mut found: Vec<String> = redis::cmd("VRANDMEMBER")
                 .arg(&set)
@@ -1901,7 +1902,8 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
         list.sort();
         list
     };
-    assert_eq!(members(&mut connection).await, sorted(&by_similarity));
+    assert_eq!(members("dana").await, sorted(&by_similarity));
+    assert_eq!(members("eve").await, sorted(&eves));
     let users = ids(&["eve", "dana"]);
     let inject = |max_count: usize| {
         let users = users.clone();
@@ -1921,48 +1923,66 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
             chosen.into_iter().map(|c| c.id).collect::<Vec<_>>()
         }
     };
-    let from_the_set = inject(3).await;
-    assert_eq!(from_the_set, by_similarity[..3].to_vec());
+    let from_the_sets = inject(3).await;
+    assert_eq!(from_the_sets, by_similarity[..3].to_vec());
 
-    // Memory from before the sets: the user has none. Same answer, from the candidates.
-    let _: i64 = redis::cmd("DEL")
-        .arg(&set)
+    // One of eve's retracted: under the threshold her set goes, and her candidates are read
+    // one by one beside dana's set.
+    t.retract_preference("ada", &eves[0], "", WriteGuard::default())
+        .await
+        .unwrap();
+    assert!(members("eve").await.is_empty());
+    assert_eq!(inject(3).await, from_the_sets);
+    // Restored: at the threshold again, her set is rebuilt whole.
+    t.restore_preference("ada", &eves[0], 1, "", WriteGuard::default())
+        .await
+        .unwrap();
+    assert_eq!(members("eve").await, sorted(&eves));
+
+    // Memory from before the sets: dana has none, or one short. Same answer, from the
+    // candidates.
+    let dana = t.keys().about_vectors("ada", "dana");
+    let _: i64 = redis::cmd("VREM")
+        .arg(&dana)
+        .arg(&by_similarity[0])
         .query_async(&mut connection)
         .await
         .unwrap();
-    assert_eq!(inject(3).await, from_the_set);
-    // One member short (a set not whole) is not searched either.
-    t.resync_preference("ada", &by_similarity[0]).await.unwrap();
-    assert_eq!(
-        members(&mut connection).await,
-        vec![by_similarity[0].clone()]
-    );
-    assert_eq!(inject(3).await, from_the_set);
-    // The resync of every preference (index migrate) makes it whole.
-    for id in &by_similarity {
-        t.resync_preference("ada", id).await.unwrap();
-    }
-    assert_eq!(members(&mut connection).await, sorted(&by_similarity));
-    assert_eq!(inject(3).await, from_the_set);
+    assert_eq!(inject(3).await, from_the_sets);
+    let _: i64 = redis::cmd("DEL")
+        .arg(&dana)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(inject(3).await, from_the_sets);
+    // A write leaves a set that is not whole to `index migrate`, which resyncs every
+    // preference and then settles every user: whole again.
+    t.resync_preference("ada", &by_similarity[5]).await.unwrap();
+    assert!(members("dana").await.is_empty());
+    assert_eq!(inject(3).await, from_the_sets);
+    assert_eq!(t.settle_user_vector_sets("ada").await.unwrap(), 2);
+    assert_eq!(members("dana").await, sorted(&by_similarity));
+    assert_eq!(members("eve").await, sorted(&eves));
+    assert_eq!(inject(3).await, from_the_sets);
 
     // A retracted preference leaves the set, and a restored one comes back.
     t.retract_preference("ada", &by_similarity[0], "", WriteGuard::default())
         .await
         .unwrap();
-    assert_eq!(members(&mut connection).await, sorted(&by_similarity[1..]));
+    assert_eq!(members("dana").await, sorted(&by_similarity[1..]));
     assert_eq!(inject(3).await, by_similarity[1..4].to_vec());
     t.restore_preference("ada", &by_similarity[0], 1, "", WriteGuard::default())
         .await
         .unwrap();
-    assert_eq!(members(&mut connection).await, sorted(&by_similarity));
-    assert_eq!(inject(3).await, from_the_set);
+    assert_eq!(members("dana").await, sorted(&by_similarity));
+    assert_eq!(inject(3).await, from_the_sets);
 
-    // An erased user's set goes with the user; the other user's stays.
+    // An erased user's set goes with the user; the other user's stays until the persona goes.
     t.purge_user("ada", "dana", "erased-dana", WriteGuard::default())
         .await
         .unwrap();
     let exists = |key: String| {
-        let mut connection = connection.clone();
+        let mut connection = reading.clone();
         async move {
             redis::cmd("EXISTS")
                 .arg(key)
@@ -1971,7 +1991,7 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
                 .unwrap()
         }
     };
-    assert_eq!(exists(set.clone()).await, 0);
+    assert_eq!(exists(dana).await, 0);
     let eve = t.keys().about_vectors("ada", "eve");
     assert_eq!(exists(eve.clone()).await, 1);
     t.delete_persona("ada").await.unwrap();

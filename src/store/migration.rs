@@ -301,12 +301,47 @@ impl PreferenceStore {
         Ok(true)
     }
 
+    /// Migration, after every preference of the persona is resynced: every user's own vector
+    /// set whole, or gone when the user has too few preferences for one (a write does not
+    /// rebuild a set that is not whole: during a migration the persona's set is still filling).
+    /// Returns how many users were settled.
+    pub async fn settle_user_vector_sets(&self, persona_id: &str) -> Result<usize, StoreError> {
+        let users = self.about_users(persona_id).await?;
+        let mut connection = self.connection.clone();
+        let mut settled = 0;
+        for chunk in users.chunks(100) {
+            // No preference is written: the preference key names none ("-" is no id).
+            let mut invocation = self.invocation(
+                &scripts::SETTLE_USERS,
+                persona_id,
+                "-",
+                WriteGuard::default(),
+            )?;
+            for user in chunk {
+                invocation.arg(user.as_str());
+            }
+            let done: usize = invocation.invoke_async(&mut connection).await?;
+            settled += done;
+        }
+        Ok(settled)
+    }
+
     /// The vector set of every user the persona's about-set names
-    /// ([`super::keys::Keys::about_vectors`]), read in pages.
+    /// ([`super::keys::Keys::about_vectors`]).
     pub async fn about_vector_sets(&self, persona_id: &str) -> Result<Vec<String>, StoreError> {
-        const PAGE: usize = 10_000;
         let keys = &self.settings.keys;
-        let about = keys.about(persona_id);
+        Ok(self
+            .about_users(persona_id)
+            .await?
+            .into_iter()
+            .map(|user| keys.about_vectors(persona_id, &user))
+            .collect())
+    }
+
+    /// Every user the persona's about-set names, read in pages.
+    async fn about_users(&self, persona_id: &str) -> Result<Vec<String>, StoreError> {
+        const PAGE: usize = 10_000;
+        let about = self.settings.keys.about(persona_id);
         let mut connection = self.connection.clone();
         let mut users = std::collections::BTreeSet::new();
         let mut start = 0usize;
@@ -327,10 +362,7 @@ impl PreferenceStore {
             }
             start += PAGE;
         }
-        Ok(users
-            .into_iter()
-            .map(|user| keys.about_vectors(persona_id, &user))
-            .collect())
+        Ok(users.into_iter().collect())
     }
 
     /// Deletes one key (migration: a legacy key once its data is in this layout).

@@ -46,10 +46,10 @@ pub const CONFLICT: &str = "CONFLICT";
 macro_rules! write_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("scripts/guard.lua"),
-                include_str!($file)
-            ))
+            Script::new(
+                &concat!(include_str!("scripts/guard.lua"), include_str!($file))
+                    .replace("USER_SET_MIN", &super::keys::USER_SET_MIN.to_string()),
+            )
         })
     };
 }
@@ -125,6 +125,12 @@ pub static IMPORT: LazyLock<Script> = write_script!("scripts/import.lua");
 /// change of quantisation that emptied the vector set). ARGV[6] the preference id. Returns 1,
 /// or 0 when the hash is gone.
 pub static RESYNC: LazyLock<Script> = write_script!("scripts/resync.lua");
+
+/// Migration, after every preference of a persona is resynced: each named user's own vector
+/// set made whole (rebuilt from the persona's set), or dropped when the user has fewer than
+/// [`super::keys::USER_SET_MIN`] preferences. `KEYS[1]` names no preference. ARGV[6..] the
+/// users. Returns how many users it settled.
+pub static SETTLE_USERS: LazyLock<Script> = write_script!("scripts/settle_users.lua");
 
 /// Injection's three passes in one round trip, over one persona's own structures only.
 /// How far the injection script walks down a persona's `strongest` for its residents when

@@ -142,9 +142,10 @@ local function vector_from_set(id)
   return table.concat(parts)
 end
 -- A user's own vector set (`Keys::about_vectors`): the active preferences about that user, so
--- injection's user pass is one small search, not a read of every candidate. Its members are
--- exactly the user's entries in the about-set (`KEYS[6]`), which is how injection knows it is
--- whole (data written before these sets existed has none until `index migrate` resyncs it).
+-- injection's user pass is one small search, not a read of every candidate. A user with fewer
+-- than USER_SET_MIN preferences has none (reading so few costs less than a small set's bytes);
+-- otherwise its members are exactly the user's entries in the about-set (`KEYS[6]`), which is
+-- how injection knows to search it.
 local function about_vectors(user) return KEYS[6] .. ':' .. user end
 -- Puts member `id` into `user`'s vector set with `vector` (FP32 bytes). A set that refuses it
 -- (made under another size or quantisation) is dropped: injection then reads the user's
@@ -153,6 +154,30 @@ local function add_about_vector(user, id, vector)
   local key = about_vectors(user)
   local added = redis.pcall('VADD', key, 'FP32', vector, id, ARGV[4], 'M', 8)
   if type(added) == 'table' and added.err then redis.call('DEL', key) end
+end
+-- After a write's about-entries for `user`: the user's set exists exactly when the user has at
+-- least USER_SET_MIN entries, and then holds them all. A user reaching the threshold gets the
+-- set built here (USER_SET_MIN additions, once). A set not whole otherwise (memory from
+-- before these sets, or one dropped) is left to `rebuild` (`index migrate` settles every user
+-- after resyncing every preference, so no write rebuilds a set the persona's own set cannot
+-- fill yet); injection reads such a user's candidates meanwhile.
+local function settle_about_vectors(user, rebuild)
+  local key = about_vectors(user)
+  local low, high = '[' .. user .. '\0', '(' .. user .. '\1'
+  local entries = redis.call('ZLEXCOUNT', KEYS[6], low, high)
+  if entries < USER_SET_MIN then
+    redis.call('DEL', key)
+    return
+  end
+  if redis.call('VCARD', key) == entries then return end
+  if not rebuild and entries ~= USER_SET_MIN then return end
+  redis.call('DEL', key)
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[6], low, high)) do
+    local id = string.sub(member, #user + 2)
+    if redis.call('VISMEMBER', KEYS[4], id) == 1 then
+      add_about_vector(user, id, vector_from_set(id))
+    end
+  end
 end
 -- Brings the persona's structures in step with the hash of preference `id` after a write:
 -- `old_users` are the related users before the write (their about-entries go). A vector this
@@ -173,7 +198,10 @@ local function sync(id, old_users, key)
   for _, user in ipairs(users) do current[user] = true end
   for _, user in ipairs(old_users) do
     redis.call('ZREM', KEYS[6], user .. '\0' .. id)
-    if not current[user] then redis.call('VREM', about_vectors(user), id) end
+    if not current[user] then
+      redis.call('VREM', about_vectors(user), id)
+      settle_about_vectors(user, false)
+    end
   end
   local member = redis.call('VISMEMBER', KEYS[4], id) == 1
   local searchable = member
@@ -205,12 +233,16 @@ local function sync(id, old_users, key)
     for _, user in ipairs(users) do
       redis.call('ZADD', KEYS[6], 0, user .. '\0' .. id)
       -- A user's set gets the vector when the write gave one, or when the member is missing
-      -- (a new relation, or data from before these sets); a reinforcement touches nothing.
+      -- (a new relation); a reinforcement touches nothing. No set, none made here: settling
+      -- makes one when the user has enough.
+      local key = about_vectors(user)
       if not searchable then
-        redis.call('VREM', about_vectors(user), id)
-      elseif (written and fits) or redis.call('VISMEMBER', about_vectors(user), id) == 0 then
+        redis.call('VREM', key, id)
+      elseif redis.call('EXISTS', key) == 1
+          and ((written and fits) or redis.call('VISMEMBER', key, id) == 0) then
         add_about_vector(user, id, (fits and vector) or vector_from_set(id))
       end
+      settle_about_vectors(user, false)
     end
   else
     -- Out of the set: the hash keeps the vector, so a restore can put it back.
@@ -224,6 +256,7 @@ local function sync(id, old_users, key)
     for _, user in ipairs(users) do
       redis.call('ZREM', KEYS[6], user .. '\0' .. id)
       redis.call('VREM', about_vectors(user), id)
+      settle_about_vectors(user, false)
     end
   end
 end
