@@ -1815,23 +1815,32 @@ async fn the_user_pass_keeps_the_present_users_preferences_nearest_the_query() {
             by_similarity.push(t.add_preference(preference).await.unwrap().id);
         }
         let users = ids(&["carol"]);
-        let chosen = t
-            .get_preferences_for_injection(&InjectionQuery {
-                persona_id: "ada",
-                query_embedding: &query_vector,
-                max_count: 2,
-                max_chars: 2000,
-                active_user_ids: &users,
-            })
-            .await
-            .unwrap();
-        let chosen: Vec<&str> = chosen.iter().map(|c| c.id.as_str()).collect();
-        // Steps 7 and 8 (0.14, 0.16): the strongest of the four nearest.
-        assert_eq!(
-            chosen,
-            vec![by_similarity[6].as_str(), by_similarity[7].as_str()],
-            "{quantisation:?}"
-        );
+        // Searched in carol's own vector set, then (the set gone, as in memory from before
+        // those sets) ranked in the service from her candidates' stored vectors.
+        for path in ["carol's set", "her candidates"] {
+            let chosen = t
+                .get_preferences_for_injection(&InjectionQuery {
+                    persona_id: "ada",
+                    query_embedding: &query_vector,
+                    max_count: 2,
+                    max_chars: 2000,
+                    active_user_ids: &users,
+                })
+                .await
+                .unwrap();
+            let chosen: Vec<&str> = chosen.iter().map(|c| c.id.as_str()).collect();
+            // Steps 7 and 8 (0.14, 0.16): the strongest of the four nearest.
+            assert_eq!(
+                chosen,
+                vec![by_similarity[6].as_str(), by_similarity[7].as_str()],
+                "{quantisation:?}, {path}"
+            );
+            let _: i64 = redis::cmd("DEL")
+                .arg(t.keys().about_vectors("ada", "carol"))
+                .query_async(&mut t.connection())
+                .await
+                .unwrap();
+        }
     }
 }
 

@@ -16,7 +16,7 @@
 //! | `P:persona_pref_vectors:{ada}` | vector set | active preferences' topic vectors; attributes carry what injection and deciding read |
 //! | `P:persona_pref_strongest:{ada}` | sorted set | active preference ids by strength |
 //! | `P:persona_pref_about:{ada}` | sorted set | `<user id>\0<preference id>` for active preferences about a user (lexicographic ranges) |
-//! | `P:persona_pref_about:{ada}:<user id>` | vector set | the same preferences of one user with their topic vectors (no attributes): injection's user pass searches it |
+//! | `P:persona_pref_about:{ada}:<user id>` | vector set | the same preferences of one user with their topic vectors (no attributes), for a user with at least [`USER_SET_MIN`]: injection's user pass searches it |
 //! | `P:persona_pref_effects:{ada}` | hash | effect id → preference id, one field per applied effect, each with its own TTL |
 //! | `P:persona_pref_lock:{ada}` | string | the persona lock's current token |
 //! | `P:persona_pref_lock:{ada}:fence` | string | the lock's token counter |

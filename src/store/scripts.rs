@@ -159,8 +159,9 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 ///   by id); without one, the k strongest preferences about any of the users, flat
 ///   `id, 0, attributes`;
 /// - `user_candidates`, with a query vector, for the users whose own set is not whole (it
-///   holds fewer or more members than the user's about-entries: memory written before those
-///   sets, until `index migrate` resyncs it): every preference about them (at most
+///   holds fewer or more members than the user's about-entries: a user with fewer than
+///   [`super::keys::USER_SET_MIN`], who has none, or memory written before those sets, until
+///   `index migrate` builds it): every preference about them (at most
 ///   `ARGV[4]`), flat `id, vector, attributes`, the vector a Q8 set's raw bytes (`VEMB RAW`) or
 ///   the dequantised `VEMB` reply otherwise; the service keeps the k nearest the query
 ///   ([`super::query::nearest_user_candidates`]). Not a filtered VSIM over the persona's set,

@@ -6,9 +6,10 @@ if ARGV[1] ~= '' then
 end
 local about, candidates = {}, {}
 -- The user pass. With a query, each present user's own vector set (`Keys::about_vectors`) is
--- searched: one small VSIM, whatever the user's count. A user whose set is not whole (its
--- count is not that of the user's about-entries: data from before these sets, until `index
--- migrate` resyncs it) falls back to reading candidates, which the service ranks.
+-- searched: one small VSIM, whatever the user's count. A user without a whole set (its count
+-- is not that of the user's about-entries: a user with fewer than `USER_SET_MIN`, who has
+-- none, or memory from before these sets until `index migrate`) has their candidates read,
+-- which the service ranks.
 local users = {}
 if #ARGV >= 9 and ARGV[1] ~= '' then
   local nearest, order = {}, {}
