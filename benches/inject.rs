@@ -10,7 +10,9 @@
 //! for new text: p50 <= 4 ms. In the same rounds, `check` with a new draft every time (the
 //! rules extractor, its topic embedded on the request path), beside new-text injection.
 //! Floor: one raw VSIM over the persona's vector set (same Redis) plus a bare NATS
-//! request-reply echo of the same payload size. Compared too: the original system's query plan
+//! request-reply echo of the same payload size. Beside it, reported: the same plus a `VSIM` of
+//! each present user's own vector set in the same round trip, a floor that prices the user
+//! pass (the target's floor does not). Compared too: the original system's query plan
 //! (one KNN over a shared index, then one query per user, each awaited) on its own layout of
 //! the same data, on a Redis server of its own (as it would run), sent by the same client, plus
 //! the same echo. Targets: precomputed p50 ≤ 1.3 × the floor, and p99 ≤ 2 × its own p50.
@@ -32,6 +34,7 @@ use serde_json::json;
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
     measure, measure_interleaved, original_injection_plan, random_unit, raw_vsim_call,
+    raw_vsim_with_users_call,
 };
 
 const TARGET_RATIO: f64 = 1.3;
@@ -207,6 +210,8 @@ async fn main() {
         })
     });
     let vsim_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
+    let vsim_users_call =
+        raw_vsim_with_users_call(&connection, &keys, &queries, &users, 16, search_ef);
     let echo_call: Call<'_> = Box::new(|i| {
         let client = client.clone();
         let subject = echo_subject.clone();
@@ -248,7 +253,14 @@ async fn main() {
             assert!(reply.headers.is_none(), "error reply");
         })
     });
-    let mut calls = vec![inject_call, vsim_call, echo_call, store_call, packed_call];
+    let mut calls = vec![
+        inject_call,
+        vsim_call,
+        echo_call,
+        store_call,
+        packed_call,
+        vsim_users_call,
+    ];
     // The original layout's shared index exists on a single node only.
     if cluster {
         drop(original_call);
@@ -262,6 +274,7 @@ async fn main() {
     let echo_floor = measured.next().unwrap();
     let store_alone = measured.next().unwrap();
     let packed = measured.next().unwrap();
+    let users_search_floor = measured.next().unwrap();
     let original = measured
         .next()
         .unwrap_or(Percentiles { p50: 0.0, p99: 0.0 });
@@ -418,6 +431,17 @@ async fn main() {
         "floor: NATS request-reply echo", echo_floor.p50, echo_floor.p99
     );
     println!("{:<40} {:>9.3}", "floor: search + echo", floor_p50);
+    println!(
+        "{:<40} {:>9.3} {:>9.3}",
+        "beside it: VSIM + users' set VSIMs (1 trip)",
+        users_search_floor.p50,
+        users_search_floor.p99
+    );
+    let users_floor_p50 = users_search_floor.p50 + echo_floor.p50;
+    println!(
+        "{:<40} {:>9.3}",
+        "  + echo (a floor pricing the user pass)", users_floor_p50
+    );
     let (original_p50, original_p99) =
         (original.p50 + echo_floor.p50, original.p99 + echo_floor.p99);
     if !cluster {
@@ -435,6 +459,10 @@ async fn main() {
     let tail = precomputed.p99 / precomputed.p50;
     println!("precomputed p50 / floor = {ratio:.2} (target <= {TARGET_RATIO})");
     println!("precomputed p99 / p50 = {tail:.2} (target <= {TARGET_TAIL})");
+    println!(
+        "precomputed p50 / the floor with the users' searches = {:.2} (reported, not a target)",
+        precomputed.p50 / users_floor_p50
+    );
     if !cluster {
         println!("precomputed p50 / original plan = {r50:.2} (reported, not a target)");
         println!("precomputed p99 / original plan = {r99:.2} (reported, not a target)");

@@ -516,6 +516,45 @@ pub fn raw_vsim_call<'a>(
     })
 }
 
+/// The raw searches an injection with present users cannot do without, in one round trip as
+/// the script makes them: [`raw_vsim_call`]'s search of the persona's set and a `VSIM` of each
+/// user's own vector set (`Keys::about_vectors`), pipelined. A floor that prices the user pass,
+/// printed beside the one that does not.
+pub fn raw_vsim_with_users_call<'a>(
+    connection: &'a persona_prefs::store::RedisConnection,
+    keys: &'a persona_prefs::store::Keys,
+    queries: &'a [Vec<f32>],
+    users: &'a [String],
+    count: usize,
+    ef: usize,
+) -> Call<'a> {
+    Box::new(move |i| {
+        let mut connection = connection.clone();
+        let query = &queries[i % queries.len()];
+        let mut pipe = redis::pipe();
+        pipe.add_command(persona_prefs::store::query::vsim_command(
+            keys.vectors("p0"),
+            query,
+            count,
+            ef,
+            true,
+        ));
+        for user in users {
+            pipe.add_command(persona_prefs::store::query::vsim_command(
+                keys.about_vectors("p0", user),
+                query,
+                count,
+                ef,
+                false,
+            ));
+        }
+        let route = keys.vectors("p0");
+        Box::pin(async move {
+            let _: Vec<redis::Value> = connection.pipeline_for_key(&route, &pipe).await.unwrap();
+        })
+    })
+}
+
 /// A Redis server (with RediSearch) of the bench's own, for the original layout; killed on
 /// drop. `None` when the binaries are not named (then the original layout shares our server).
 pub struct OriginalServer {
