@@ -375,7 +375,7 @@ mod tests {
             ]
         );
         let paraphrased = [Expected {
-            topic: "hiking".into(),
+            topic: "walking in the hills".into(),
             stance: Stance::For,
         }];
         assert_eq!(word_tags(text, &words, &paraphrased), None);

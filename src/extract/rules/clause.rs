@@ -114,12 +114,29 @@ pub(super) fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpin
     {
         return Vec::new();
     }
-    // "I like reading, cooking, eating and learning": one liking per item.
+    // "I like reading, cooking, eating and learning", "i like to read, cook, swim", "I don't
+    // like math or science": one liking per item.
     if let Some(c) = LIKING_OF_A_LIST.captures(&stripped) {
-        let items: Vec<&str> = c["items"]
+        let denied = c.name("negation").is_some();
+        let mut before = c["before"].to_string();
+        let mut listed = c["items"].trim_end_matches(['.', '!', ' ']);
+        // "like to read, cook and swim": the "to" belongs to every item.
+        if let Some(rest) = listed.strip_prefix("to ") {
+            before.push_str(" to");
+            listed = rest;
+        }
+        let items: Vec<&str> = listed
             .split(", ")
             .flat_map(|item| item.split(" and "))
-            .map(|item| item.trim().trim_start_matches("and ").trim())
+            .flat_map(|item| item.split(" or "))
+            .map(|item| {
+                let item = item.trim();
+                ["and ", "or "]
+                    .iter()
+                    .find_map(|lead| item.strip_prefix(lead))
+                    .unwrap_or(item)
+                    .trim()
+            })
             .filter(|item| {
                 !item.is_empty()
                     && !matches!(
@@ -128,21 +145,35 @@ pub(super) fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpin
                     )
             })
             .collect();
-        let enumerated = c["items"]
-            .rsplit(", ")
-            .next()
-            .is_some_and(|last| last.contains("and "));
+        let commas = listed.matches(", ").count();
+        let last = listed.rsplit(", ").next().unwrap_or_default();
+        // A list says it is one by a last "and", by three items or more, or, where a liking
+        // is denied, by "or" ("not X or Y" denies both; "X or Y" liked may be a choice).
+        let and_last = commas >= 1 && last.contains("and ");
+        // "too sugary or fattening foods": "or" between the words of one description.
+        let described = listed.split_whitespace().next().is_some_and(|first| {
+            matches!(
+                first,
+                "too" | "so" | "very" | "really" | "more" | "less" | "overly"
+            )
+        });
+        let enumerated = and_last || commas >= 2 || (denied && !described && last.contains(" or "));
         if enumerated
             && items.len() >= 2
             && items
                 .iter()
                 .all(|item| item.split_whitespace().count() <= 3)
         {
-            return items
+            let found: Vec<ExtractedOpinion> = items
                 .iter()
-                .filter_map(|item| read_clause(&format!("{} {item}", &c["before"]), sentence))
+                .filter_map(|item| read_clause(&format!("{before} {item}"), sentence))
                 .map(|opinion| read_within(LIKING_OF_A_LIST, opinion))
                 .collect();
+            // A list of the older, stricter kind is all there is to read; one of chat's
+            // looser kinds that yields nothing is read again as one clause.
+            if and_last || !found.is_empty() {
+                return found;
+            }
         }
     }
     // "I love both cats and dogs", "both jazz and blues move me": one view of each.
@@ -633,11 +664,21 @@ pub(super) fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpini
             return None;
         }
         // "My day was really good", "my L key is broken", "my mom's dream was funny": the
-        // persona's own life told, not a view of a kind of thing.
-        if subject
-            .split_whitespace()
-            .any(|w| matches!(w, "my" | "our"))
-        {
+        // persona's own life told, not a view of a kind of thing. A person of that life
+        // judged as they are ("my mom is the best", "my history teacher is hilarious") is a
+        // view of them.
+        let words: Vec<&str> = subject.split_whitespace().collect();
+        // ("my mom is freaking out": what they are doing, not what they are.)
+        let a_person_as_they_are = words.len() <= 3
+            && words.first() == Some(&"my")
+            && words
+                .last()
+                .is_some_and(|w| PERSON_IN_ONES_LIFE.contains(w))
+            && between
+                .split_whitespace()
+                .any(|w| matches!(w, "is" | "are" | "'s" | "'re"))
+            && !judgement.first().is_some_and(|w| w.ends_with("ing"));
+        if !a_person_as_they_are && words.iter().any(|w| matches!(*w, "my" | "our")) {
             return None;
         }
         return make(

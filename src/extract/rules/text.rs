@@ -121,6 +121,7 @@ fn normalise_now(text: &str) -> String {
     let text = EMOTICON.replace_all(&text, " ");
     let text = CHAT_LIKE.replace_all(&text, "${subject} ${degree}");
     let text = IN_TO.replace_all(&text, "${subject} ${degree}into");
+    let text = ITS_FOR_IT_IS.replace_all(&text, "it's ${judgement}");
     TITLE
         .replace_all(&text, "${title} ")
         .split_whitespace()

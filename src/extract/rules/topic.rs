@@ -253,11 +253,20 @@ pub(super) fn make(
     {
         words.pop();
     }
-    // "into a pile of", "bond with": cut inside a phrase; "weather today": a moment.
+    // "into a pile of", "bond with", "the best of the": cut inside a phrase ("a" may end
+    // a name: "chick fil a"); "weather today": a moment.
     if matches!(
         words.last(),
         Some(
             &("of"
+                | "an"
+                | "the"
+                | "my"
+                | "your"
+                | "our"
+                | "their"
+                | "and"
+                | "or"
                 | "about"
                 | "to"
                 | "for"
@@ -274,6 +283,7 @@ pub(super) fn make(
                 | "one")
         )
     ) || words.first() == Some(&"one")
+        || words.ends_with(&["be", "a"])
         || words
             .iter()
             .any(|w| matches!(*w, "myself" | "yourself" | "ourselves"))
