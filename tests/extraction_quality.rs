@@ -191,12 +191,15 @@ fn rules_extractor_on_peoples_chat_tuned_against() {
 /// 0.752 [0.66–0.82], recall 0.397 [0.33–0.46], as on held-out 10: the first tuning sample's
 /// 0.94 / 0.78 is what tuning to a sample buys on that sample. After the round it brought
 /// (seven wrong finds of 27 gone, none right lost; one of the 450 finds on 8 000 other
-/// unlabelled messages changed): 0.804 / 0.397. Misses shown.
+/// unlabelled messages changed): 0.804 / 0.397. A second round (2026-11-26: a verb's `-ing`
+/// and bare forms as one topic; chat's comma lists; "not X or Y"; a person of one's life
+/// judged; "no one likes X"): 0.862 / 0.479, 9 finds gained on the 8 000 unlabelled messages
+/// and none of them wrong by reading. Misses shown.
 #[test]
 fn rules_extractor_on_the_second_peoples_chat_tuning_set() {
     let (precision, recall) = measure("rules_extraction_chitchat_2.jsonl", 2000, Misses::Shown);
-    assert!(precision >= 0.78, "precision {precision:.3} < 0.78");
-    assert!(recall >= 0.37, "recall {recall:.3} < 0.37");
+    assert!(precision >= 0.84, "precision {precision:.3} < 0.84");
+    assert!(recall >= 0.45, "recall {recall:.3} < 0.45");
 }
 
 /// The other half (600 messages, 53 opinions), labelled and committed before the rules read
@@ -262,10 +265,12 @@ fn rules_extractor_on_the_freshest_peoples_chat() {
 /// round that brought the topic normaliser and the second reading of sets 6–9: precision
 /// 0.711 [0.61–0.80] (59/83), recall 0.388 [0.32–0.46] (62/160). Well under the earlier
 /// people's-chat sets (0.77–0.92): on chat it was not written against, about three findings in
-/// ten are wrong. Floors under that measurement; misses counted, never shown.
+/// ten are wrong. Read again once after the second people's-chat round, which tuned on the
+/// tuning samples only: 0.773 [0.67–0.85] (68/88), 0.438 [0.36–0.51] (70/160). Floors under
+/// that measurement; misses counted, never shown.
 #[test]
 fn rules_extractor_on_the_tenth_held_out_set() {
     let (precision, recall) = measure("extraction_heldout_10.jsonl", 1500, Misses::Counted);
-    assert!(precision >= 0.68, "precision {precision:.3} < 0.68");
-    assert!(recall >= 0.36, "recall {recall:.3} < 0.36");
+    assert!(precision >= 0.75, "precision {precision:.3} < 0.75");
+    assert!(recall >= 0.42, "recall {recall:.3} < 0.42");
 }
