@@ -945,3 +945,69 @@ fn evidence_is_the_sentence_it_came_from() {
         "Hello there. I adore owls, they are wise."
     ));
 }
+
+/// The second round on people's chat (2026-11-26): each form it reads, and the look-alikes
+/// it must not.
+#[test]
+fn chat_lists_denials_and_the_people_of_ones_life() {
+    use Stance::{Against, For};
+    let cases: &[(&str, &[(&str, Stance)])] = &[
+        // A list with commas alone, the "to" kept for each item.
+        (
+            "i like to learn languages, try new things, cook, listen to music..",
+            &[
+                ("learn languages", For),
+                ("try new things", For),
+                ("cook", For),
+                ("listen to music", For),
+            ],
+        ),
+        (
+            "I like pop, country, latin",
+            &[("pop", For), ("country", For), ("latin", For)],
+        ),
+        // A denied liking of "X or Y" denies both; a liked "X or Y" may be a choice.
+        (
+            "I dont like rap or hard rock",
+            &[("rap", Against), ("hard rock", Against)],
+        ),
+        ("i like tea or coffee", &[("tea or coffee", For)]),
+        // "or" inside one description is not a list.
+        (
+            "I do not like too sugary or fattening foods.",
+            &[("too sugary or fattening foods", Against)],
+        ),
+        // Adverbs before the denial, and chat's openers.
+        (
+            "Like, I personally don't like math or science",
+            &[("math", Against), ("science", Against)],
+        ),
+        (
+            "Or chicken alfredo is pretty good too",
+            &[("chicken alfredo", For)],
+        ),
+        // A person of one's own life judged as they are; one's life told is not a view.
+        ("My mom is the best!", &[("mom", For)]),
+        (
+            "My history teacher is hilarious",
+            &[("history teacher", For)],
+        ),
+        ("my mom is freaking out though", &[]),
+        ("my dad was really cool back then", &[]),
+        ("my day was really good", &[]),
+        // What all are said to dislike, the speaker dislikes.
+        (
+            "but no one likes complications",
+            &[("complications", Against)],
+        ),
+        (
+            "Travelling should always be a priority in life.",
+            &[("travelling", For)],
+        ),
+        ("I'm all about comfort food.", &[("comfort food", For)]),
+        // A topic cut before its noun names nothing.
+        ("or even just be a rock", &[]),
+        ("Oh chick fil a is the best.", &[("chick fil a", For)]),
+    ];
+    assert_reads(cases);
+}
