@@ -129,14 +129,7 @@ pub(super) fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpin
             .split(", ")
             .flat_map(|item| item.split(" and "))
             .flat_map(|item| item.split(" or "))
-            .map(|item| {
-                let item = item.trim();
-                ["and ", "or "]
-                    .iter()
-                    .find_map(|lead| item.strip_prefix(lead))
-                    .unwrap_or(item)
-                    .trim()
-            })
+            .map(without_leading_conjunction)
             .filter(|item| {
                 !item.is_empty()
                     && !matches!(
@@ -233,6 +226,16 @@ pub(super) fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpin
     read_clause(&stripped, sentence).into_iter().collect()
 }
 
+/// A list item without the "and" / "or" that joined it: "and sushi" is "sushi".
+fn without_leading_conjunction(item: &str) -> &str {
+    let item = item.trim();
+    ["and ", "or "]
+        .iter()
+        .find_map(|lead| item.strip_prefix(lead))
+        .unwrap_or(item)
+        .trim()
+}
+
 /// The items of a favourites list: "pizza, tacos and sushi" (enumerated with commas), or, when
 /// the favourites are plural, "radiohead and the smiths" ("rock and roll" stays one thing: no
 /// article marks a second item). `None` when `rest` names one thing.
@@ -270,14 +273,7 @@ pub(super) fn favourite_items(whole: &str, rest: &str) -> Option<Vec<String>> {
     }
     let items: Vec<String> = items
         .iter()
-        .map(|item| {
-            let item = item.trim();
-            ["and ", "or "]
-                .iter()
-                .find_map(|lead| item.strip_prefix(lead))
-                .unwrap_or(item)
-                .to_string()
-        })
+        .map(|item| without_leading_conjunction(item).to_string())
         .filter(|item| !item.is_empty())
         .collect();
     (items.len() >= 2
