@@ -122,6 +122,7 @@ fn normalise_now(text: &str) -> String {
     let text = CHAT_LIKE.replace_all(&text, "${subject} ${degree}");
     let text = IN_TO.replace_all(&text, "${subject} ${degree}into");
     let text = ITS_FOR_IT_IS.replace_all(&text, "it's ${judgement}");
+    let text = NO_ONE_AS_NOBODY.replace_all(&text, "nobody");
     TITLE
         .replace_all(&text, "${title} ")
         .split_whitespace()
