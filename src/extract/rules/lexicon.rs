@@ -7,7 +7,7 @@
 //! judged ("addictive", "cheap", "dry", "hard", "broken") are left out on purpose: a wrong
 //! stance is worse than none.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use crate::model::Stance;
@@ -251,6 +251,36 @@ static LEXICON: LazyLock<HashMap<&'static str, Stance>> = LazyLock::new(|| {
         .chain(NEGATIVE.iter().map(|w| (*w, Stance::Against)))
         .collect()
 });
+
+/// Every word VADER rates, whatever its valence, with our own lists: the words a stretched
+/// spelling is checked against ("goooood" is "good", not "god").
+static KNOWN: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    include_str!("vader_lexicon.tsv")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once('\t').map(|(word, _)| word))
+        .chain(POSITIVE.iter().copied())
+        .chain(NEGATIVE.iter().copied())
+        .chain(COMMON_DOUBLED.iter().copied())
+        .collect()
+});
+
+/// Everyday words with a doubled letter that chat stretches ("soooon", "tooooo") and VADER
+/// does not rate.
+#[rustfmt::skip]
+const COMMON_DOUBLED: &[&str] = &[
+    "too", "soon", "food", "book", "books", "feel", "feels", "see", "need", "all", "still",
+    "will", "well", "really", "totally", "sleep", "tree", "coffee", "pizza", "summer",
+    "little", "better", "pretty", "puppy", "puppies", "kitty", "apple", "apples", "cheese",
+    "street", "week", "weekend", "baby", "hello", "tattoo", "tattoos", "school", "pool",
+    "moon", "door", "floor", "football", "soccer", "class", "glass", "grass", "dress",
+    "yummy", "happy", "funny", "silly", "cookie", "cookies", "balloon",
+];
+
+/// Whether `word` is one the lexicons know.
+pub(super) fn is_known_word(word: &str) -> bool {
+    KNOWN.contains(word)
+}
 
 /// The stance of one word: listed, or a superlative of a listed word ("calmest", "dullest",
 /// "ugliest").

@@ -155,6 +155,9 @@ impl RulesExtractor {
                         }
                     }
                 }
+                if let Some(asked) = object_of_a_question(sentence) {
+                    met = Some(asked);
+                }
             }
             if others_view.is_none()
                 && let Some(view) = earlier_view

@@ -355,6 +355,17 @@ pub(super) fn object_of_an_experience(clause: &str) -> Option<String> {
     Some(object.name)
 }
 
+/// "Have you tried sushi?", "What are your thoughts on tattoos?": what a question asks about,
+/// which a following "I love it" judges.
+pub(super) fn object_of_a_question(sentence: &str) -> Option<String> {
+    let sentence = LEADING_FILLER
+        .replace(&normalise(sentence), "")
+        .into_owned();
+    let c = ASKED_ABOUT.captures(sentence.trim())?;
+    let object = make(ASKED_ABOUT, &c["topic"], Stance::For, &sentence, &sentence)?;
+    Some(object.name)
+}
+
 /// The noun phrase a clause opens with, when it is about a thing ("mechanical keyboards are
 /// loud" → "mechanical keyboards"): the words before its first verb, at most five.
 pub(super) fn clause_subject(clause: &str) -> Option<String> {

@@ -321,7 +321,7 @@ fn another_writers_chatbot_forms() {
             "Science fiction is where my heart lives.",
             &[("science fiction", For)],
         ),
-        ("Being outdoors recharges me.", &[("outdoors", For)]),
+        ("Being outdoors recharges me.", &[("being outdoors", For)]),
         // Contractions the patterns once read as "i 'll", "i 'd".
         (
             "I'll confess that reality TV is my weakness.",
@@ -714,7 +714,7 @@ fn what_people_say_in_passing_is_not_a_preference() {
         ),
         (
             "Being stressed is rarely helpful.",
-            &[("stressed", Against)],
+            &[("being stressed", Against)],
         ),
         (
             "I refuse to support companies that exploit workers.",
@@ -1008,6 +1008,34 @@ fn chat_lists_denials_and_the_people_of_ones_life() {
         // A topic cut before its noun names nothing.
         ("or even just be a rock", &[]),
         ("Oh chick fil a is the best.", &[("chick fil a", For)]),
+    ];
+    assert_reads(cases);
+}
+
+#[test]
+fn chat_stretches_words_asks_first_and_writes_have_in_full() {
+    use Stance::{Against, For};
+    let cases: &[(&str, &[(&str, Stance)])] = &[
+        // A stretched word is read as the word: two letters when that is one the lexicons
+        // know, else one.
+        ("reading is sooooo goooood", &[("reading", For)]),
+        ("I loooove pizza", &[("pizza", For)]),
+        ("pizza is toooo greasy", &[("pizza", Against)]),
+        // "I have" spelled out before a liking's past participle; not before "like".
+        ("I have really enjoyed dancing.", &[("dancing", For)]),
+        ("I have never liked olives", &[("olives", Against)]),
+        ("I have like three cats", &[]),
+        // A question names what the next sentence's pronoun judges; it holds no view itself.
+        (
+            "What are your thoughts on tattoos? I think they are super cool.",
+            &[("tattoos", For)],
+        ),
+        ("Have you tried sushi? I love it!", &[("sushi", For)]),
+        ("Do you like cats? I hate them.", &[("cats", Against)]),
+        ("Have you tried sushi?", &[]),
+        ("Have you tried sushi? My brother loves it.", &[]),
+        // Being is part of the topic: "being competitive", not "competitive".
+        ("i like being competitive", &[("being competitive", For)]),
     ];
     assert_reads(cases);
 }

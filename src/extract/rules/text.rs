@@ -123,12 +123,57 @@ fn normalise_now(text: &str) -> String {
     let text = IN_TO.replace_all(&text, "${subject} ${degree}into");
     let text = ITS_FOR_IT_IS.replace_all(&text, "it's ${judgement}");
     let text = NO_ONE_AS_NOBODY.replace_all(&text, "nobody");
+    let text = HAVE_AS_VE.replace_all(&text, "i've ${verb}");
     TITLE
         .replace_all(&text, "${title} ")
         .split_whitespace()
-        .map(chat_spelling)
+        .map(|word| match without_stretching(word) {
+            Some(word) => chat_spelling(&word).to_string(),
+            None => chat_spelling(word).to_string(),
+        })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Chat stretches words for emphasis ("sooooo goooood", "i loooove it"): the word as spelled,
+/// or `None` when no letter runs three times or more. A run is read as two letters when that
+/// makes a word the lexicons know ("goood" is "good", "tooo" is "too"), else as one ("sooo" is
+/// "so", "loooove" is "love").
+pub(super) fn without_stretching(word: &str) -> Option<String> {
+    // The word as runs of one character: ("g", 1), ("o", 5), ("d", 1).
+    let mut runs: Vec<(char, usize)> = Vec::new();
+    for ch in word.chars() {
+        match runs.last_mut() {
+            Some((last, count)) if *last == ch => *count += 1,
+            _ => runs.push((ch, 1)),
+        }
+    }
+    // "mmm", "hmmm", "ooooh": sounds of conversation, which the readers know stretched.
+    if !runs
+        .iter()
+        .any(|(ch, count)| ch.is_alphabetic() && *count >= 3)
+        || is_interjection(word.trim_matches(|c: char| !c.is_alphabetic()))
+    {
+        return None;
+    }
+    let spelled = |stretched_as: usize| -> String {
+        runs.iter()
+            .flat_map(|&(ch, count)| {
+                let count = if ch.is_alphabetic() && count >= 3 {
+                    stretched_as
+                } else {
+                    count
+                };
+                std::iter::repeat_n(ch, count)
+            })
+            .collect()
+    };
+    let doubled = spelled(2);
+    let letters: String = doubled.chars().filter(|c| c.is_alphabetic()).collect();
+    if lexicon::is_known_word(&letters) {
+        return Some(doubled);
+    }
+    Some(spelled(1))
 }
 
 /// Chat spells without apostrophes and runs words together ("i dont like it", "kinda", "x >>>

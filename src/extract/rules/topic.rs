@@ -107,7 +107,6 @@ pub(super) fn make(
                 | "our"
                 | "all"
                 | "any"
-                | "being"
                 | "really"
                 | "just"
                 | "actually"
