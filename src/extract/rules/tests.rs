@@ -1013,7 +1013,7 @@ fn chat_lists_denials_and_the_people_of_ones_life() {
 }
 
 #[test]
-fn chat_stretches_words_asks_first_and_writes_have_in_full() {
+fn chat_stretches_words_asks_first_writes_have_in_full_and_reacts() {
     use Stance::{Against, For};
     let cases: &[(&str, &[(&str, Stance)])] = &[
         // A stretched word is read as the word: two letters when that is one the lexicons
@@ -1036,6 +1036,16 @@ fn chat_stretches_words_asks_first_and_writes_have_in_full() {
         ("Have you tried sushi? My brother loves it.", &[]),
         // Being is part of the topic: "being competitive", not "competitive".
         ("i like being competitive", &[("being competitive", For)]),
+        // A reaction to what was said, what the other person described, a moment of
+        // something shared: no topic a persona could keep.
+        ("ooh good idea ok sounds good haha", &[]),
+        ("The day you're describing sounds amazing!", &[]),
+        ("the place you mentioned sounds great", &[]),
+        ("yeah I liked the ankle break part", &[]),
+        (
+            "The dating scene isn't exactly the greatest",
+            &[("dating scene", Against)],
+        ),
     ];
     assert_reads(cases);
 }

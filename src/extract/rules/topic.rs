@@ -232,6 +232,8 @@ pub(super) fn make(
                 | "more"
                 | "sure"
                 | "dude"
+                | "ok"
+                | "okay"
                 | "bro"
                 | "guys"
                 | "sometimes"
@@ -326,6 +328,48 @@ pub(super) fn make(
                 | "important"
         ) || polarity(words[words.len() - 2]).is_some())
     {
+        return None;
+    }
+    // "the ankle break part", "the best bit": a moment of something watched or done
+    // together, not a lasting taste.
+    if raw.starts_with("the ")
+        && words.len() >= 2
+        && matches!(words.last(), Some(&("part" | "bit" | "moment" | "episode")))
+    {
+        return None;
+    }
+    // "good idea", "great point", "nice one": a reaction to what was just said, not a topic.
+    if words.len() == 2
+        && matches!(
+            words[1],
+            "idea" | "point" | "question" | "one" | "job" | "call" | "thought" | "plan"
+        )
+        && polarity(words[0]).is_some()
+    {
+        return None;
+    }
+    // "the day you're describing", "the place you mentioned": what the other person said,
+    // which the conversation names and the topic cannot.
+    if words.windows(2).any(|pair| {
+        matches!(pair[0], "you" | "you're" | "you've" | "u")
+            && matches!(
+                pair[1],
+                "describing"
+                    | "described"
+                    | "describe"
+                    | "mentioned"
+                    | "mention"
+                    | "mentioning"
+                    | "said"
+                    | "say"
+                    | "saying"
+                    | "suggested"
+                    | "suggesting"
+                    | "recommended"
+                    | "talking"
+                    | "talked"
+            )
+    }) {
         return None;
     }
     // "not till next year", "not everyone": a denial cut loose. ("Not having groceries" is a
