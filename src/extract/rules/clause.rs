@@ -8,7 +8,12 @@ use super::*;
 /// `against`), anything else at most one.
 pub(super) fn read_clause_all(clause: &str, sentence: &str) -> Vec<ExtractedOpinion> {
     let trimmed = clause.trim().trim_end_matches(['.', '!', ';', ',']).trim();
-    if trimmed.ends_with('?') || sentence.trim_end().ends_with('?') {
+    // A question holds no view, unless it is asked not to be answered: "who doesn't love
+    // pizza?".
+    if (trimmed.ends_with('?') || sentence.trim_end().ends_with('?'))
+        && !Rule::named("who_doesnt_like")
+            .is_some_and(|rule| rule.is_match(&LEADING_FILLER.replace(trimmed, "")))
+    {
         return Vec::new();
     }
     // Before the filler goes: "so into bouldering" keeps its "so".

@@ -28,6 +28,7 @@ const POSITIVE: &[&str] = &[
     "graceful", "majestic", "picturesque", "scenic", "charming", "delightful", "enchanting",
     "captivating", "mesmerizing", "mesmerising", "magical", "dreamy", "romantic", "whimsical",
     "adorable", "cute", "sweet", "handsome", "stylish", "chic", "classy", "sleek", "refined",
+    "nostalgic",
     "sophisticated", "poetic", "lyrical", "soulful", "timeless", "iconic", "legendary",
     "classic", "enchanted", "heavenly", "divine", "idyllic", "wondrous",
     // Interest and fun.
