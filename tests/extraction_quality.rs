@@ -194,12 +194,16 @@ fn rules_extractor_on_peoples_chat_tuned_against() {
 /// unlabelled messages changed): 0.804 / 0.397. A second round (2026-11-26: a verb's `-ing`
 /// and bare forms as one topic; chat's comma lists; "not X or Y"; a person of one's life
 /// judged; "no one likes X"): 0.862 / 0.479, 9 finds gained on the 8 000 unlabelled messages
-/// and none of them wrong by reading. Misses shown.
+/// and none of them wrong by reading. A third round (2026-11-26: stretched words, "I have
+/// enjoyed X", a question naming what the next sentence's pronoun judges, "who doesn't love
+/// X?", reactions and shared moments refused): 0.891 / 0.507, which the held-out people's chat
+/// did not follow (0.839 / 0.462 before, 0.834 / 0.462 after: the forms it taught are rare
+/// there). Misses shown.
 #[test]
 fn rules_extractor_on_the_second_peoples_chat_tuning_set() {
     let (precision, recall) = measure("rules_extraction_chitchat_2.jsonl", 2000, Misses::Shown);
-    assert!(precision >= 0.84, "precision {precision:.3} < 0.84");
-    assert!(recall >= 0.45, "recall {recall:.3} < 0.45");
+    assert!(precision >= 0.87, "precision {precision:.3} < 0.87");
+    assert!(recall >= 0.49, "recall {recall:.3} < 0.49");
 }
 
 /// The other half (600 messages, 53 opinions), labelled and committed before the rules read
