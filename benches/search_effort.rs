@@ -12,6 +12,9 @@
 //! 32 (twice injection's COUNT) whose recall stays within 0.005 of the default's at both
 //! depths.
 //!
+//! `BENCH_M=8` builds the set with 8 HNSW links a node instead of Redis's 16, and the run
+//! prints what that saves in bytes an element beside what it costs in recall.
+//!
 //! `scripts/bench search_effort` (starts the services), or `cargo bench --bench
 //! search_effort` with REDIS_URL and PERSONA_PREFS_MODEL_DIR set.
 
@@ -125,6 +128,9 @@ async fn main() {
     let size: usize = env_or("BENCH_VECTORS", 10_000);
     let every: usize = env_or("BENCH_QUERIES", 10).max(1);
     let iterations: usize = env_or("BENCH_ITERATIONS", 1_000);
+    // HNSW links per node (`VADD … M`): 0 is Redis's default (16), the service's. Fewer links
+    // cost less memory per element; what they cost in recall is what this prints.
+    let links: usize = env_or("BENCH_M", 0);
     let config = Config::load(None).expect("config");
     let texts = corpus(size);
     let model = LocalEmbedder::load(
@@ -155,19 +161,34 @@ async fn main() {
         .unwrap();
     let loading = Instant::now();
     for (i, vector) in vectors.iter().enumerate() {
-        let _: bool = redis::cmd("VADD")
-            .arg(&key)
+        let mut add = redis::cmd("VADD");
+        add.arg(&key)
             .arg("FP32")
             .arg(vector_to_bytes(vector))
             .arg(i.to_string())
-            .arg("Q8")
-            .query_async(&mut connection)
-            .await
-            .unwrap();
+            .arg("Q8");
+        if links > 0 {
+            add.arg("M").arg(links);
+        }
+        let _: bool = add.query_async(&mut connection).await.unwrap();
     }
+    let bytes: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(&key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut connection)
+        .await
+        .unwrap_or(0);
     println!(
-        "loaded into one Q8 vector set in {:.1}s",
-        loading.elapsed().as_secs_f64()
+        "loaded into one Q8 vector set (M {}) in {:.1}s: {} bytes an element (MEMORY USAGE)",
+        if links > 0 {
+            links.to_string()
+        } else {
+            "16, Redis's default".to_string()
+        },
+        loading.elapsed().as_secs_f64(),
+        bytes / vectors.len().max(1) as u64
     );
 
     let queries: Vec<usize> = (0..vectors.len()).step_by(every).collect();
