@@ -128,8 +128,8 @@ fn normalise_now(text: &str) -> String {
         .replace_all(&text, "${title} ")
         .split_whitespace()
         .map(|word| match without_stretching(word) {
-            Some(word) => chat_spelling(&word).to_string(),
-            None => chat_spelling(word).to_string(),
+            Some(word) => std::borrow::Cow::Owned(chat_spelling(&word).to_string()),
+            None => std::borrow::Cow::Borrowed(chat_spelling(word)),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -140,6 +140,14 @@ fn normalise_now(text: &str) -> String {
 /// makes a word the lexicons know ("goood" is "good", "tooo" is "too"), else as one ("sooo" is
 /// "so", "loooove" is "love").
 pub(super) fn without_stretching(word: &str) -> Option<String> {
+    // Most words have no run of three: found without allocating.
+    if !word
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0].is_ascii_alphabetic() && w[0] == w[1] && w[1] == w[2])
+    {
+        return None;
+    }
     // The word as runs of one character: ("g", 1), ("o", 5), ("d", 1).
     let mut runs: Vec<(char, usize)> = Vec::new();
     for ch in word.chars() {
