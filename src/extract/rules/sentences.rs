@@ -358,6 +358,10 @@ pub(super) fn object_of_an_experience(clause: &str) -> Option<String> {
 /// "Have you tried sushi?", "What are your thoughts on tattoos?": what a question asks about,
 /// which a following "I love it" judges.
 pub(super) fn object_of_a_question(sentence: &str) -> Option<String> {
+    // Only a question can be one: the others are not normalised again.
+    if !sentence.trim_end().ends_with('?') {
+        return None;
+    }
     let sentence = LEADING_FILLER
         .replace(&normalise(sentence), "")
         .into_owned();

@@ -148,6 +148,10 @@ pub(super) fn without_stretching(word: &str) -> Option<String> {
     {
         return None;
     }
+    // "mmm", "hmmm", "ooooh": sounds of conversation, which the readers know stretched.
+    if is_interjection(word.trim_matches(|c: char| !c.is_alphabetic())) {
+        return None;
+    }
     // The word as runs of one character: ("g", 1), ("o", 5), ("d", 1).
     let mut runs: Vec<(char, usize)> = Vec::new();
     for ch in word.chars() {
@@ -155,14 +159,6 @@ pub(super) fn without_stretching(word: &str) -> Option<String> {
             Some((last, count)) if *last == ch => *count += 1,
             _ => runs.push((ch, 1)),
         }
-    }
-    // "mmm", "hmmm", "ooooh": sounds of conversation, which the readers know stretched.
-    if !runs
-        .iter()
-        .any(|(ch, count)| ch.is_alphabetic() && *count >= 3)
-        || is_interjection(word.trim_matches(|c: char| !c.is_alphabetic()))
-    {
-        return None;
     }
     let spelled = |stretched_as: usize| -> String {
         runs.iter()
