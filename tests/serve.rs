@@ -1214,10 +1214,10 @@ async fn an_unreachable_redis_is_a_503() {
     common::cleanup_nats(&config);
 }
 
-/// The fast read path: an injection is one command to Redis (the injection script, whose
-/// passes read only the persona's own structures: one vector search, and one more per present
-/// user with a vector set of their own, here none; no index query), counted by the server
-/// itself.
+/// The fast read path: an injection is one round trip to Redis (the persona's vector search
+/// and the injection script beside it, whose passes read only the persona's own structures:
+/// one more vector search per present user with a vector set of their own, here none; no
+/// index query), counted by the server itself.
 #[tokio::test(flavor = "multi_thread")]
 async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
     let redis = PrivateRedis::start();
@@ -1294,6 +1294,25 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
         assert_eq!(searches - searches_before, 0, "no index query: {body}");
         assert_eq!(vsim - vsim_before, 1, "one vector search: {body}");
     }
+    // A server that has forgotten its scripts (restarted, or a replica promoted since the
+    // script was loaded) is given the script again, and the request still succeeds.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let loads_before = command_calls(&mut connection, &["script|load"]).await;
+    let reply =
+        request(&json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1"]}))
+            .await;
+    let body_text = String::from_utf8_lossy(&reply.payload);
+    assert!(reply.headers.is_none(), "{body_text}");
+    assert!(body_text.contains("I love tea."), "{body_text}");
+    assert_eq!(
+        command_calls(&mut connection, &["script|load"]).await - loads_before,
+        1,
+        "the script loaded once more"
+    );
     services.stop().await;
     common::cleanup_nats(&config);
 }

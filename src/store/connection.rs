@@ -159,6 +159,35 @@ impl RedisConnection {
         }
     }
 
+    /// [`RedisConnection::pipeline_for_key`] for a pipeline that invokes `script` (built with
+    /// `ignore_errors`, so each command's error comes back in its place): a server that does not
+    /// know the script yet (started, restarted or failed over since it was loaded) is given it,
+    /// and the pipeline is sent once more. Other errors are left in place for the caller.
+    pub async fn pipeline_with_script_for_key(
+        &mut self,
+        key: &str,
+        pipe: &Pipeline,
+        script: &redis::Script,
+    ) -> RedisResult<Vec<Value>> {
+        let unknown_script =
+            |error: &redis::ServerError| error.kind() == Some(redis::ServerErrorKind::NoScript);
+        match self.pipeline_for_key(key, pipe).await {
+            Ok(replies)
+                if !replies.iter().any(
+                    |reply| matches!(reply, Value::ServerError(error) if unknown_script(error)),
+                ) =>
+            {
+                return Ok(replies);
+            }
+            Ok(_) => {}
+            Err(error)
+                if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {}
+            Err(error) => return Err(error),
+        }
+        script.load_async(self).await?;
+        self.pipeline_for_key(key, pipe).await
+    }
+
     /// Sends `cmd` to every master and returns each one's reply, by node address (`"single"`
     /// on a single node). A node's error reply is returned as [`Value::ServerError`] in its
     /// place, so the caller can say which node refused.

@@ -7,7 +7,8 @@ use std::time::Instant;
 use redis::Value;
 
 use super::config::StoreConfig;
-use super::query::{self, InjectionPasses, vector_to_bytes};
+use super::query::{self, InjectionPasses};
+use super::scripts;
 use super::{
     InjectedPreference, InjectionQuery, MatchReason, Preference, PreferenceStore, ScoredPreference,
     StoreError, validate,
@@ -61,8 +62,9 @@ impl PreferenceStore {
     ///
     /// An empty `query_embedding` skips the semantic pass (a short or empty query).
     ///
-    /// One script per layer over that persona's own structures (`scripts::INJECT`): a persona
-    /// without bases costs one round trip; the script also names the persona's bases, whose
+    /// One pipeline per layer over that persona's own structures (the semantic VSIM beside
+    /// `scripts::INJECT`, [`query::injection_pipeline`]): a persona without bases costs one
+    /// round trip; the script also names the persona's bases, whose
     /// passes run next, concurrently (they may live in other hash slots), one depth at a time;
     /// then one more round trip checks which base views a nearer layer overrides.
     pub async fn get_preferences_for_injection_with_resident(
@@ -108,44 +110,37 @@ impl PreferenceStore {
         } else {
             0
         };
-        let vector = if query.query_embedding.is_empty() {
-            Vec::new()
-        } else {
-            vector_to_bytes(query.query_embedding)
-        };
-        let passes = |persona_id: String, with_vectors: bool| {
-            let vector = &vector;
-            async move {
-                let mut connection = self.connection.clone();
-                let reply: Value = query::injection_invocation(
-                    self.keys(),
-                    &persona_id,
-                    vector,
-                    query::PassSizes {
-                        top_k,
-                        strongest,
-                        search_ef: self.settings.store.vector_search_ef,
-                        half_life_days: config.strength_half_life_days,
-                        now_days: crate::timestamp::Timestamp::now()
-                            .instant()
-                            .unix_timestamp_nanos() as f64
-                            / 86_400e9,
-                    },
-                    query.active_user_ids,
-                    with_vectors,
-                )
-                .invoke_async(&mut connection)
+        let passes = |persona_id: String, with_vectors: bool| async move {
+            let pipe = query::injection_pipeline(
+                self.keys(),
+                &persona_id,
+                query.query_embedding,
+                query::PassSizes {
+                    top_k,
+                    strongest,
+                    search_ef: self.settings.store.vector_search_ef,
+                    half_life_days: config.strength_half_life_days,
+                    now_days: crate::timestamp::Timestamp::now()
+                        .instant()
+                        .unix_timestamp_nanos() as f64
+                        / 86_400e9,
+                },
+                query.active_user_ids,
+                with_vectors,
+            );
+            let mut connection = self.connection.clone();
+            let replies = connection
+                .pipeline_with_script_for_key(&self.route_key(&persona_id), &pipe, &scripts::INJECT)
                 .await?;
-                Ok::<_, StoreError>(Layer {
-                    passes: query::parse_injection_reply(
-                        reply,
-                        query.query_embedding,
-                        top_k,
-                        with_vectors,
-                    )?,
-                    persona_id,
-                })
-            }
+            Ok::<_, StoreError>(Layer {
+                passes: query::parse_injection_replies(
+                    replies,
+                    query.query_embedding,
+                    top_k,
+                    with_vectors,
+                )?,
+                persona_id,
+            })
         };
         let mut layers = vec![passes(query.persona_id.to_string(), false).await?];
         let mut seen: HashSet<String> = HashSet::from([query.persona_id.to_string()]);

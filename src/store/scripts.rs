@@ -149,10 +149,13 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 /// to also return the vector of every hit (a base layer's, for the override check),
 /// `ARGV[6]` the search's exploration factor (`store.vector_search_ef`), `ARGV[7]` the
 /// strength half-life in days (0: no decay), `ARGV[8]` now, in days since the Unix epoch,
-/// `ARGV[9..]` the users.
+/// `ARGV[9]` "1" when the script runs the semantic pass itself (a base layer, whose hits'
+/// vectors it reads), "0" when the caller sends that VSIM beside it in the same pipeline
+/// ([`super::query::injection_pipeline`]), `ARGV[10..]` the users.
 ///
 /// Returns `{semantic, about_users, strongest, bases, vectors, user_candidates}`:
-/// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`);
+/// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`), empty unless
+///   `ARGV[9]` is "1";
 /// - `about_users`: with a query vector, the k nearest it among the preferences about any of
 ///   the users, each user's searched in that user's own vector set (`KEYS[3]:<user>`,
 ///   [`super::keys::Keys::about_vectors`]), flat `id, cosine, attributes`, nearest first (ties

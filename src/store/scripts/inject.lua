@@ -1,7 +1,9 @@
 local k = tonumber(ARGV[2])
 -- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
+-- The persona's own layer sends its semantic VSIM beside this script, in the same pipeline
+-- (ARGV[9] "0"): the 16 attribute strings need not pass through Lua and back.
 local semantic = {}
-if ARGV[1] ~= '' then
+if ARGV[1] ~= '' and ARGV[9] == '1' then
   semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
 end
 local about, candidates = {}, {}
@@ -11,9 +13,9 @@ local about, candidates = {}, {}
 -- none, or memory from before these sets until `index migrate`) has their candidates read,
 -- which the service ranks.
 local users = {}
-if #ARGV >= 9 and ARGV[1] ~= '' then
+if #ARGV >= 10 and ARGV[1] ~= '' then
   local nearest, order = {}, {}
-  for i = 9, #ARGV do
+  for i = 10, #ARGV do
     local user = ARGV[i]
     local set = KEYS[3] .. ':' .. user
     local whole = redis.call('VCARD', set)
@@ -40,8 +42,8 @@ if #ARGV >= 9 and ARGV[1] ~= '' then
     about[#about + 1] = tostring(2 * nearest[id] - 1)
     about[#about + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
   end
-elseif #ARGV >= 9 then
-  for i = 9, #ARGV do users[#users + 1] = ARGV[i] end
+elseif #ARGV >= 10 then
+  for i = 10, #ARGV do users[#users + 1] = ARGV[i] end
 end
 if #users > 0 then
   local cap = tonumber(ARGV[4])
