@@ -1847,7 +1847,10 @@ async fn the_user_pass_keeps_the_present_users_preferences_nearest_the_query() {
 /// The user pass searches each present user's own vector set, which every write keeps equal to
 /// the user's entries in the about-set once the user has `USER_SET_MIN` of them (fewer are
 /// read one by one); memory written before those sets (none, or one that lost members) is
-/// still answered, by reading the user's candidates, until `index migrate` rebuilds the set. Retraction, erasure and deletion take members and sets away.
+/// still answered, by reading the user's candidates, until `index migrate` rebuilds the set.
+/// Each member carries its preference's attributes, kept in step by every write (a set from
+/// before that is answered by reading them from the persona's set, and rebuilt by the
+/// migration). Retraction, erasure and deletion take members and sets away.
 #[tokio::test]
 async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_wrong_answer() {
     use persona_prefs::store::keys::USER_SET_MIN;
@@ -1929,11 +1932,64 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
                 })
                 .await
                 .unwrap();
+            for c in &chosen {
+                assert!(c.opinion.starts_with("Dana's remark"), "{c:?}");
+            }
             chosen.into_iter().map(|c| c.id).collect::<Vec<_>>()
         }
     };
     let from_the_sets = inject(3).await;
     assert_eq!(from_the_sets, by_similarity[..3].to_vec());
+
+    // Each member of a user's set carries its attributes as the persona's set holds them (the
+    // user pass reads them from its search), and a reinforcement keeps the copy in step.
+    let attributes = |key: String, id: String| {
+        let mut connection = reading.clone();
+        async move {
+            redis::cmd("VGETATTR")
+                .arg(key)
+                .arg(id)
+                .query_async::<Option<String>>(&mut connection)
+                .await
+                .unwrap()
+        }
+    };
+    let persona_set = t.keys().vectors("ada");
+    let dana = t.keys().about_vectors("ada", "dana");
+    for id in &by_similarity {
+        let own = attributes(dana.clone(), id.clone()).await;
+        assert!(own.is_some(), "{id} carries attributes in dana's set");
+        assert_eq!(own, attributes(persona_set.clone(), id.clone()).await);
+    }
+    t.reinforce_preference("ada", &by_similarity[0], WriteGuard::default())
+        .await
+        .unwrap();
+    let reinforced = attributes(dana.clone(), by_similarity[0].clone()).await;
+    assert!(
+        reinforced.as_deref().unwrap().contains("\"rc\":1"),
+        "{reinforced:?}"
+    );
+    assert_eq!(
+        reinforced,
+        attributes(persona_set.clone(), by_similarity[0].clone()).await
+    );
+    assert_eq!(inject(3).await, from_the_sets);
+    // A set built before its members carried attributes: the same answer, the hits'
+    // attributes read from the persona's set.
+    for id in &by_similarity {
+        let _: i64 = redis::cmd("VSETATTR")
+            .arg(&dana)
+            .arg(id)
+            .arg("")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        attributes(dana.clone(), by_similarity[0].clone()).await,
+        None
+    );
+    assert_eq!(inject(3).await, from_the_sets);
 
     // One of eve's retracted: under the threshold her set goes, and her candidates are read
     // one by one beside dana's set.
@@ -1950,7 +2006,6 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
 
     // Memory from before the sets: dana has none, or one short. Same answer, from the
     // candidates.
-    let dana = t.keys().about_vectors("ada", "dana");
     let _: i64 = redis::cmd("VREM")
         .arg(&dana)
         .arg(&by_similarity[0])
@@ -1969,9 +2024,28 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     t.resync_preference("ada", &by_similarity[5]).await.unwrap();
     assert!(members("dana").await.is_empty());
     assert_eq!(inject(3).await, from_the_sets);
+    // Eve's set is whole but, as one built before members carried attributes, without them:
+    // the migration rebuilds it with them.
+    let eve = t.keys().about_vectors("ada", "eve");
+    let _: i64 = redis::cmd("VSETATTR")
+        .arg(&eve)
+        .arg(&eves[1])
+        .arg("")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(attributes(eve.clone(), eves[1].clone()).await, None);
     assert_eq!(t.settle_user_vector_sets("ada").await.unwrap(), 2);
     assert_eq!(members("dana").await, sorted(&by_similarity));
     assert_eq!(members("eve").await, sorted(&eves));
+    for id in by_similarity.iter().chain(&eves) {
+        let set = if eves.contains(id) { &eve } else { &dana };
+        assert_eq!(
+            attributes(set.clone(), id.clone()).await,
+            attributes(persona_set.clone(), id.clone()).await,
+            "{id} rebuilt with its attributes"
+        );
+    }
     assert_eq!(inject(3).await, from_the_sets);
 
     // A retracted preference leaves the set, and a restored one comes back.
@@ -2001,7 +2075,6 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
         }
     };
     assert_eq!(exists(dana).await, 0);
-    let eve = t.keys().about_vectors("ada", "eve");
     assert_eq!(exists(eve.clone()).await, 1);
     t.delete_persona("ada").await.unwrap();
     assert_eq!(exists(eve).await, 0);

@@ -8,6 +8,7 @@ use redis::Value;
 
 use super::config::StoreConfig;
 use super::query::{self, InjectionPasses};
+use super::record::VectorAttributes;
 use super::scripts;
 use super::{
     InjectedPreference, InjectionQuery, MatchReason, Preference, PreferenceStore, ScoredPreference,
@@ -132,15 +133,18 @@ impl PreferenceStore {
             let replies = connection
                 .pipeline_with_script_for_key(&self.route_key(&persona_id), &pipe, &scripts::INJECT)
                 .await?;
-            Ok::<_, StoreError>(Layer {
-                passes: query::parse_injection_replies(
-                    replies,
-                    query.query_embedding,
-                    top_k,
-                    with_vectors,
-                )?,
-                persona_id,
-            })
+            let mut passes = query::parse_injection_replies(
+                replies,
+                query.query_embedding,
+                top_k,
+                with_vectors,
+                query.active_user_ids,
+            )?;
+            if !passes.unread_attributes.is_empty() {
+                self.read_user_hits_attributes(&persona_id, &mut passes)
+                    .await?;
+            }
+            Ok::<_, StoreError>(Layer { passes, persona_id })
         };
         let mut layers = vec![passes(query.persona_id.to_string(), false).await?];
         let mut seen: HashSet<String> = HashSet::from([query.persona_id.to_string()]);
@@ -176,6 +180,41 @@ impl PreferenceStore {
         );
         telemetry::store_op("inject", started.elapsed());
         Ok(selection)
+    }
+
+    /// The attributes of the user pass's hits whose user set did not carry them (a set built
+    /// before it kept them, until `index migrate` rebuilds it): read from the persona's set,
+    /// in one more round trip.
+    async fn read_user_hits_attributes(
+        &self,
+        persona_id: &str,
+        passes: &mut InjectionPasses,
+    ) -> Result<(), StoreError> {
+        let ids = std::mem::take(&mut passes.unread_attributes);
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.cmd("VGETATTR")
+                .arg(self.keys().vectors(persona_id))
+                .arg(id);
+        }
+        let mut connection = self.connection.clone();
+        let replies = connection
+            .pipeline_for_key(&self.route_key(persona_id), &pipe)
+            .await?;
+        let mut gone = HashSet::new();
+        for (id, reply) in ids.iter().zip(replies) {
+            if reply == redis::Value::Nil {
+                // The preference left the persona's set meanwhile: nothing to show.
+                gone.insert(id.clone());
+                continue;
+            }
+            let attributes = VectorAttributes::parse(&query::value_to_string(&reply))?;
+            for hit in passes.about_users.iter_mut().filter(|hit| &hit.id == id) {
+                hit.attributes = attributes.clone();
+            }
+        }
+        passes.about_users.retain(|hit| !gone.contains(&hit.id));
+        Ok(())
     }
 
     /// The base views a nearer layer overrides: (base persona, preference id) of each hit of a

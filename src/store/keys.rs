@@ -93,7 +93,8 @@ impl Keys {
     }
 
     /// One user's own vector set: the persona's active preferences about `user_id`, exactly
-    /// the user's entries in [`Keys::about`], so the user pass is one small search. The write
+    /// the user's entries in [`Keys::about`], each with the attributes it has in the persona's
+    /// set, so the user pass is one small search that returns what it ranks. The write
     /// scripts name it from the about-set's key (`KEYS[6] .. ':' .. user`), as here.
     pub fn about_vectors(&self, persona_id: &str, user_id: &str) -> String {
         format!("{}:{user_id}", self.about(persona_id))

@@ -144,12 +144,14 @@ pub fn injection_invocation(
 }
 
 /// What injection sends for one layer, in one round trip to the persona's slot: with a query
-/// vector and without `with_vectors` (the persona's own layer), the semantic `VSIM` and the
-/// injection script side by side, so the hits' attribute strings are not converted to Lua and
-/// back (about 60 µs of Redis time a request, and ~115 µs in all with the script's smaller
-/// reply, measured by `INFO commandstats` at 10 000 preferences); otherwise (no query, or a
-/// base layer, whose semantic hits' vectors the script reads by id) the script alone, running
-/// the semantic pass itself. Decoded by [`parse_injection_replies`].
+/// vector and without `with_vectors` (the persona's own layer), the semantic `VSIM`, a `VSIM`
+/// of each present user's own set (`Keys::about_vectors`, whose members carry their
+/// attributes), then the injection script, which says which of those sets are whole and reads
+/// the other users' candidates, the strongest and the bases. The hits' attribute strings then
+/// never pass through Lua (measured interleaved at 10 000 preferences, two present users:
+/// the semantic VSIM beside the script saved 11-16 µs a request, the users' searches beside it
+/// 63-72 µs more). Otherwise (no query, or a base layer, whose hits' vectors the script reads
+/// by id) the script alone runs every pass. Decoded by [`parse_injection_replies`].
 /// Public so benches measure exactly what the store sends.
 pub fn injection_pipeline(
     keys: &Keys,
@@ -164,12 +166,12 @@ pub fn injection_pipeline(
     } else {
         vector_to_bytes(query)
     };
-    let semantic_beside = !query.is_empty() && !with_vectors;
+    let beside = !query.is_empty() && !with_vectors;
     let mut pipe = redis::pipe();
     // Errors come back in place, so a script not yet loaded can be told from the rest.
     pipe.ignore_errors();
-    if semantic_beside {
-        // The script's own VSIM, in the main thread as the script's runs.
+    if beside {
+        // In the main thread, as the script's own searches run.
         pipe.add_command(vsim_command(
             keys.vectors(persona_id),
             query,
@@ -177,6 +179,15 @@ pub fn injection_pipeline(
             sizes.search_ef,
             true,
         ));
+        for user in active_user_ids {
+            pipe.add_command(vsim_command(
+                keys.about_vectors(persona_id, user),
+                query,
+                sizes.top_k,
+                sizes.search_ef,
+                true,
+            ));
+        }
     }
     pipe.invoke_script(&injection_invocation(
         keys,
@@ -185,35 +196,47 @@ pub fn injection_pipeline(
         sizes,
         active_user_ids,
         with_vectors,
-        !semantic_beside,
+        !beside,
     ));
     pipe
 }
 
-/// Decodes the replies of an [`injection_pipeline`]: the script's, with the semantic hits
-/// from the `VSIM` before it when it was sent.
+/// Decodes the replies of an [`injection_pipeline`] sent with `active_user_ids`: the script's,
+/// with the semantic hits and the whole users' hits from the searches before it when they were
+/// sent.
 pub fn parse_injection_replies(
     replies: Vec<Value>,
     query: &[f32],
     top_k: usize,
     with_vectors: bool,
+    active_user_ids: &[String],
 ) -> Result<InjectionPasses, StoreError> {
-    let mut replies = replies.into_iter();
-    let (semantic, script) = match (replies.next(), replies.next(), replies.next()) {
-        (Some(script), None, None) => (None, script),
-        (Some(semantic), Some(script), None) => (Some(semantic), script),
-        _ => {
-            return Err(StoreError::UnexpectedReply(
-                "injection pipeline returned another number of replies".into(),
-            ));
-        }
-    };
-    for reply in semantic.iter().chain([&script]) {
+    for reply in &replies {
         if let Value::ServerError(error) = reply {
             return Err(redis::RedisError::from(error.clone()).into());
         }
     }
-    let mut passes = parse_injection_reply(script, query, top_k, with_vectors)?;
+    let mut replies = replies.into_iter();
+    let Some(script) = replies.next_back() else {
+        return Err(StoreError::UnexpectedReply(
+            "injection pipeline returned nothing".into(),
+        ));
+    };
+    let mut searches = replies;
+    let semantic = searches.next();
+    let user_searches: Vec<(&str, Value)> = active_user_ids
+        .iter()
+        .map(String::as_str)
+        .zip(&mut searches)
+        .collect();
+    if searches.next().is_some()
+        || (semantic.is_some() && user_searches.len() != active_user_ids.len())
+    {
+        return Err(StoreError::UnexpectedReply(
+            "injection pipeline returned another number of searches than it sent".into(),
+        ));
+    }
+    let mut passes = parse_injection_reply(script, query, top_k, with_vectors, user_searches)?;
     if let Some(semantic) = semantic {
         passes.semantic = parse_vector_hits(semantic, VectorScore::VsimScore)?;
     }
@@ -241,6 +264,20 @@ pub enum VectorScore {
 /// Reads `id, score, attributes` triples (RESP2: a flat array; RESP3: a map of id to
 /// `[score, attributes]`).
 pub fn parse_vector_hits(reply: Value, score: VectorScore) -> Result<Vec<VectorHit>, StoreError> {
+    vector_triples(reply)?
+        .into_iter()
+        .map(|(id, raw_score, attributes)| {
+            Ok(VectorHit {
+                id: value_to_string(&id),
+                similarity: similarity_of(&raw_score, score)?,
+                attributes: VectorAttributes::parse(&value_to_string(&attributes))?,
+            })
+        })
+        .collect()
+}
+
+/// A search reply's `(id, score, attributes)` triples, undecoded.
+fn vector_triples(reply: Value) -> Result<Vec<(Value, Value, Value)>, StoreError> {
     let triples: Vec<(Value, Value, Value)> = match reply {
         Value::Nil => Vec::new(),
         Value::Array(items) => {
@@ -278,26 +315,21 @@ pub fn parse_vector_hits(reply: Value, score: VectorScore) -> Result<Vec<VectorH
             )));
         }
     };
-    triples
-        .into_iter()
-        .map(|(id, raw_score, attributes)| {
-            let value = match &raw_score {
-                Value::Double(value) => *value,
-                other => value_to_string(other).parse::<f64>().map_err(|_| {
-                    StoreError::UnexpectedReply(format!("vector search score {other:?}"))
-                })?,
-            };
-            let similarity = match score {
-                VectorScore::VsimScore => 2.0 * value - 1.0,
-                VectorScore::Cosine => value,
-            };
-            Ok(VectorHit {
-                id: value_to_string(&id),
-                similarity,
-                attributes: VectorAttributes::parse(&value_to_string(&attributes))?,
-            })
-        })
-        .collect()
+    Ok(triples)
+}
+
+/// The cosine similarity a search reply's score states.
+fn similarity_of(raw_score: &Value, score: VectorScore) -> Result<f64, StoreError> {
+    let value = match raw_score {
+        Value::Double(value) => *value,
+        other => value_to_string(other)
+            .parse::<f64>()
+            .map_err(|_| StoreError::UnexpectedReply(format!("vector search score {other:?}")))?,
+    };
+    Ok(match score {
+        VectorScore::VsimScore => 2.0 * value - 1.0,
+        VectorScore::Cosine => value,
+    })
 }
 
 /// The injection script's passes over one persona, decoded.
@@ -311,6 +343,9 @@ pub struct InjectionPasses {
     pub bases: Vec<String>,
     /// Each hit's vector, when asked for.
     pub vectors: HashMap<String, Vec<f32>>,
+    /// Hits of `about_users` whose attributes the user's set did not carry (a set built before
+    /// it kept them): the caller reads them from the persona's set.
+    pub unread_attributes: Vec<String>,
 }
 
 /// The comma-separated list of bases as stored.
@@ -338,12 +373,16 @@ pub fn parse_vemb(reply: &Value) -> Option<Vec<f32>> {
 
 /// Decodes the injection script's reply (see [`super::scripts::INJECT`]); the user pass's
 /// candidates are ranked against `query` here, the `top_k` nearest kept, and their vectors
-/// added to `vectors` when `with_vectors`.
+/// added to `vectors` when `with_vectors`. `user_searches`: each present user's own set
+/// searched beside the script (empty when the script searched them), of which only the users
+/// the script found whole count; a hit whose member carries no attributes (a set built before
+/// it kept them) is listed in [`InjectionPasses::unread_attributes`] for the caller to read.
 pub fn parse_injection_reply(
     reply: Value,
     query: &[f32],
     top_k: usize,
     with_vectors: bool,
+    user_searches: Vec<(&str, Value)>,
 ) -> Result<InjectionPasses, StoreError> {
     let Value::Array(parts) = reply else {
         return Err(StoreError::UnexpectedReply(format!(
@@ -357,7 +396,8 @@ pub fn parse_injection_reply(
         bases,
         vectors,
         user_candidates,
-    ]: [Value; 6] = parts.try_into().map_err(|parts| {
+        whole_users,
+    ]: [Value; 7] = parts.try_into().map_err(|parts| {
         StoreError::UnexpectedReply(format!("injection script returned {parts:?}"))
     })?;
     let pairs = |value: Value, what: &str| -> Result<Vec<(Value, Value)>, StoreError> {
@@ -389,6 +429,52 @@ pub fn parse_injection_reply(
         .filter_map(|(id, vector)| Some((value_to_string(&id), parse_vemb(&vector)?)))
         .collect();
     let mut about_users = parse_vector_hits(about_users, VectorScore::Cosine)?;
+    let mut unread_attributes = Vec::new();
+    if !user_searches.is_empty() {
+        let whole: Vec<String> = match whole_users {
+            Value::Array(users) => users.iter().map(value_to_string).collect(),
+            Value::Nil => Vec::new(),
+            other => {
+                return Err(StoreError::UnexpectedReply(format!(
+                    "whole users returned {other:?}"
+                )));
+            }
+        };
+        // The nearest hits over the whole users' sets, each preference once at its best.
+        let mut nearest: HashMap<String, (f64, Value)> = HashMap::new();
+        for (user, reply) in user_searches {
+            if !whole.iter().any(|w| w == user) {
+                continue;
+            }
+            for (id, score, attributes) in vector_triples(reply)? {
+                let similarity = similarity_of(&score, VectorScore::VsimScore)?;
+                let id = value_to_string(&id);
+                if nearest
+                    .get(&id)
+                    .is_none_or(|(known, _)| similarity > *known)
+                {
+                    nearest.insert(id, (similarity, attributes));
+                }
+            }
+        }
+        let mut hits: Vec<(String, f64, Value)> = nearest
+            .into_iter()
+            .map(|(id, (similarity, attributes))| (id, similarity, attributes))
+            .collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        hits.truncate(top_k);
+        for (id, similarity, attributes) in hits {
+            let text = value_to_string(&attributes);
+            if text.is_empty() {
+                unread_attributes.push(id.clone());
+            }
+            about_users.push(VectorHit {
+                id,
+                similarity,
+                attributes: VectorAttributes::parse(&text)?,
+            });
+        }
+    }
     let Value::Array(items) = user_candidates else {
         return Err(StoreError::UnexpectedReply(format!(
             "user pass returned {user_candidates:?}"
@@ -448,6 +534,7 @@ pub fn parse_injection_reply(
         strongest,
         bases: parse_bases(&value_to_string(&bases)),
         vectors,
+        unread_attributes,
     })
 }
 

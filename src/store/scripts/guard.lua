@@ -145,15 +145,27 @@ end
 -- injection's user pass is one small search, not a read of every candidate. A user with fewer
 -- than USER_SET_MIN preferences has none (reading so few costs less than a small set's bytes);
 -- otherwise its members are exactly the user's entries in the about-set (`KEYS[6]`), which is
--- how injection knows to search it.
+-- how injection knows to search it. Each member carries the persona set's attributes too, so
+-- that search returns what injection ranks and renders (a set from before 2026-11-27 has
+-- none: injection then reads them from the persona's set, until `index migrate` rebuilds it).
 local function about_vectors(user) return KEYS[6] .. ':' .. user end
--- Puts member `id` into `user`'s vector set with `vector` (FP32 bytes). A set that refuses it
--- (made under another size or quantisation) is dropped: injection then reads the user's
--- candidates one by one until a resync rebuilds it, never a wrong or partial answer.
+-- Puts member `id` into `user`'s vector set with `vector` (FP32 bytes) and the attributes it
+-- has in the persona's set. A set that refuses it (made under another size or quantisation) is
+-- dropped: injection then reads the user's candidates one by one until a resync rebuilds it,
+-- never a wrong or partial answer.
 local function add_about_vector(user, id, vector)
   local key = about_vectors(user)
-  local added = redis.pcall('VADD', key, 'FP32', vector, id, ARGV[4], 'M', 8)
+  local attributes = redis.call('VGETATTR', KEYS[4], id) or ''
+  local added = redis.pcall('VADD', key, 'FP32', vector, id, ARGV[4], 'M', 8, 'SETATTR', attributes)
   if type(added) == 'table' and added.err then redis.call('DEL', key) end
+end
+-- Whether every member of a user's set carries its attributes (a set built before they were
+-- kept there does not). Read by the rebuild of `index migrate` only.
+local function about_attributes_whole(key)
+  for _, member in ipairs(redis.call('VRANDMEMBER', key, redis.call('VCARD', key))) do
+    if not redis.call('VGETATTR', key, member) then return false end
+  end
+  return true
 end
 -- After a write's about-entries for `user`: the user's set exists exactly when the user has at
 -- least USER_SET_MIN entries, and then holds them all. A user reaching the threshold gets the
@@ -169,7 +181,9 @@ local function settle_about_vectors(user, rebuild)
     redis.call('DEL', key)
     return
   end
-  if redis.call('VCARD', key) == entries then return end
+  if redis.call('VCARD', key) == entries and not (rebuild and not about_attributes_whole(key)) then
+    return
+  end
   if not rebuild and entries ~= USER_SET_MIN then return end
   redis.call('DEL', key)
   for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[6], low, high)) do
@@ -238,9 +252,13 @@ local function sync(id, old_users, key)
       local key = about_vectors(user)
       if not searchable then
         redis.call('VREM', key, id)
-      elseif redis.call('EXISTS', key) == 1
-          and ((written and fits) or redis.call('VISMEMBER', key, id) == 0) then
-        add_about_vector(user, id, (fits and vector) or vector_from_set(id))
+      elseif redis.call('EXISTS', key) == 1 then
+        if (written and fits) or redis.call('VISMEMBER', key, id) == 0 then
+          add_about_vector(user, id, (fits and vector) or vector_from_set(id))
+        else
+          -- A reinforcement or another change of the record: the copy of its attributes.
+          redis.call('VSETATTR', key, id, attributes)
+        end
       end
       settle_about_vectors(user, false)
     end

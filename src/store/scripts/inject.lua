@@ -1,28 +1,43 @@
 local k = tonumber(ARGV[2])
 -- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
--- The persona's own layer sends its semantic VSIM beside this script, in the same pipeline
--- (ARGV[9] "0"): the 16 attribute strings need not pass through Lua and back.
+-- The persona's own layer sends its searches beside this script, in the same pipeline
+-- (ARGV[9] "0"): the semantic VSIM, and one of each present user's own set; their attribute
+-- strings need not pass through Lua and back. The script then says which users' sets are
+-- whole (`whole`), so the caller knows which of those searches to trust.
+local beside = ARGV[9] ~= '1'
 local semantic = {}
-if ARGV[1] ~= '' and ARGV[9] == '1' then
+if ARGV[1] ~= '' and not beside then
   semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
 end
 local about, candidates = {}, {}
 -- The user pass. With a query, each present user's own vector set (`Keys::about_vectors`) is
--- searched: one small VSIM, whatever the user's count. A user without a whole set (its count
+-- searched: one small VSIM, whatever the user's count (beside the script, or here for a base
+-- layer, whose hits' vectors are read by id below). A user without a whole set (its count
 -- is not that of the user's about-entries: a user with fewer than `USER_SET_MIN`, who has
 -- none, or memory from before these sets until `index migrate`) has their candidates read,
 -- which the service ranks.
-local users = {}
-if #ARGV >= 10 and ARGV[1] ~= '' then
+local users, whole = {}, {}
+if #ARGV >= 10 and ARGV[1] ~= '' and beside then
+  for i = 10, #ARGV do
+    local user = ARGV[i]
+    local count = redis.call('VCARD', KEYS[3] .. ':' .. user)
+    local entries = redis.call('ZLEXCOUNT', KEYS[3], '[' .. user .. '\0', '(' .. user .. '\1')
+    if count == entries then
+      whole[#whole + 1] = user
+    else
+      users[#users + 1] = user
+    end
+  end
+elseif #ARGV >= 10 and ARGV[1] ~= '' then
   local nearest, order = {}, {}
   for i = 10, #ARGV do
     local user = ARGV[i]
     local set = KEYS[3] .. ':' .. user
-    local whole = redis.call('VCARD', set)
+    local count = redis.call('VCARD', set)
     local entries = redis.call('ZLEXCOUNT', KEYS[3], '[' .. user .. '\0', '(' .. user .. '\1')
-    if whole ~= entries then
+    if count ~= entries then
       users[#users + 1] = user
-    elseif whole > 0 then
+    elseif count > 0 then
       local found = redis.call('VSIM', set, 'FP32', ARGV[1], 'WITHSCORES', 'COUNT', k, 'EF', ARGV[6])
       for j = 1, #found, 2 do
         local id, score = found[j], tonumber(found[j + 1])
@@ -182,4 +197,4 @@ if ARGV[5] == '1' then
   for i = 1, #about, 3 do add(about[i]) end
   for i = 1, #strongest, 2 do add(strongest[i]) end
 end
-return {semantic, about, strongest, redis.call('GET', KEYS[4]) or '', vectors, candidates}
+return {semantic, about, strongest, redis.call('GET', KEYS[4]) or '', vectors, candidates, whole}
