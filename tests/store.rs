@@ -44,7 +44,7 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     assert!(added.evolution_history.is_empty());
 
     // The raw hash sits at {prefix}:persona_pref:{<persona>}:{id} (the persona's hash slot)
-    // with the original's fields.
+    // with the original's fields, those holding their default left out.
     let key = format!(
         "{}:persona_pref:{{ada}}:{}",
         t.config.redis.key_prefix, added.id
@@ -61,8 +61,21 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     assert_eq!(text("related_user_ids"), r#"["u1","u2"]"#);
     assert_eq!(text("related_user_ids_index"), "u1,u2");
     assert_eq!(text("related_kg_uuids"), r#"["kg-1"]"#);
-    assert_eq!(text("evolution_history"), "[]");
     assert_eq!(text("triggering_user_id"), "user-1");
+    // A field holding its default is left out (every reader takes a missing field for it): a
+    // new preference has no history, no reinforcements, is not inherited (an addition through
+    // the API is curated, so that field stays).
+    assert_eq!(text("curated"), "1");
+    for default in [
+        "evolution_history",
+        "history_entries_dropped",
+        "reinforcements",
+        "evidence_users_dropped",
+        "inherited_from",
+        "baseline",
+    ] {
+        assert!(!raw.contains_key(default), "{default} is left out");
+    }
     assert_eq!(text("triggering_message_id"), "msg-1");
     assert_eq!(text("source_platform"), "discord");
     assert_eq!(text("source_channel_id"), "chan-1");
