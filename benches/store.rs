@@ -438,7 +438,7 @@ async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreak
         user_sets += usage(key).await;
     }
     structures.push((
-        "users' vector sets (Q8 + links)".to_string(),
+        "users' vector sets (Q8, links, attributes)".to_string(),
         user_sets / count,
     ));
     if let Ok(Some(info)) = store.index_info().await
