@@ -2032,6 +2032,25 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
         .await
         .unwrap();
     assert_eq!(inject(3).await, from_the_sets);
+    // A stray set of another size under her name (not whole, so not read): its search's error
+    // does not fail the injection.
+    let _: i64 = redis::cmd("VADD")
+        .arg(&dana)
+        .arg("VALUES")
+        .arg(3)
+        .arg(1.0)
+        .arg(0.0)
+        .arg(0.0)
+        .arg("stray")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(inject(3).await, from_the_sets);
+    let _: i64 = redis::cmd("DEL")
+        .arg(&dana)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
     // A write leaves a set that is not whole to `index migrate`, which resyncs every
     // preference and then settles every user: whole again.
     t.resync_preference("ada", &by_similarity[5]).await.unwrap();

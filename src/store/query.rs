@@ -211,11 +211,6 @@ pub fn parse_injection_replies(
     with_vectors: bool,
     active_user_ids: &[String],
 ) -> Result<InjectionPasses, StoreError> {
-    for reply in &replies {
-        if let Value::ServerError(error) = reply {
-            return Err(redis::RedisError::from(error.clone()).into());
-        }
-    }
     let mut replies = replies.into_iter();
     let Some(script) = replies.next_back() else {
         return Err(StoreError::UnexpectedReply(
@@ -224,6 +219,10 @@ pub fn parse_injection_replies(
     };
     let mut searches = replies;
     let semantic = searches.next();
+    // A user's search is judged once the script has said whether that user's set counts.
+    for reply in semantic.iter().chain([&script]) {
+        server_error(reply)?;
+    }
     let user_searches: Vec<(&str, Value)> = active_user_ids
         .iter()
         .map(String::as_str)
@@ -241,6 +240,14 @@ pub fn parse_injection_replies(
         passes.semantic = parse_vector_hits(semantic, VectorScore::VsimScore)?;
     }
     Ok(passes)
+}
+
+/// A pipeline's error reply, in place of the command's answer, as an error.
+fn server_error(reply: &Value) -> Result<(), StoreError> {
+    match reply {
+        Value::ServerError(error) => Err(redis::RedisError::from(error.clone()).into()),
+        _ => Ok(()),
+    }
 }
 
 /// A hit of a vector set search: the preference id, its cosine similarity to the query and
@@ -443,9 +450,12 @@ pub fn parse_injection_reply(
         // The nearest hits over the whole users' sets, each preference once at its best.
         let mut nearest: HashMap<String, (f64, Value)> = HashMap::new();
         for (user, reply) in user_searches {
+            // A set that is not whole is not read, whatever its search answered (even an
+            // error: a stale set of another size); the user's candidates stand in for it.
             if !whole.iter().any(|w| w == user) {
                 continue;
             }
+            server_error(&reply)?;
             for (id, score, attributes) in vector_triples(reply)? {
                 let similarity = similarity_of(&score, VectorScore::VsimScore)?;
                 let id = value_to_string(&id);
