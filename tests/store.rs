@@ -1906,8 +1906,21 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
         preference.related_user_ids = ids(&["eve"]);
         eves.push(t.add_preference(preference).await.unwrap().id);
     }
-    let mut connection = t.connection();
     let reading = t.connection();
+    // A raw command, to leave the states older or damaged memory would.
+    let raw = |args: &[&str]| {
+        let mut command = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            command.arg(*arg);
+        }
+        let mut connection = reading.clone();
+        async move {
+            command
+                .query_async::<redis::Value>(&mut connection)
+                .await
+                .unwrap()
+        }
+    };
     let members = |user: &str| {
         let set = t.keys().about_vectors("ada", user);
         let mut connection = reading.clone();
@@ -1990,13 +2003,7 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     // A set built before its members carried attributes: the same answer, the hits'
     // attributes read from the persona's set.
     for id in &by_similarity {
-        let _: i64 = redis::cmd("VSETATTR")
-            .arg(&dana)
-            .arg(id)
-            .arg("")
-            .query_async(&mut connection)
-            .await
-            .unwrap();
+        raw(&["VSETATTR", &dana, id, ""]).await;
     }
     assert_eq!(
         attributes(dana.clone(), by_similarity[0].clone()).await,
@@ -2019,38 +2026,15 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
 
     // Memory from before the sets: dana has none, or one short. Same answer, from the
     // candidates.
-    let _: i64 = redis::cmd("VREM")
-        .arg(&dana)
-        .arg(&by_similarity[0])
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    raw(&["VREM", &dana, &by_similarity[0]]).await;
     assert_eq!(inject(3).await, from_the_sets);
-    let _: i64 = redis::cmd("DEL")
-        .arg(&dana)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    raw(&["DEL", &dana]).await;
     assert_eq!(inject(3).await, from_the_sets);
     // A stray set of another size under her name (not whole, so not read): its search's error
     // does not fail the injection.
-    let _: i64 = redis::cmd("VADD")
-        .arg(&dana)
-        .arg("VALUES")
-        .arg(3)
-        .arg(1.0)
-        .arg(0.0)
-        .arg(0.0)
-        .arg("stray")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    raw(&["VADD", &dana, "VALUES", "3", "1", "0", "0", "stray"]).await;
     assert_eq!(inject(3).await, from_the_sets);
-    let _: i64 = redis::cmd("DEL")
-        .arg(&dana)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    raw(&["DEL", &dana]).await;
     // A write leaves a set that is not whole to `index migrate`, which resyncs every
     // preference and then settles every user: whole again.
     t.resync_preference("ada", &by_similarity[5]).await.unwrap();
@@ -2059,13 +2043,7 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     // Eve's set is whole but, as one built before members carried attributes, without them:
     // the migration rebuilds it with them.
     let eve = t.keys().about_vectors("ada", "eve");
-    let _: i64 = redis::cmd("VSETATTR")
-        .arg(&eve)
-        .arg(&eves[1])
-        .arg("")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    raw(&["VSETATTR", &eve, &eves[1], ""]).await;
     assert_eq!(attributes(eve.clone(), eves[1].clone()).await, None);
     assert_eq!(t.settle_user_vector_sets("ada").await.unwrap(), 2);
     assert_eq!(members("dana").await, sorted(&by_similarity));

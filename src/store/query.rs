@@ -111,16 +111,15 @@ pub struct PassSizes {
     pub now_days: f64,
 }
 
-/// The injection script's invocation: all three passes over one persona's structures, the
-/// semantic one inside the script when `semantic_in_script` (see [`injection_pipeline`]).
-pub fn injection_invocation(
+/// The injection script's invocation over one persona's structures (see
+/// [`injection_pipeline`] for which searches it runs itself).
+fn injection_invocation(
     keys: &Keys,
     persona_id: &str,
     vector_bytes: &[u8],
     sizes: PassSizes,
     active_user_ids: &[String],
     with_vectors: bool,
-    semantic_in_script: bool,
 ) -> redis::ScriptInvocation<'static> {
     let mut invocation = scripts::INJECT.prepare_invoke();
     invocation
@@ -135,8 +134,7 @@ pub fn injection_invocation(
         .arg(if with_vectors { "1" } else { "0" })
         .arg(sizes.search_ef)
         .arg(sizes.half_life_days.to_string())
-        .arg(sizes.now_days.to_string())
-        .arg(if semantic_in_script { "1" } else { "0" });
+        .arg(sizes.now_days.to_string());
     for user in active_user_ids {
         invocation.arg(user.as_str());
     }
@@ -166,6 +164,7 @@ pub fn injection_pipeline(
     } else {
         vector_to_bytes(query)
     };
+    // The script knows the same rule (`ARGV[5]`, with a query): it leaves these searches out.
     let beside = !query.is_empty() && !with_vectors;
     let mut pipe = redis::pipe();
     // Errors come back in place, so a script not yet loaded can be told from the rest.
@@ -196,7 +195,6 @@ pub fn injection_pipeline(
         sizes,
         active_user_ids,
         with_vectors,
-        !beside,
     ));
     pipe
 }

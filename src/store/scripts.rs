@@ -149,20 +149,20 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 /// to also return the vector of every hit (a base layer's, for the override check),
 /// `ARGV[6]` the search's exploration factor (`store.vector_search_ef`), `ARGV[7]` the
 /// strength half-life in days (0: no decay), `ARGV[8]` now, in days since the Unix epoch,
-/// `ARGV[9]` "1" when the script runs the searches itself (a base layer, whose hits' vectors it
-/// reads), "0" when the caller sends the semantic VSIM and each present user's set's VSIM
-/// beside it in the same pipeline ([`super::query::injection_pipeline`]), `ARGV[10..]` the
-/// users.
+/// `ARGV[9..]` the users. With a query and `ARGV[5]` "0" (the persona's own layer) the caller
+/// sends the semantic VSIM and each present user's set's VSIM beside the script in the same
+/// pipeline ([`super::query::injection_pipeline`]); with `ARGV[5]` "1" (a base layer, whose
+/// hits' vectors the script reads) the script runs them itself.
 ///
 /// Returns `{semantic, about_users, strongest, bases, vectors, user_candidates, whole}`:
 /// - `semantic`: `VSIM … WITHSCORES WITHATTRIBS` (flat `id, score, attributes`), empty unless
-///   `ARGV[9]` is "1";
-/// - `about_users`: with a query vector and `ARGV[9]` "1", the k nearest it among the
+///   `ARGV[5]` is "1";
+/// - `about_users`: with a query vector and `ARGV[5]` "1", the k nearest it among the
 ///   preferences about any of the users, each user's searched in that user's own vector set
 ///   (`KEYS[3]:<user>`, [`super::keys::Keys::about_vectors`]), flat `id, cosine, attributes`,
 ///   nearest first (ties by id); without a query, the k strongest preferences about any of
 ///   the users, flat `id, 0, attributes`; empty otherwise;
-/// - `whole`, with a query vector and `ARGV[9]` "0": the users whose own set is whole, whose
+/// - `whole`, with a query vector and `ARGV[5]` "0": the users whose own set is whole, whose
 ///   searches beside the script count;
 /// - `user_candidates`, with a query vector, for the users whose own set is not whole (it
 ///   holds fewer or more members than the user's about-entries: a user with fewer than

@@ -162,13 +162,13 @@ end
 -- that search returns what injection ranks and renders (a set from before 2026-11-27 has
 -- none: injection then reads them from the persona's set, until `index migrate` rebuilds it).
 local function about_vectors(user) return KEYS[6] .. ':' .. user end
--- Puts member `id` into `user`'s vector set with `vector` (FP32 bytes) and the attributes it
--- has in the persona's set. A set that refuses it (made under another size or quantisation) is
--- dropped: injection then reads the user's candidates one by one until a resync rebuilds it,
--- never a wrong or partial answer.
-local function add_about_vector(user, id, vector)
+-- Puts member `id` into `user`'s vector set with `vector` (FP32 bytes) and `attributes`, those
+-- it has in the persona's set (read from there when not given). A set that refuses it (made
+-- under another size or quantisation) is dropped: injection then reads the user's candidates
+-- one by one until a resync rebuilds it, never a wrong or partial answer.
+local function add_about_vector(user, id, vector, attributes)
   local key = about_vectors(user)
-  local attributes = redis.call('VGETATTR', KEYS[4], id) or ''
+  attributes = attributes or redis.call('VGETATTR', KEYS[4], id) or ''
   local added = redis.pcall('VADD', key, 'FP32', vector, id, ARGV[4], 'M', 8, 'SETATTR', attributes)
   if type(added) == 'table' and added.err then redis.call('DEL', key) end
 end
@@ -267,7 +267,7 @@ local function sync(id, old_users, key)
         redis.call('VREM', key, id)
       elseif redis.call('EXISTS', key) == 1 then
         if (written and fits) or redis.call('VISMEMBER', key, id) == 0 then
-          add_about_vector(user, id, (fits and vector) or vector_from_set(id))
+          add_about_vector(user, id, (fits and vector) or vector_from_set(id), attributes)
         else
           -- A reinforcement or another change of the record: the copy of its attributes.
           redis.call('VSETATTR', key, id, attributes)

@@ -1,10 +1,11 @@
 local k = tonumber(ARGV[2])
 -- No query vector (a short or empty query): no semantic pass; the user pass ranks by strength.
--- The persona's own layer sends its searches beside this script, in the same pipeline
--- (ARGV[9] "0"): the semantic VSIM, and one of each present user's own set; their attribute
--- strings need not pass through Lua and back. The script then says which users' sets are
--- whole (`whole`), so the caller knows which of those searches to trust.
-local beside = ARGV[9] ~= '1'
+-- The persona's own layer (no vectors asked for, ARGV[5] "0") sends its searches beside this
+-- script, in the same pipeline: the semantic VSIM, and one of each present user's own set;
+-- their attribute strings need not pass through Lua and back. The script then says which
+-- users' sets are whole (`whole`), so the caller knows which of those searches to trust. A
+-- base layer's script searches itself: it reads its hits' vectors by id below.
+local beside = ARGV[5] ~= '1'
 local semantic = {}
 if ARGV[1] ~= '' and not beside then
   semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
@@ -17,8 +18,8 @@ local about, candidates = {}, {}
 -- none, or memory from before these sets until `index migrate`) has their candidates read,
 -- which the service ranks.
 local users, whole = {}, {}
-if #ARGV >= 10 and ARGV[1] ~= '' and beside then
-  for i = 10, #ARGV do
+if #ARGV >= 9 and ARGV[1] ~= '' and beside then
+  for i = 9, #ARGV do
     local user = ARGV[i]
     local count = redis.call('VCARD', KEYS[3] .. ':' .. user)
     local entries = redis.call('ZLEXCOUNT', KEYS[3], '[' .. user .. '\0', '(' .. user .. '\1')
@@ -28,9 +29,9 @@ if #ARGV >= 10 and ARGV[1] ~= '' and beside then
       users[#users + 1] = user
     end
   end
-elseif #ARGV >= 10 and ARGV[1] ~= '' then
+elseif #ARGV >= 9 and ARGV[1] ~= '' then
   local nearest, order = {}, {}
-  for i = 10, #ARGV do
+  for i = 9, #ARGV do
     local user = ARGV[i]
     local set = KEYS[3] .. ':' .. user
     local count = redis.call('VCARD', set)
@@ -57,8 +58,8 @@ elseif #ARGV >= 10 and ARGV[1] ~= '' then
     about[#about + 1] = tostring(2 * nearest[id] - 1)
     about[#about + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
   end
-elseif #ARGV >= 10 then
-  for i = 10, #ARGV do users[#users + 1] = ARGV[i] end
+elseif #ARGV >= 9 then
+  for i = 9, #ARGV do users[#users + 1] = ARGV[i] end
 end
 if #users > 0 then
   local cap = tonumber(ARGV[4])
