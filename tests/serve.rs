@@ -1656,6 +1656,22 @@ async fn a_body_naming_another_persona_than_its_subject_is_refused() {
         "{message}"
     );
 
+    // Injection checks the persona its parsed request names (no second parse): the same
+    // refusal.
+    let refused = ask(
+        s.subject("inject", "ada"),
+        r#"{"persona_id": "bob", "query": "what do you think about tea?"}"#,
+    )
+    .await
+    .unwrap();
+    let body: Value = serde_json::from_slice(&refused.payload).unwrap();
+    assert_eq!(body["error"]["kind"], "invalid", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"bob\"") && message.contains("\"ada\""),
+        "{message}"
+    );
+
     let answered = ask(s.subject("stats", "ada"), r#"{"persona_id": "ada"}"#)
         .await
         .unwrap();

@@ -309,7 +309,10 @@ fn candidates_of(
     let mut candidates = InjectionCandidates::default();
     for layer in layers {
         let persona_id = layer.persona_id;
-        let keep = |id: &String| !overridden.contains(&(persona_id.clone(), id.clone()));
+        // Most injections have no bases, hence nothing overridden: no pair built to look up.
+        let keep = |id: &String| {
+            overridden.is_empty() || !overridden.contains(&(persona_id.clone(), id.clone()))
+        };
         let scored = |hits: Vec<query::VectorHit>| -> Vec<ScoredPreference> {
             hits.into_iter()
                 .filter(|hit| keep(&hit.id))

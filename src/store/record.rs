@@ -248,6 +248,15 @@ impl VectorAttributes {
             .map_err(|error| StoreError::UnexpectedReply(format!("vector attributes: {error}")))
     }
 
+    /// [`VectorAttributes::parse`] from the bytes of a reply.
+    pub fn parse_bytes(bytes: &[u8]) -> Result<VectorAttributes, StoreError> {
+        if bytes.is_empty() {
+            return Ok(VectorAttributes::default());
+        }
+        serde_json::from_slice(bytes)
+            .map_err(|error| StoreError::UnexpectedReply(format!("vector attributes: {error}")))
+    }
+
     /// A projection of the preference: the fields above, `active`, and defaults elsewhere.
     /// Fit for ranking, rendering and deciding only.
     pub fn into_preference(self, id: String, persona_id: &str) -> Preference {

@@ -144,7 +144,8 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 
 /// `KEYS[1]` vector set, `KEYS[2]` strongest, `KEYS[3]` about-users, `KEYS[4]` the persona's
 /// bases. `ARGV[1]` the query vector (FP32 bytes; empty for none: no semantic pass, and the
-/// user pass strongest first), `ARGV[2]` how many neighbours (k), `ARGV[3]` how many of the
+/// user pass strongest first; with `ARGV[5]` "0" any non-empty mark, as the searches that
+/// need the vector are sent beside the script), `ARGV[2]` how many neighbours (k), `ARGV[3]` how many of the
 /// strongest, `ARGV[4]` at most how many preferences about the users to score, `ARGV[5]` "1"
 /// to also return the vector of every hit (a base layer's, for the override check),
 /// `ARGV[6]` the search's exploration factor (`store.vector_search_ef`), `ARGV[7]` the
