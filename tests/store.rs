@@ -95,6 +95,18 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
         cosine(&in_set, &unit_vector(1)) > 0.9999,
         "the vector set keeps the vector (quantised)"
     );
+    // Its attributes leave out what holds its default too (never reinforced) and keep the
+    // rest (written through the API: by an administrator).
+    let attributes: String = redis::cmd("VGETATTR")
+        .arg(t.keys().vectors("ada"))
+        .arg(&added.id)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(added.curated);
+    assert!(!attributes.contains("\"rc\""), "{attributes}");
+    assert!(attributes.contains("\"cu\":true"), "{attributes}");
+    assert!(attributes.contains("\"u\":\"u1,u2\""), "{attributes}");
 
     let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     // Read back, it carries its strength after decay: just written, all but all of it.
