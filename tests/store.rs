@@ -105,6 +105,8 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
         .unwrap();
     assert!(added.curated);
     assert!(!attributes.contains("\"rc\""), "{attributes}");
+    // Its last voicing is its stance's own: read from `sa`.
+    assert!(!attributes.contains("\"lr\""), "{attributes}");
     assert!(attributes.contains("\"cu\":true"), "{attributes}");
     assert!(attributes.contains("\"u\":\"u1,u2\""), "{attributes}");
 
@@ -2005,6 +2007,11 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     let reinforced = attributes(dana.clone(), by_similarity[0].clone()).await;
     assert!(
         reinforced.as_deref().unwrap().contains("\"rc\":1"),
+        "{reinforced:?}"
+    );
+    // Voiced again since its stance: decay counts from then, so the time is kept.
+    assert!(
+        reinforced.as_deref().unwrap().contains("\"lr\":"),
         "{reinforced:?}"
     );
     assert_eq!(

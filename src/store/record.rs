@@ -227,9 +227,10 @@ pub struct VectorAttributes {
     /// Related user ids, comma-separated (ids may not hold a comma).
     #[serde(default)]
     pub u: String,
-    /// When the persona last voiced it (`last_reinforced`): what decay counts from.
+    /// When the persona last voiced it (`last_reinforced`): what decay counts from. Left out
+    /// while it is `sa` (not reinforced since the stance was voiced).
     #[serde(default)]
-    pub lr: String,
+    pub lr: Option<String>,
     /// Reinforcements of the current version (`reinforcement_count`).
     #[serde(default)]
     pub rc: u64,
@@ -268,6 +269,7 @@ impl VectorAttributes {
             category: self.c,
             strength: self.s,
             stance: Stance::parse(&self.st),
+            last_reinforced: self.lr.unwrap_or_else(|| self.sa.clone()),
             stance_at: self.sa,
             provenance: Provenance::default(),
             related_user_ids: self
@@ -287,7 +289,6 @@ impl VectorAttributes {
             decayed_strength: None,
             active: true,
             created_at: String::new(),
-            last_reinforced: self.lr,
             reinforcement_count: self.rc,
             reinforcements: Vec::new(),
         }
@@ -440,4 +441,35 @@ pub struct AddOutcome {
     pub preference: Preference,
     /// False when the key had been applied before; `preference` is then the one it created.
     pub applied: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector set leaves out what holds its default, and the last voicing while it is the
+    /// stance's own: the projection reads them back as the record holds them.
+    #[test]
+    fn attributes_left_out_read_as_their_defaults() {
+        let fresh = VectorAttributes::parse(
+            r#"{"n":"tea","o":"I love tea.","c":"aesthetic","s":0.8,"st":"for","sa":"2026-11-20T09:09:00Z"}"#,
+        )
+        .unwrap()
+        .into_preference("p1".into(), "ada");
+        assert_eq!(fresh.last_reinforced, "2026-11-20T09:09:00Z");
+        assert_eq!(fresh.reinforcement_count, 0);
+        assert!(!fresh.curated);
+        assert!(fresh.related_user_ids.is_empty());
+
+        let reinforced = VectorAttributes::parse_bytes(
+            br#"{"n":"tea","s":0.8,"sa":"2026-11-20T09:09:00Z","lr":"2026-11-25T10:00:00Z","rc":2,"cu":true,"u":"sam,kim"}"#,
+        )
+        .unwrap()
+        .into_preference("p1".into(), "ada");
+        assert_eq!(reinforced.last_reinforced, "2026-11-25T10:00:00Z");
+        assert_eq!(reinforced.stance_at, "2026-11-20T09:09:00Z");
+        assert_eq!(reinforced.reinforcement_count, 2);
+        assert!(reinforced.curated);
+        assert_eq!(reinforced.related_user_ids, vec!["sam", "kim"]);
+    }
 }
