@@ -219,14 +219,7 @@ async fn main() {
     let vsim_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
     let vsim_users_call =
         raw_vsim_with_users_call(&connection, &keys, &queries, &users, 16, search_ef);
-    let echo_call: Call<'_> = Box::new(|i| {
-        let client = client.clone();
-        let subject = echo_subject.clone();
-        let payload = payloads[i % payloads.len()].clone();
-        Box::pin(async move {
-            client.request(subject, payload.into()).await.unwrap();
-        })
-    });
+    let echo_call = echo_of(&client, &echo_subject, &payloads);
     let original_call: Call<'_> = Box::new(|i| {
         let mut connection = original_connection.clone();
         let index = original_index.clone();
@@ -261,14 +254,7 @@ async fn main() {
         })
     });
     // The base64 request's own floor: the same echo of its (smaller) payload.
-    let packed_echo_call: Call<'_> = Box::new(|i| {
-        let client = client.clone();
-        let subject = echo_subject.clone();
-        let payload = packed_payloads[i % packed_payloads.len()].clone();
-        Box::pin(async move {
-            client.request(subject, payload.into()).await.unwrap();
-        })
-    });
+    let packed_echo_call = echo_of(&client, &echo_subject, &packed_payloads);
     let mut calls = vec![
         inject_call,
         vsim_call,
@@ -545,4 +531,20 @@ async fn info_field(connection: &mut persona_prefs::store::RedisConnection, name
         .find_map(|line| line.strip_prefix(&format!("{name}:")))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// A bare NATS request-reply through the bench's echo responder, of each payload in turn.
+fn echo_of<'a>(
+    client: &'a async_nats::Client,
+    subject: &'a str,
+    payloads: &'a [Vec<u8>],
+) -> Call<'a> {
+    Box::new(move |i| {
+        let client = client.clone();
+        let subject = subject.to_string();
+        let payload = payloads[i % payloads.len()].clone();
+        Box::pin(async move {
+            client.request(subject, payload.into()).await.unwrap();
+        })
+    })
 }

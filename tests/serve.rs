@@ -1639,38 +1639,30 @@ async fn a_body_naming_another_persona_than_its_subject_is_refused() {
         let nats = s.app.nats.clone();
         async move { nats.request(subject, body.into()).await }
     };
-    let refused = ask(s.subject("stats", "ada"), r#"{"persona_id": "bob"}"#)
-        .await
-        .unwrap();
-    let status = refused
-        .headers
-        .as_ref()
-        .and_then(|h| h.get("Nats-Service-Error-Code"))
-        .map(|v| v.as_str().to_string());
-    assert_eq!(status.as_deref(), Some("400"));
-    let body: Value = serde_json::from_slice(&refused.payload).unwrap();
-    assert_eq!(body["error"]["kind"], "invalid", "{body}");
-    let message = body["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("\"bob\"") && message.contains("\"ada\""),
-        "{message}"
-    );
-
-    // Injection checks the persona its parsed request names (no second parse): the same
-    // refusal.
-    let refused = ask(
-        s.subject("inject", "ada"),
-        r#"{"persona_id": "bob", "query": "what do you think about tea?"}"#,
-    )
-    .await
-    .unwrap();
-    let body: Value = serde_json::from_slice(&refused.payload).unwrap();
-    assert_eq!(body["error"]["kind"], "invalid", "{body}");
-    let message = body["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("\"bob\"") && message.contains("\"ada\""),
-        "{message}"
-    );
+    // Injection checks the persona its parsed request names (no second parse of its body):
+    // the same refusal as every other endpoint's.
+    for (endpoint, body) in [
+        ("stats", r#"{"persona_id": "bob"}"#),
+        (
+            "inject",
+            r#"{"persona_id": "bob", "query": "what do you think about tea?"}"#,
+        ),
+    ] {
+        let refused = ask(s.subject(endpoint, "ada"), body).await.unwrap();
+        let status = refused
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("Nats-Service-Error-Code"))
+            .map(|v| v.as_str().to_string());
+        assert_eq!(status.as_deref(), Some("400"), "{endpoint}");
+        let body: Value = serde_json::from_slice(&refused.payload).unwrap();
+        assert_eq!(body["error"]["kind"], "invalid", "{endpoint}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("\"bob\"") && message.contains("\"ada\""),
+            "{endpoint}: {message}"
+        );
+    }
 
     let answered = ask(s.subject("stats", "ada"), r#"{"persona_id": "ada"}"#)
         .await
