@@ -242,14 +242,10 @@ pub struct VectorAttributes {
 impl VectorAttributes {
     /// Empty text (an element without attributes) decodes to the defaults.
     pub fn parse(text: &str) -> Result<VectorAttributes, StoreError> {
-        if text.is_empty() {
-            return Ok(VectorAttributes::default());
-        }
-        serde_json::from_str(text)
-            .map_err(|error| StoreError::UnexpectedReply(format!("vector attributes: {error}")))
+        VectorAttributes::parse_bytes(text.as_bytes())
     }
 
-    /// [`VectorAttributes::parse`] from the bytes of a reply.
+    /// [`VectorAttributes::parse`] from the bytes of a reply (no copy into a String first).
     pub fn parse_bytes(bytes: &[u8]) -> Result<VectorAttributes, StoreError> {
         if bytes.is_empty() {
             return Ok(VectorAttributes::default());
