@@ -1635,20 +1635,78 @@ async fn a_pseudonym_that_names_a_known_user_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_body_naming_another_persona_than_its_subject_is_refused() {
     let s = Service::start(test_config("scoped")).await;
-    let ask = |subject: String, body: &'static str| {
+    let ask = |subject: String, body: String| {
         let nats = s.app.nats.clone();
         async move { nats.request(subject, body.into()).await }
     };
-    // Injection checks the persona its parsed request names (no second parse of its body):
-    // the same refusal as every other endpoint's.
-    for (endpoint, body) in [
-        ("stats", r#"{"persona_id": "bob"}"#),
+    let added = s
+        .ok(
+            "add",
+            json!({"persona_id": "bob", "name": "green tea", "opinion": "Green tea is lovely."}),
+        )
+        .await;
+    let id = added["id"].as_str().unwrap().to_string();
+    let user = json!({"role": "user", "user_id": "u1", "content": "tea?"});
+    // Every endpoint about one persona, each body well formed and naming bob, sent to ada's
+    // subject: refused, and nothing of bob's read or written.
+    let table = [
         (
             "inject",
-            r#"{"persona_id": "bob", "query": "what do you think about tea?"}"#,
+            json!({"persona_id": "bob", "query": "what do you think about tea?"}),
         ),
-    ] {
-        let refused = ask(s.subject(endpoint, "ada"), body).await.unwrap();
+        (
+            "check",
+            json!({"persona_id": "bob", "draft": "I love tea.", "conversation": [user]}),
+        ),
+        (
+            "add",
+            json!({"persona_id": "bob", "name": "coffee", "opinion": "Coffee is fine."}),
+        ),
+        (
+            "reinforce",
+            json!({"persona_id": "bob", "preference_id": id}),
+        ),
+        (
+            "evolve",
+            json!({"persona_id": "bob", "preference_id": id, "new_opinion": "Tea is dull."}),
+        ),
+        ("retract", json!({"persona_id": "bob", "preference_id": id})),
+        ("get", json!({"persona_id": "bob", "preference_id": id})),
+        ("list", json!({"persona_id": "bob"})),
+        ("stats", json!({"persona_id": "bob"})),
+        ("search", json!({"persona_id": "bob", "query": "tea"})),
+        ("purge_user", json!({"persona_id": "bob", "user_id": "u1"})),
+        ("bases", json!({"persona_id": "bob"})),
+        (
+            "set_bases",
+            json!({"persona_id": "bob", "bases": ["carol"]}),
+        ),
+        (
+            "restore",
+            json!({"persona_id": "bob", "preference_id": id, "version": 1}),
+        ),
+        ("consolidate", json!({"persona_id": "bob", "apply": true})),
+        (
+            "delete_persona",
+            json!({"persona_id": "bob", "confirm": "bob"}),
+        ),
+    ];
+    let mut expected: Vec<&str> = persona_prefs::serve::Endpoint::ALL
+        .into_iter()
+        .filter(|e| e.touches_one_persona())
+        .map(|e| e.name())
+        .collect();
+    let mut listed: Vec<&str> = table.iter().map(|(endpoint, _)| *endpoint).collect();
+    expected.sort();
+    listed.sort();
+    assert_eq!(
+        listed, expected,
+        "every endpoint about one persona is in the table"
+    );
+    for (endpoint, body) in table {
+        let refused = ask(s.subject(endpoint, "ada"), body.to_string())
+            .await
+            .unwrap();
         let status = refused
             .headers
             .as_ref()
@@ -1663,10 +1721,29 @@ async fn a_body_naming_another_persona_than_its_subject_is_refused() {
             "{endpoint}: {message}"
         );
     }
+    let kept = s
+        .ok("get", json!({"persona_id": "bob", "preference_id": id}))
+        .await;
+    assert_eq!(
+        (
+            &kept["active"],
+            &kept["reinforcement_count"],
+            &kept["opinion"]
+        ),
+        (&json!(true), &json!(0), &json!("Green tea is lovely.")),
+        "bob's preference untouched: {kept}"
+    );
+    let stats = s.ok("stats", json!({"persona_id": "bob"})).await;
+    assert_eq!(stats["total"], 1, "nothing added, nothing deleted: {stats}");
+    let bases = s.ok("bases", json!({"persona_id": "bob"})).await;
+    assert_eq!(bases["bases"], json!([]), "no bases set: {bases}");
 
-    let answered = ask(s.subject("stats", "ada"), r#"{"persona_id": "ada"}"#)
-        .await
-        .unwrap();
+    let answered = ask(
+        s.subject("stats", "ada"),
+        r#"{"persona_id": "ada"}"#.to_string(),
+    )
+    .await
+    .unwrap();
     assert!(
         answered.headers.is_none(),
         "the persona's own subject answers"
@@ -1678,7 +1755,7 @@ async fn a_body_naming_another_persona_than_its_subject_is_refused() {
         "another-tenant",
         "ada",
     );
-    let nobody = ask(elsewhere, r#"{"persona_id": "ada"}"#)
+    let nobody = ask(elsewhere, r#"{"persona_id": "ada"}"#.to_string())
         .await
         .unwrap_err();
     assert_eq!(

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 use super::ServeContext;
 use super::micro::{ErrorReply as MicroErrorReply, Request};
@@ -155,16 +155,7 @@ impl Handlers {
                 &self.tenant,
                 request.message.subject.as_str(),
             );
-            // Injection, the hot path, checks the persona its typed request names instead:
-            // a second parse of its body (a few hundred numbers) cost 9 us a request.
-            let named = match subject_persona {
-                Some(persona) if endpoint != Endpoint::Inject => named_elsewhere(persona, &payload),
-                _ => None,
-            };
-            match named {
-                Some(error) => Err(error),
-                None => self.dispatch(endpoint, &payload, subject_persona).await,
-            }
+            self.dispatch(endpoint, &payload, subject_persona).await
         };
         // A reply the server would refuse never arrives: say so instead.
         let reply = match reply {
@@ -218,8 +209,8 @@ impl Handlers {
         }
     }
 
-    /// `subject_persona`: the persona the request's subject names (checked against the body
-    /// before, for every endpoint but injection, which checks here).
+    /// `subject_persona`: the persona the request's subject names, checked against the one its
+    /// body names as the body is parsed ([`parse`]), before anything is read or written.
     async fn dispatch(
         &self,
         endpoint: Endpoint,
@@ -227,19 +218,20 @@ impl Handlers {
         subject_persona: Option<&str>,
     ) -> Reply {
         match endpoint {
-            Endpoint::Inject => {
-                let request: InjectRequest = parse(payload)?;
-                if let Some(subject_persona) = subject_persona
-                    && request.persona_id != subject_persona
-                {
-                    return Err(another_persona(&request.persona_id, subject_persona));
-                }
-                self.inject(request).await.and_then(json)
-            }
-            Endpoint::Check => self.check(parse(payload)?).await.and_then(json),
-            Endpoint::Add => self.add(parse(payload)?).await.and_then(json),
+            Endpoint::Inject => self
+                .inject(parse(payload, subject_persona)?)
+                .await
+                .and_then(json),
+            Endpoint::Check => self
+                .check(parse(payload, subject_persona)?)
+                .await
+                .and_then(json),
+            Endpoint::Add => self
+                .add(parse(payload, subject_persona)?)
+                .await
+                .and_then(json),
             Endpoint::Reinforce => {
-                let r: PreferenceRef = parse(payload)?;
+                let r: PreferenceRef = parse(payload, subject_persona)?;
                 validate::persona_id(&r.persona_id)?;
                 let outcome = self
                     .locked(&r.persona_id, async |guard| {
@@ -250,9 +242,12 @@ impl Handlers {
                     .await?;
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
-            Endpoint::Evolve => self.evolve(parse(payload)?).await.and_then(json),
+            Endpoint::Evolve => self
+                .evolve(parse(payload, subject_persona)?)
+                .await
+                .and_then(json),
             Endpoint::Retract => {
-                let r: RetractRequest = parse(payload)?;
+                let r: RetractRequest = parse(payload, subject_persona)?;
                 validate::persona_id(&r.persona_id)?;
                 let reason = self.without_secrets("reason", &r.reason)?;
                 let outcome = self
@@ -265,7 +260,7 @@ impl Handlers {
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Get => {
-                let r: PreferenceRef = parse(payload)?;
+                let r: PreferenceRef = parse(payload, subject_persona)?;
                 json(
                     self.store
                         .get_preference(&r.persona_id, &r.preference_id)
@@ -274,7 +269,7 @@ impl Handlers {
                 )
             }
             Endpoint::List => {
-                let r: ListRequest = parse(payload)?;
+                let r: ListRequest = parse(payload, subject_persona)?;
                 if r.limit == 0 || r.limit > validate::MAX_LIST_LIMIT {
                     return Err(ServiceError::new(
                         ErrorKind::Invalid,
@@ -289,13 +284,19 @@ impl Handlers {
                 json(self.store.list_preferences(&r.persona_id, &options).await?)
             }
             Endpoint::Stats => {
-                let r: PersonaRequest = parse(payload)?;
+                let r: PersonaRequest = parse(payload, subject_persona)?;
                 json(self.store.stats(&r.persona_id).await?)
             }
-            Endpoint::Search => self.search(parse(payload)?).await.and_then(json),
-            Endpoint::PurgeUser => self.purge_user(parse(payload)?).await.and_then(json),
+            Endpoint::Search => self
+                .search(parse(payload, subject_persona)?)
+                .await
+                .and_then(json),
+            Endpoint::PurgeUser => self
+                .purge_user(parse(payload, subject_persona)?)
+                .await
+                .and_then(json),
             Endpoint::PurgeUserEverywhere => {
-                let r: PurgeUserEverywhereRequest = parse(payload)?;
+                let r: PurgeUserEverywhereRequest = parse_unnamed(payload)?;
                 if r.max_personas == 0 || r.max_personas > MAX_PERSONAS_PER_PAGE {
                     return Err(ServiceError::new(
                         ErrorKind::Invalid,
@@ -309,7 +310,7 @@ impl Handlers {
                 )
             }
             Endpoint::DeletePersona => {
-                let r: DeletePersonaRequest = parse(payload)?;
+                let r: DeletePersonaRequest = parse(payload, subject_persona)?;
                 validate::persona_id(&r.persona_id)?;
                 if r.confirm != r.persona_id {
                     return Err(ServiceError::new(
@@ -323,15 +324,15 @@ impl Handlers {
                 json(self.eraser.delete_persona(&r.persona_id).await?)
             }
             Endpoint::Personas => {
-                let r: PersonasRequest = parse(payload)?;
+                let r: PersonasRequest = parse_unnamed(payload)?;
                 json(self.store.personas(r.offset, r.limit).await?)
             }
             Endpoint::Bases => {
-                let r: PersonaRequest = parse(payload)?;
+                let r: PersonaRequest = parse(payload, subject_persona)?;
                 json(self.store.bases(&r.persona_id).await?)
             }
             Endpoint::SetBases => {
-                let r: SetBasesRequest = parse(payload)?;
+                let r: SetBasesRequest = parse(payload, subject_persona)?;
                 validate::persona_id(&r.persona_id)?;
                 json(
                     self.locked(&r.persona_id, async |_guard| {
@@ -341,7 +342,7 @@ impl Handlers {
                 )
             }
             Endpoint::Restore => {
-                let r: RestoreRequest = parse(payload)?;
+                let r: RestoreRequest = parse(payload, subject_persona)?;
                 validate::persona_id(&r.persona_id)?;
                 let reason = self.without_secrets("reason", &r.reason)?;
                 let outcome = self
@@ -360,7 +361,7 @@ impl Handlers {
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Consolidate => {
-                let r: ConsolidateRequest = parse(payload)?;
+                let r: ConsolidateRequest = parse(payload, subject_persona)?;
                 validate::persona_id(&r.persona_id)?;
                 let threshold = r
                     .threshold
@@ -807,30 +808,28 @@ pub fn too_short_to_search(text: &str, min_chars: usize) -> Option<String> {
     None
 }
 
-/// The error when a request's body names another persona than its subject: a client held to
-/// one persona's subjects by NATS permissions must not reach another through the body.
-fn named_elsewhere(subject_persona: &str, payload: &[u8]) -> Option<ServiceError> {
-    #[derive(Deserialize)]
-    struct Named<'a> {
-        #[serde(borrow, default)]
-        persona_id: Option<std::borrow::Cow<'a, str>>,
+/// A request about one persona, parsed, refused when its body names another persona than its
+/// subject: a client held to one persona's subjects by NATS permissions must not reach
+/// another through the body. One parse, the check right after it, before any effect.
+fn parse<T: DeserializeOwned + NamesPersona>(
+    payload: &[u8],
+    subject_persona: Option<&str>,
+) -> Result<T, ServiceError> {
+    let request: T = parse_unnamed(payload)?;
+    match subject_persona {
+        Some(subject_persona) if request.persona_id() != subject_persona => Err(ServiceError::new(
+            ErrorKind::Invalid,
+            format!(
+                "persona_id {:?} is not the persona the subject names ({subject_persona:?}); send it to that persona's subject",
+                request.persona_id()
+            ),
+        )),
+        _ => Ok(request),
     }
-    // A body that does not parse, or names no persona, is the endpoint's to refuse.
-    let named: Named<'_> = serde_json::from_slice(payload).ok()?;
-    let body_persona = named.persona_id?;
-    (body_persona != subject_persona).then(|| another_persona(&body_persona, subject_persona))
 }
 
-fn another_persona(body_persona: &str, subject_persona: &str) -> ServiceError {
-    ServiceError::new(
-        ErrorKind::Invalid,
-        format!(
-            "persona_id {body_persona:?} is not the persona the subject names ({subject_persona:?}); send it to that persona's subject"
-        ),
-    )
-}
-
-fn parse<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {
+/// A request about no one persona (the persona list, erasure everywhere).
+fn parse_unnamed<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {
     let text = std::str::from_utf8(payload).map_err(|e| {
         ServiceError::new(ErrorKind::Malformed, format!("request is not UTF-8: {e}"))
     })?;

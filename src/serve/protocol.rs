@@ -221,6 +221,40 @@ fn default_top_k() -> usize {
     10
 }
 
+/// A request about one persona, which it names in its body as well as in its subject: the
+/// handler checks the two agree once the body is parsed (a client held to one persona's
+/// subjects by NATS permissions must not reach another through the body).
+pub trait NamesPersona {
+    fn persona_id(&self) -> &str;
+}
+
+macro_rules! names_persona {
+    ($($request:ty),* $(,)?) => {
+        $(impl NamesPersona for $request {
+            fn persona_id(&self) -> &str {
+                &self.persona_id
+            }
+        })*
+    };
+}
+
+names_persona!(
+    InjectRequest,
+    AddRequest,
+    PreferenceRef,
+    EvolveRequest,
+    RetractRequest,
+    SetBasesRequest,
+    RestoreRequest,
+    ConsolidateRequest,
+    ListRequest,
+    PersonaRequest,
+    SearchRequest,
+    PurgeUserRequest,
+    DeletePersonaRequest,
+    CheckRequest,
+);
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InjectRequest {
