@@ -31,11 +31,12 @@ fn input(message: &str) -> ExtractionInput<'_> {
     }
 }
 
-/// On the development sixth of the tuning sets (822 utterances, 146 opinions), which its
-/// training did not fit: the learned extractor alone measured precision 0.746, recall 0.329
-/// (0.62 / 0.39 on the 480 of the tuning sets before the second people's-chat sample);
-/// the rules then the learned extractor where they find nothing raise the rules' recall there.
-/// Floors under those measurements.
+/// On the development sixth of the tuning sets (1 345 utterances, 220 opinions since the third
+/// people's-chat sample joined them), which its training did not fit: the learned extractor
+/// alone measured precision 0.711, recall 0.268 (on the 822 before that sample: 0.746 / 0.329;
+/// on the 480 before the second: 0.62 / 0.39; each sample of people's chat makes the sixth
+/// harder); the rules then the learned extractor where they find nothing raise the rules'
+/// recall there. Floors under those measurements.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
     let mut development = Vec::new();
@@ -58,8 +59,8 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         "learned alone: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
         alone.precision, alone.matched, alone.found, alone.recall, alone.recalled, alone.expected
     );
-    assert!(alone.precision >= 0.55, "{}", alone.precision);
-    assert!(alone.recall >= 0.30, "{}", alone.recall);
+    assert!(alone.precision >= 0.60, "{}", alone.precision);
+    assert!(alone.recall >= 0.23, "{}", alone.recall);
 
     let rules = evaluate(&RulesExtractor::new(8), &development, 2)
         .await

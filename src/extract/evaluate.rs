@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 14] = [
+pub const SHIPPED_SETS: [(&str, &str); 15] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -54,6 +54,10 @@ pub const SHIPPED_SETS: [(&str, &str); 14] = [
     (
         "people's chat (tuning 2)",
         include_str!("../../tests/data/rules_extraction_chitchat_2.jsonl"),
+    ),
+    (
+        "people's chat (tuning 3)",
+        include_str!("../../tests/data/rules_extraction_chitchat_3.jsonl"),
     ),
     (
         "held-out 7 (people's chat)",
