@@ -33,10 +33,11 @@ fn input(message: &str) -> ExtractionInput<'_> {
 
 /// On the development sixth of the tuning sets (1 345 utterances, 220 opinions since the third
 /// people's-chat sample joined them), which its training did not fit: the learned extractor
-/// alone measured precision 0.711, recall 0.268 (on the 822 before that sample: 0.746 / 0.329;
-/// on the 480 before the second: 0.62 / 0.39; each sample of people's chat makes the sixth
-/// harder); the rules then the learned extractor where they find nothing raise the rules'
-/// recall there. Floors under those measurements.
+/// alone measured precision 0.832, recall 0.436 since it reads each word beside its neighbours
+/// (0.711 / 0.268 on its own state alone; on the 822 before that sample: 0.746 / 0.329; on the
+/// 480 before the second: 0.62 / 0.39); the rules then the learned extractor where they find
+/// nothing raise the rules' recall there (0.927 / 0.645 to 0.863 / 0.700). Floors under those
+/// measurements.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
     let mut development = Vec::new();
@@ -59,8 +60,8 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         "learned alone: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
         alone.precision, alone.matched, alone.found, alone.recall, alone.recalled, alone.expected
     );
-    assert!(alone.precision >= 0.60, "{}", alone.precision);
-    assert!(alone.recall >= 0.23, "{}", alone.recall);
+    assert!(alone.precision >= 0.75, "{}", alone.precision);
+    assert!(alone.recall >= 0.38, "{}", alone.recall);
 
     let rules = evaluate(&RulesExtractor::new(8), &development, 2)
         .await
@@ -75,8 +76,8 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         rules.precision, rules.recall, both.precision, both.recall
     );
     assert!(
-        both.recall >= rules.recall,
-        "the learned extractor only adds"
+        both.recall >= rules.recall + 0.03,
+        "the learned extractor adds recall where the rules find nothing"
     );
 }
 

@@ -980,12 +980,14 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
             set.len(),
             opinions
         );
-        for threshold in [0.01f32, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7] {
+        for threshold in [
+            0.0025f32, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7,
+        ] {
             let kept_from_model: Vec<_> = set.iter().filter(|r| !r.1 && r.2 < threshold).collect();
             let lost: usize = kept_from_model.iter().map(|r| r.3).sum();
             let (low, high) = wilson_interval(lost, opinions);
             println!(
-                "  threshold {threshold:.2}: {:.1}% of messages kept from the model ({}), holding {:.1}% of the labelled opinions ({lost}) [{:.1}-{:.1}%]",
+                "  threshold {threshold}: {:.1}% of messages kept from the model ({}), holding {:.1}% of the labelled opinions ({lost}) [{:.1}-{:.1}%]",
                 100.0 * kept_from_model.len() as f64 / set.len().max(1) as f64,
                 kept_from_model.len(),
                 100.0 * lost as f64 / opinions.max(1) as f64,

@@ -2,9 +2,10 @@
 //! weights the embedder uses), and a small head trained on the tuning sets tags the words that
 //! name a topic, with their stance, and scores whether the message holds an opinion at all.
 //!
-//! - The head ([`Head`]) is two layers over each word's first-token state (tags: outside, or
-//!   the beginning or inside of a topic held for or against) and one over the message's mean
-//!   state (the sentence score). Its weights, and the confidence it was tuned to, are a small
+//! - The head ([`Head`]) is two layers over each word's features ([`word_features`]: its
+//!   first-token state, those of the words up to two away, the message's mean state; tags:
+//!   outside, or the beginning or inside of a topic held for or against) and one over the
+//!   message's mean state (the sentence score). Its weights, and the confidence it was tuned to, are a small
 //!   shipped file (`data/learned_extractor.safetensors`, compiled in), made by
 //!   `scripts/train-learned-extractor` from the tuning sets only.
 //! - [`LearnedExtractor`] reads topics as the spans of tagged words whose mean confidence
@@ -56,7 +57,7 @@ impl Head {
     /// A head over `dims`-wide states, its weights from `vb` (trained or to be trained).
     pub fn new(vb: VarBuilder, dims: usize) -> candle_core::Result<Head> {
         Ok(Head {
-            hidden: candle_nn::linear(dims, HIDDEN, vb.pp("hidden"))?,
+            hidden: candle_nn::linear(WORD_CONTEXT * dims, HIDDEN, vb.pp("hidden"))?,
             tags: candle_nn::linear(HIDDEN, TAGS, vb.pp("tags"))?,
             sentence: candle_nn::linear(dims, 1, vb.pp("sentence"))?,
             min_confidence: 0.5,
@@ -80,7 +81,8 @@ impl Head {
         Ok(head)
     }
 
-    /// Tag logits of each row of `states` (`[rows, dims]` → `[rows, TAGS]`).
+    /// Tag logits of each row of word features ([`word_features`]: `[rows, WORD_CONTEXT ×
+    /// dims]` → `[rows, TAGS]`).
     pub fn tag_logits(&self, states: &Tensor) -> candle_core::Result<Tensor> {
         self.tags.forward(&self.hidden.forward(states)?.relu()?)
     }
@@ -93,11 +95,7 @@ impl Head {
     /// What the head reads in one message: its tagged spans and its sentence score.
     pub fn read(&self, text: &str, states: &TokenStates) -> candle_core::Result<Reading> {
         let device = Device::Cpu;
-        let rows: Vec<f32> = states
-            .first_token
-            .iter()
-            .flat_map(|&token| states.states[token].iter().copied())
-            .collect();
+        let rows = word_features(states);
         let dims = states.mean.len();
         let words = states.first_token.len();
         let sentence_score = {
@@ -111,7 +109,11 @@ impl Head {
                 sentence_score,
             });
         }
-        let logits = self.tag_logits(&Tensor::from_vec(rows, (words, dims), &device)?)?;
+        let logits = self.tag_logits(&Tensor::from_vec(
+            rows,
+            (words, WORD_CONTEXT * dims),
+            &device,
+        )?)?;
         let probabilities = candle_nn::ops::softmax(&logits, 1)?.to_vec2::<f32>()?;
         let tags: Vec<(u32, f32)> = probabilities
             .iter()
@@ -130,6 +132,41 @@ impl Head {
             sentence_score,
         })
     }
+}
+
+/// The words beside a word whose states its features hold, by offset, in this order.
+pub const NEIGHBOURS: [isize; 4] = [-1, 1, -2, 2];
+
+/// How many states a word's features hold ([`word_features`]): its own, its neighbours', the
+/// message's mean.
+pub const WORD_CONTEXT: usize = NEIGHBOURS.len() + 2;
+
+/// Each word's features, row after row: its first token's state, the states of the words
+/// [`NEIGHBOURS`] away (zeros past the message's ends), and the message's mean state. A word's
+/// own state alone tells "tea" in "I love tea" from "tea" in "she asked for tea" poorly: the
+/// neighbours carry the verb and the determiner, the mean whether the message judges at all.
+/// Measured on the development sixth (the same 1 345 utterances, thresholds by F0.5): the word
+/// alone 0.711 / 0.268, ±1 word 0.798 / 0.350, ±2 0.832 / 0.436, ±3 0.755 / 0.500 (a lower
+/// F0.5: 0.685 against ±2's 0.704).
+pub fn word_features(states: &TokenStates) -> Vec<f32> {
+    let dims = states.mean.len();
+    let words = states.first_token.len();
+    let zeros = vec![0.0f32; dims];
+    let state_of = |word: Option<usize>| -> &[f32] {
+        match word.and_then(|w| states.first_token.get(w)) {
+            Some(&token) => &states.states[token],
+            None => &zeros,
+        }
+    };
+    let mut rows = Vec::with_capacity(words * WORD_CONTEXT * dims);
+    for word in 0..words {
+        rows.extend_from_slice(state_of(Some(word)));
+        for offset in NEIGHBOURS {
+            rows.extend_from_slice(state_of(word.checked_add_signed(offset)));
+        }
+        rows.extend_from_slice(&states.mean);
+    }
+    rows
 }
 
 /// What the head read in one message.
@@ -376,6 +413,30 @@ impl Extractor for Gated {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_words_features_are_its_state_its_neighbours_and_the_mean() {
+        // Three words, two dims: word w's state is [w + 1, w + 1]; the mean is [9, 9].
+        let states = TokenStates {
+            words: vec![0..1, 2..3, 4..5],
+            first_token: vec![1, 2, 3],
+            states: (0..5).map(|t| vec![t as f32; 2]).collect(),
+            mean: vec![9.0, 9.0],
+        };
+        let rows = word_features(&states);
+        let width = WORD_CONTEXT * 2;
+        assert_eq!(rows.len(), 3 * width);
+        let blocks = |word: usize| -> Vec<f32> {
+            rows[word * width..(word + 1) * width]
+                .chunks(2)
+                .map(|block| block[0])
+                .collect()
+        };
+        // own, -1, +1, -2, +2, mean; zeros past either end.
+        assert_eq!(blocks(0), vec![1.0, 0.0, 2.0, 0.0, 3.0, 9.0]);
+        assert_eq!(blocks(1), vec![2.0, 1.0, 3.0, 0.0, 0.0, 9.0]);
+        assert_eq!(blocks(2), vec![3.0, 2.0, 0.0, 1.0, 0.0, 9.0]);
+    }
 
     #[test]
     fn spans_follow_the_tags_of_consecutive_words() {

@@ -113,10 +113,8 @@ pub fn train(
     let mut word_tags_all: Vec<u32> = Vec::new();
     for read in &training {
         if let Some(tags) = &read.tags {
-            for (word, &token) in read.states.first_token.iter().enumerate() {
-                word_rows.extend_from_slice(&read.states.states[token]);
-                word_tags_all.push(tags[word]);
-            }
+            word_rows.extend(super::word_features(&read.states));
+            word_tags_all.extend(tags.iter().take(read.states.first_token.len()));
         }
     }
     let sentence_rows: Vec<f32> = training
@@ -129,7 +127,12 @@ pub fn train(
         .collect();
     let words_total = word_tags_all.len();
     let sentences_total = sentence_labels.len();
-    let word_x = Tensor::from_vec(word_rows, (words_total, dims), &device).map_err(error)?;
+    let word_x = Tensor::from_vec(
+        word_rows,
+        (words_total, super::WORD_CONTEXT * dims),
+        &device,
+    )
+    .map_err(error)?;
     let word_y = Tensor::from_vec(word_tags_all.clone(), words_total, &device).map_err(error)?;
     // Topic words are a few in a hundred: weigh them up so the head does not learn "outside".
     let weights: Vec<f32> = word_tags_all
