@@ -210,28 +210,23 @@ impl Handlers {
     }
 
     /// `subject_persona`: the persona the request's subject names, checked against the one its
-    /// body names as the body is parsed ([`parse`]), before anything is read or written.
+    /// body names as the body is parsed ([`Body::parse`]), before anything is read or written.
     async fn dispatch(
         &self,
         endpoint: Endpoint,
         payload: &[u8],
         subject_persona: Option<&str>,
     ) -> Reply {
+        let body = Body {
+            payload,
+            subject_persona,
+        };
         match endpoint {
-            Endpoint::Inject => self
-                .inject(parse(payload, subject_persona)?)
-                .await
-                .and_then(json),
-            Endpoint::Check => self
-                .check(parse(payload, subject_persona)?)
-                .await
-                .and_then(json),
-            Endpoint::Add => self
-                .add(parse(payload, subject_persona)?)
-                .await
-                .and_then(json),
+            Endpoint::Inject => self.inject(body.parse()?).await.and_then(json),
+            Endpoint::Check => self.check(body.parse()?).await.and_then(json),
+            Endpoint::Add => self.add(body.parse()?).await.and_then(json),
             Endpoint::Reinforce => {
-                let r: PreferenceRef = parse(payload, subject_persona)?;
+                let r: PreferenceRef = body.parse()?;
                 validate::persona_id(&r.persona_id)?;
                 let outcome = self
                     .locked(&r.persona_id, async |guard| {
@@ -242,12 +237,9 @@ impl Handlers {
                     .await?;
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
-            Endpoint::Evolve => self
-                .evolve(parse(payload, subject_persona)?)
-                .await
-                .and_then(json),
+            Endpoint::Evolve => self.evolve(body.parse()?).await.and_then(json),
             Endpoint::Retract => {
-                let r: RetractRequest = parse(payload, subject_persona)?;
+                let r: RetractRequest = body.parse()?;
                 validate::persona_id(&r.persona_id)?;
                 let reason = self.without_secrets("reason", &r.reason)?;
                 let outcome = self
@@ -260,7 +252,7 @@ impl Handlers {
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Get => {
-                let r: PreferenceRef = parse(payload, subject_persona)?;
+                let r: PreferenceRef = body.parse()?;
                 json(
                     self.store
                         .get_preference(&r.persona_id, &r.preference_id)
@@ -269,7 +261,7 @@ impl Handlers {
                 )
             }
             Endpoint::List => {
-                let r: ListRequest = parse(payload, subject_persona)?;
+                let r: ListRequest = body.parse()?;
                 if r.limit == 0 || r.limit > validate::MAX_LIST_LIMIT {
                     return Err(ServiceError::new(
                         ErrorKind::Invalid,
@@ -284,19 +276,13 @@ impl Handlers {
                 json(self.store.list_preferences(&r.persona_id, &options).await?)
             }
             Endpoint::Stats => {
-                let r: PersonaRequest = parse(payload, subject_persona)?;
+                let r: PersonaRequest = body.parse()?;
                 json(self.store.stats(&r.persona_id).await?)
             }
-            Endpoint::Search => self
-                .search(parse(payload, subject_persona)?)
-                .await
-                .and_then(json),
-            Endpoint::PurgeUser => self
-                .purge_user(parse(payload, subject_persona)?)
-                .await
-                .and_then(json),
+            Endpoint::Search => self.search(body.parse()?).await.and_then(json),
+            Endpoint::PurgeUser => self.purge_user(body.parse()?).await.and_then(json),
             Endpoint::PurgeUserEverywhere => {
-                let r: PurgeUserEverywhereRequest = parse_unnamed(payload)?;
+                let r: PurgeUserEverywhereRequest = body.parse_unnamed()?;
                 if r.max_personas == 0 || r.max_personas > MAX_PERSONAS_PER_PAGE {
                     return Err(ServiceError::new(
                         ErrorKind::Invalid,
@@ -310,7 +296,7 @@ impl Handlers {
                 )
             }
             Endpoint::DeletePersona => {
-                let r: DeletePersonaRequest = parse(payload, subject_persona)?;
+                let r: DeletePersonaRequest = body.parse()?;
                 validate::persona_id(&r.persona_id)?;
                 if r.confirm != r.persona_id {
                     return Err(ServiceError::new(
@@ -324,15 +310,15 @@ impl Handlers {
                 json(self.eraser.delete_persona(&r.persona_id).await?)
             }
             Endpoint::Personas => {
-                let r: PersonasRequest = parse_unnamed(payload)?;
+                let r: PersonasRequest = body.parse_unnamed()?;
                 json(self.store.personas(r.offset, r.limit).await?)
             }
             Endpoint::Bases => {
-                let r: PersonaRequest = parse(payload, subject_persona)?;
+                let r: PersonaRequest = body.parse()?;
                 json(self.store.bases(&r.persona_id).await?)
             }
             Endpoint::SetBases => {
-                let r: SetBasesRequest = parse(payload, subject_persona)?;
+                let r: SetBasesRequest = body.parse()?;
                 validate::persona_id(&r.persona_id)?;
                 json(
                     self.locked(&r.persona_id, async |_guard| {
@@ -342,7 +328,7 @@ impl Handlers {
                 )
             }
             Endpoint::Restore => {
-                let r: RestoreRequest = parse(payload, subject_persona)?;
+                let r: RestoreRequest = body.parse()?;
                 validate::persona_id(&r.persona_id)?;
                 let reason = self.without_secrets("reason", &r.reason)?;
                 let outcome = self
@@ -361,7 +347,7 @@ impl Handlers {
                 json(outcome.ok_or_else(|| ServiceError::not_found("preference"))?)
             }
             Endpoint::Consolidate => {
-                let r: ConsolidateRequest = parse(payload, subject_persona)?;
+                let r: ConsolidateRequest = body.parse()?;
                 validate::persona_id(&r.persona_id)?;
                 let threshold = r
                     .threshold
@@ -808,33 +794,40 @@ pub fn too_short_to_search(text: &str, min_chars: usize) -> Option<String> {
     None
 }
 
-/// A request about one persona, parsed, refused when its body names another persona than its
-/// subject: a client held to one persona's subjects by NATS permissions must not reach
-/// another through the body. One parse, the check right after it, before any effect.
-fn parse<T: DeserializeOwned + NamesPersona>(
-    payload: &[u8],
-    subject_persona: Option<&str>,
-) -> Result<T, ServiceError> {
-    let request: T = parse_unnamed(payload)?;
-    match subject_persona {
-        Some(subject_persona) if request.persona_id() != subject_persona => Err(ServiceError::new(
-            ErrorKind::Invalid,
-            format!(
-                "persona_id {:?} is not the persona the subject names ({subject_persona:?}); send it to that persona's subject",
-                request.persona_id()
-            ),
-        )),
-        _ => Ok(request),
-    }
+/// A request's body and the persona its subject names, if any.
+struct Body<'a> {
+    payload: &'a [u8],
+    subject_persona: Option<&'a str>,
 }
 
-/// A request about no one persona (the persona list, erasure everywhere).
-fn parse_unnamed<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ServiceError> {
-    let text = std::str::from_utf8(payload).map_err(|e| {
-        ServiceError::new(ErrorKind::Malformed, format!("request is not UTF-8: {e}"))
-    })?;
-    serde_json::from_str(text)
-        .map_err(|e| ServiceError::new(ErrorKind::Malformed, format!("request JSON: {e}")))
+impl Body<'_> {
+    /// A request about one persona, parsed, refused when its body names another persona than
+    /// its subject: a client held to one persona's subjects by NATS permissions must not reach
+    /// another through the body. One parse, the check right after it, before any effect.
+    fn parse<T: DeserializeOwned + NamesPersona>(&self) -> Result<T, ServiceError> {
+        let request: T = self.parse_unnamed()?;
+        match self.subject_persona {
+            Some(subject_persona) if request.persona_id() != subject_persona => {
+                Err(ServiceError::new(
+                    ErrorKind::Invalid,
+                    format!(
+                        "persona_id {:?} is not the persona the subject names ({subject_persona:?}); send it to that persona's subject",
+                        request.persona_id()
+                    ),
+                ))
+            }
+            _ => Ok(request),
+        }
+    }
+
+    /// A request about no one persona (the persona list, erasure everywhere).
+    fn parse_unnamed<T: DeserializeOwned>(&self) -> Result<T, ServiceError> {
+        let text = std::str::from_utf8(self.payload).map_err(|e| {
+            ServiceError::new(ErrorKind::Malformed, format!("request is not UTF-8: {e}"))
+        })?;
+        serde_json::from_str(text)
+            .map_err(|e| ServiceError::new(ErrorKind::Malformed, format!("request JSON: {e}")))
+    }
 }
 
 fn json(value: impl Serialize) -> Reply {
