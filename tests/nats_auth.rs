@@ -510,14 +510,9 @@ async fn each_role_does_its_own_work_with_the_shipped_permissions_and_nothing_mo
             )
             .await
             .unwrap();
-        let status = smuggled
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("Nats-Service-Error-Code"))
-            .map(|v| v.as_str().to_string());
         assert_eq!(
-            status.as_deref(),
-            Some("400"),
+            common::service_error_code(&smuggled),
+            Some(400),
             "{user}: another persona in the body"
         );
     }

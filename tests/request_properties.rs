@@ -312,29 +312,25 @@ fn every_request_body_gets_an_answer_or_a_typed_refusal() {
                 )));
             }
         };
-        let code = reply
-            .headers
-            .as_ref()
-            .and_then(|headers| headers.get("Nats-Service-Error-Code"))
-            .map(|code| code.as_str().to_string());
+        let code = common::service_error_code(&reply);
         let body: Value = serde_json::from_slice(&reply.payload).map_err(|error| {
             TestCaseError::fail(format!("{endpoint}: a reply that is not JSON ({error})"))
         })?;
-        match code.as_deref() {
+        match code {
             None => {
                 *outcomes
                     .borrow_mut()
                     .entry(format!("{endpoint} ok"))
                     .or_default() += 1;
             }
-            Some(code @ ("400" | "404")) => {
+            Some(code @ (400 | 404)) => {
                 let kind = body["error"]["kind"].as_str().unwrap_or_default();
                 let message = body["error"]["message"].as_str().unwrap_or_default();
                 prop_assert!(
                     !kind.is_empty() && !message.is_empty(),
                     "{endpoint}: an error without kind or message: {body}"
                 );
-                prop_assert_eq!(body["error"]["code"].as_u64(), code.parse::<u64>().ok());
+                prop_assert_eq!(body["error"]["code"].as_u64(), Some(u64::from(code)));
                 // A restore of a version the history no longer keeps (every write of the run
                 // adds one, and ten are kept) is the store's own answer: the body got through.
                 let kind = if endpoint == Endpoint::Restore && message.contains("is not kept") {

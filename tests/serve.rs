@@ -97,13 +97,8 @@ impl Service {
         .await
         .expect("a reply within 10 s")
         .expect("request delivered");
-        let status = reply
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("Nats-Service-Error-Code"))
-            .map(|v| v.as_str().parse().unwrap());
         (
-            status,
+            common::service_error_code(&reply),
             serde_json::from_slice(&reply.payload).unwrap_or(Value::Null),
         )
     }
@@ -1202,12 +1197,7 @@ async fn an_unreachable_redis_is_a_503() {
     .await
     .expect("a reply, not silence")
     .unwrap();
-    let status = reply
-        .headers
-        .as_ref()
-        .and_then(|h| h.get("Nats-Service-Error-Code"))
-        .map(|v| v.as_str().to_string());
-    assert_eq!(status.as_deref(), Some("503"));
+    assert_eq!(common::service_error_code(&reply), Some(503));
     let body: Value = serde_json::from_slice(&reply.payload).unwrap();
     assert_eq!(body["error"]["kind"], "unavailable");
     services.stop().await;
@@ -1707,12 +1697,11 @@ async fn a_body_naming_another_persona_than_its_subject_is_refused() {
         let refused = ask(s.subject(endpoint, "ada"), body.to_string())
             .await
             .unwrap();
-        let status = refused
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("Nats-Service-Error-Code"))
-            .map(|v| v.as_str().to_string());
-        assert_eq!(status.as_deref(), Some("400"), "{endpoint}");
+        assert_eq!(
+            common::service_error_code(&refused),
+            Some(400),
+            "{endpoint}"
+        );
         let body: Value = serde_json::from_slice(&refused.payload).unwrap();
         assert_eq!(body["error"]["kind"], "invalid", "{endpoint}: {body}");
         let message = body["error"]["message"].as_str().unwrap();

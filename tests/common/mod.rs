@@ -324,6 +324,13 @@ pub fn new_preference(
 pub mod cli;
 pub mod fake_openai;
 
+/// The status a service's error reply carries in its `Nats-Service-Error-Code` header; `None`
+/// for a reply that is not an error.
+pub fn service_error_code(reply: &async_nats::Message) -> Option<u16> {
+    let code = reply.headers.as_ref()?.get("Nats-Service-Error-Code")?;
+    Some(code.as_str().parse().expect("a numeric error code"))
+}
+
 /// A worker (and, if asked, the service) running in this process against `config`, as
 /// `persona-prefs serve` runs them.
 pub struct Running {
