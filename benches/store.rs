@@ -401,20 +401,13 @@ async fn memory_breakdown(store: &PreferenceStore, persona: &str) -> MemoryBreak
     let mut hash_bytes = 0.0;
     let mut field_bytes = 0.0;
     let mut vector_bytes = 0;
-    for id in &ids {
-        let key = keys.preference(persona, id);
-        hash_bytes += usage(key.clone()).await;
-        let fields: Vec<(String, Vec<u8>)> = redis::from_redis_value(
-            connection
-                .query_for_key(&route, redis::cmd("HGETALL").arg(&key))
-                .await
-                .unwrap(),
-        )
-        .unwrap();
-        for (name, value) in fields {
-            if name == "embedding" {
-                continue;
-            }
+    // The record wherever it lives (an active preference's in its vector-set element, a
+    // retracted one's in its hash): the raw size counts its field values, the vector aside.
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let records = store.record_fields(persona, &id_refs).await.unwrap();
+    for (id, record) in ids.iter().zip(records) {
+        hash_bytes += usage(keys.preference(persona, id)).await;
+        for value in record.unwrap_or_default().values() {
             field_bytes += value.len() as f64;
         }
         vector_bytes = 384 * 4;

@@ -18,7 +18,7 @@ use persona_prefs::app::App;
 use persona_prefs::config::Config;
 use persona_prefs::ingest::event::ConversationEvent;
 use persona_prefs::ingest::pipeline::Action;
-use persona_prefs::store::{PreferenceStore, RedisConnection};
+use persona_prefs::store::{ListOptions, Preference, PreferenceStore, RedisConnection};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
@@ -586,16 +586,26 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
             ))
             .await
             .unwrap();
-        // As the earlier layout wrote it: the vector in the hash as well.
+        ids.push(added.id);
+    }
+    let before = store
+        .list_preferences("ada", &ListOptions::default())
+        .await
+        .unwrap();
+    // As the earlier layouts wrote it: the record in the hash as well (layout 1), and the
+    // vector too (before 2026-11-25).
+    common::as_previous_layout(&store, "ada").await;
+    for (id, vector) in ids.iter().zip(&turned) {
         let _: i64 = redis::cmd("HSET")
-            .arg(store.preference_key("ada", &added.id))
+            .arg(store.preference_key("ada", id))
             .arg("embedding")
             .arg(vector_to_bytes(vector))
             .query_async(&mut connection)
             .await
             .unwrap();
-        ids.push(added.id);
     }
+    let refused = store.ensure_layout().await.unwrap_err().to_string();
+    assert!(refused.contains("index migrate"), "{refused}");
     let hash_vectors = async |store: &PreferenceStore| {
         let mut connection = store.connection();
         let mut held = 0;
@@ -618,6 +628,38 @@ async fn vectors_leave_the_hashes_and_survive_re_embedding_and_requantisation() 
         "vectors of the right size are kept: {done}"
     );
     assert_eq!(hash_vectors(&store).await, 0, "no second copy in any hash");
+    store.ensure_layout().await.unwrap();
+    let records = async |store: &PreferenceStore| {
+        let mut connection = store.connection();
+        let mut held = 0;
+        for id in &ids {
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(store.preference_key("ada", id))
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            held += usize::try_from(exists).unwrap();
+        }
+        held
+    };
+    assert_eq!(records(&store).await, 0, "no record kept twice: no hash");
+    let after = store
+        .list_preferences("ada", &ListOptions::default())
+        .await
+        .unwrap();
+    let undecayed = |list: Vec<Preference>| {
+        list.into_iter()
+            .map(|p| Preference {
+                decayed_strength: None,
+                ..p
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        undecayed(after),
+        undecayed(before),
+        "every record as it was"
+    );
     for (id, vector) in ids.iter().zip(&turned) {
         let nearest = store.nearest_topics("ada", vector).await.unwrap();
         assert_eq!(&nearest[0].preference.id, id);

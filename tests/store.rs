@@ -43,48 +43,45 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     assert_eq!(added.reinforcement_count, 0);
     assert!(added.evolution_history.is_empty());
 
-    // The raw hash sits at {prefix}:persona_pref:{<persona>}:{id} (the persona's hash slot)
-    // with the original's fields, those holding their default left out.
+    // An active preference's record is kept once, as its element's attributes in the
+    // persona's vector set (what injection reads under one-letter names, the rest under short
+    // names); no hash beside it.
     let key = format!(
         "{}:persona_pref:{{ada}}:{}",
         t.config.redis.key_prefix, added.id
     );
     let mut connection = t.connection();
-    let raw: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
+    let exists: i64 = redis::cmd("EXISTS")
         .arg(&key)
         .query_async(&mut connection)
         .await
         .unwrap();
-    let text = |f: &str| String::from_utf8(raw[f].clone()).unwrap();
-    assert_eq!(text("persona_id"), "ada");
-    assert_eq!(text("active"), "1");
-    assert_eq!(text("related_user_ids"), r#"["u1","u2"]"#);
-    assert_eq!(text("related_user_ids_index"), "u1,u2");
-    assert_eq!(text("related_kg_uuids"), r#"["kg-1"]"#);
-    assert_eq!(text("triggering_user_id"), "user-1");
-    // A field holding its default is left out (every reader takes a missing field for it): a
-    // new preference has no history, no reinforcements, is not inherited (an addition through
-    // the API is curated, so that field stays).
-    assert_eq!(text("curated"), "1");
-    for default in [
-        "evolution_history",
-        "history_entries_dropped",
-        "reinforcements",
-        "evidence_users_dropped",
-        "inherited_from",
-        "baseline",
-    ] {
-        assert!(!raw.contains_key(default), "{default} is left out");
+    assert_eq!(exists, 0, "an active preference has no hash");
+    let attributes: String = redis::cmd("VGETATTR")
+        .arg(t.keys().vectors("ada"))
+        .arg(&added.id)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let element: serde_json::Value = serde_json::from_str(&attributes).unwrap();
+    assert_eq!(element["n"], "rainy days", "{attributes}");
+    assert_eq!(element["o"], "I find rainy days calming.", "{attributes}");
+    assert_eq!(element["u"], "u1,u2", "{attributes}");
+    assert_eq!(element["kg"], r#"["kg-1"]"#, "{attributes}");
+    assert_eq!(element["tu"], "user-1", "{attributes}");
+    assert_eq!(element["tm"], "msg-1", "{attributes}");
+    assert_eq!(element["sp"], "discord", "{attributes}");
+    assert_eq!(element["sc"], "chan-1", "{attributes}");
+    // Written through the API: by an administrator.
+    assert!(added.curated);
+    assert_eq!(element["cu"], true, "{attributes}");
+    // What holds its default is left out (every reader takes a missing field for it): never
+    // reinforced, its last voicing its stance's own (read from `sa`), no history, no
+    // reinforcement log, not inherited, no baseline.
+    for default in ["rc", "lr", "eh", "hd", "rf", "ed", "if", "bl"] {
+        assert!(element.get(default).is_none(), "{default}: {attributes}");
     }
-    assert_eq!(text("triggering_message_id"), "msg-1");
-    assert_eq!(text("source_platform"), "discord");
-    assert_eq!(text("source_channel_id"), "chan-1");
-    // The vector lives in the persona's vector set only (a second FP32 copy in the hash
-    // doubled a preference's memory): the hash holds none.
-    assert!(
-        !raw.contains_key("embedding"),
-        "an active preference's vector is not in its hash"
-    );
+    // The vector lives in the persona's vector set only.
     let in_set: Vec<f32> = redis::cmd("VEMB")
         .arg(t.keys().vectors("ada"))
         .arg(&added.id)
@@ -95,20 +92,6 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
         cosine(&in_set, &unit_vector(1)) > 0.9999,
         "the vector set keeps the vector (quantised)"
     );
-    // Its attributes leave out what holds its default too (never reinforced) and keep the
-    // rest (written through the API: by an administrator).
-    let attributes: String = redis::cmd("VGETATTR")
-        .arg(t.keys().vectors("ada"))
-        .arg(&added.id)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    assert!(added.curated);
-    assert!(!attributes.contains("\"rc\""), "{attributes}");
-    // Its last voicing is its stance's own: read from `sa`.
-    assert!(!attributes.contains("\"lr\""), "{attributes}");
-    assert!(attributes.contains("\"cu\":true"), "{attributes}");
-    assert!(attributes.contains("\"u\":\"u1,u2\""), "{attributes}");
 
     let fetched = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     // Read back, it carries its strength after decay: just written, all but all of it.
@@ -163,6 +146,54 @@ async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
             "{user}"
         );
     }
+
+    // Retracted, it leaves the set, and its hash at {prefix}:persona_pref:{<persona>}:{id}
+    // (the persona's hash slot) holds the record with the original's fields (those holding
+    // their default left out) and its vector, parked for a restore.
+    let version = t
+        .retract_preference("ada", &added.id, "", WriteGuard::default())
+        .await
+        .unwrap();
+    assert!(version.is_some());
+    let raw: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
+        .arg(&key)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let text = |f: &str| String::from_utf8(raw[f].clone()).unwrap();
+    assert_eq!(text("id"), added.id);
+    assert_eq!(text("persona_id"), "ada");
+    assert_eq!(text("name"), "rainy days");
+    assert_eq!(text("active"), "0");
+    assert_eq!(text("related_user_ids"), r#"["u1","u2"]"#);
+    assert_eq!(text("related_user_ids_index"), "u1,u2");
+    assert_eq!(text("related_kg_uuids"), r#"["kg-1"]"#);
+    assert_eq!(text("triggering_user_id"), "user-1");
+    assert_eq!(text("triggering_message_id"), "msg-1");
+    assert_eq!(text("source_platform"), "discord");
+    assert_eq!(text("source_channel_id"), "chan-1");
+    assert_eq!(text("curated"), "1");
+    for default in [
+        "history_entries_dropped",
+        "reinforcements",
+        "evidence_users_dropped",
+        "inherited_from",
+        "baseline",
+    ] {
+        assert!(!raw.contains_key(default), "{default} is left out");
+    }
+    assert_eq!(
+        raw["embedding"].len(),
+        t.config.store.embedding_dims * 4,
+        "the vector, parked"
+    );
+    assert_eq!(
+        member("VISMEMBER", keys.vectors("ada"), added.id.clone()).await,
+        redis::Value::Int(0)
+    );
+    let retracted = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert!(!retracted.active);
+    assert_eq!(retracted.related_kg_uuids, added.related_kg_uuids);
 }
 
 #[tokio::test]
@@ -1021,6 +1052,86 @@ async fn ensure_index_is_idempotent() {
         "vectors live in the personas' vector sets, not in the shared index: {:?}",
         again.attributes
     );
+}
+
+/// With the opt-in full-text index every record keeps its hash too (RediSearch reads hashes)
+/// and its element holds injection's view only; without it an active record lives in its
+/// element alone. A deployment that turns the index off or on moves each record at its next
+/// write, and reads the same preference either way.
+#[tokio::test]
+async fn the_text_index_keeps_a_hash_for_every_record_and_without_it_an_active_one_has_none() {
+    let mut config = common::test_config("placement");
+    config.redis.text_index = true;
+    let t = TestStore::with_config(config.clone()).await;
+    let mut without = config.clone();
+    without.redis.text_index = false;
+    let plain = PreferenceStore::connect(&without.redis, &without.store)
+        .await
+        .unwrap();
+    let added = t
+        .add_preference(new_preference(
+            "ada",
+            "green tea",
+            "I love green tea.",
+            unit_vector(5),
+        ))
+        .await
+        .unwrap();
+    let key = t.preference_key("ada", &added.id);
+    let mut connection = t.connection();
+    let place = async |connection: &mut persona_prefs::store::RedisConnection| {
+        let hashes: i64 = redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(connection)
+            .await
+            .unwrap();
+        let attributes: String = redis::cmd("VGETATTR")
+            .arg(t.keys().vectors("ada"))
+            .arg(&added.id)
+            .query_async(connection)
+            .await
+            .unwrap();
+        let element: serde_json::Value = serde_json::from_str(&attributes).unwrap();
+        (hashes == 1, element.get("w").is_some())
+    };
+    // On a cluster there is no index (RediSearch 2.10 has no coordinator): no hash either.
+    let indexed = t.has_text_index();
+    assert_eq!(place(&mut connection).await, (indexed, !indexed));
+    plain
+        .reinforce_preference("ada", &added.id, WriteGuard::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        place(&mut connection).await,
+        (false, true),
+        "without the index: the element is the record"
+    );
+    let read_plain = plain
+        .get_preference("ada", &added.id)
+        .await
+        .unwrap()
+        .unwrap();
+    t.reinforce_preference("ada", &added.id, WriteGuard::default())
+        .await
+        .unwrap();
+    assert_eq!(place(&mut connection).await, (indexed, !indexed));
+    let read_indexed = t.get_preference("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(read_plain.reinforcement_count, 1);
+    assert_eq!(read_indexed.reinforcement_count, 2);
+    for read in [&read_plain, &read_indexed] {
+        assert_eq!(
+            (&read.name, &read.opinion, &read.stance, &read.created_at),
+            (
+                &added.name,
+                &added.opinion,
+                &added.stance,
+                &added.created_at
+            ),
+            "the same record, wherever it lives"
+        );
+        assert_eq!(read.provenance, added.provenance);
+        assert_eq!(read.related_kg_uuids, added.related_kg_uuids);
+    }
 }
 
 /// A persona's vector set made under another embedding size or quantisation refuses a write
@@ -1999,7 +2110,10 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     for id in &by_similarity {
         let own = attributes(dana.clone(), id.clone()).await;
         assert!(own.is_some(), "{id} carries attributes in dana's set");
-        assert_eq!(own, attributes(persona_set.clone(), id.clone()).await);
+        // What injection reads of the persona's element (which holds the whole record).
+        let whole = attributes(persona_set.clone(), id.clone()).await.unwrap();
+        let own: serde_json::Value = serde_json::from_str(&own.unwrap()).unwrap();
+        assert_eq!(own, common::injection_view(&whole), "{id}");
     }
     t.reinforce_preference("ada", &by_similarity[0], WriteGuard::default())
         .await
@@ -2014,9 +2128,12 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
         reinforced.as_deref().unwrap().contains("\"lr\":"),
         "{reinforced:?}"
     );
+    let whole = attributes(persona_set.clone(), by_similarity[0].clone())
+        .await
+        .unwrap();
     assert_eq!(
-        reinforced,
-        attributes(persona_set.clone(), by_similarity[0].clone()).await
+        serde_json::from_str::<serde_json::Value>(&reinforced.unwrap()).unwrap(),
+        common::injection_view(&whole)
     );
     assert_eq!(inject(3).await, from_the_sets);
     // A set built before its members carried attributes: the same answer, the hits'
@@ -2069,9 +2186,11 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     assert_eq!(members("eve").await, sorted(&eves));
     for id in by_similarity.iter().chain(&eves) {
         let set = if eves.contains(id) { &eve } else { &dana };
+        let own = attributes(set.clone(), id.clone()).await.unwrap();
+        let whole = attributes(persona_set.clone(), id.clone()).await.unwrap();
         assert_eq!(
-            attributes(set.clone(), id.clone()).await,
-            attributes(persona_set.clone(), id.clone()).await,
+            serde_json::from_str::<serde_json::Value>(&own).unwrap(),
+            common::injection_view(&whole),
             "{id} rebuilt with its attributes"
         );
     }

@@ -11,9 +11,9 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P:persona_pref:{ada}:<id>` | hash | one preference (the original system's fields) |
+//! | `P:persona_pref:{ada}:<id>` | hash | one retracted preference's record (the original system's fields) and its vector; an active one's record is its element's attributes in the vector set (`scripts/record.lua`), and it has a hash only with `redis.text_index` |
 //! | `P:persona_pref_ids:{ada}` | set | every preference id of the persona, retracted too |
-//! | `P:persona_pref_vectors:{ada}` | vector set | active preferences' topic vectors; attributes carry what injection and deciding read |
+//! | `P:persona_pref_vectors:{ada}` | vector set | active preferences' topic vectors; attributes carry each one's whole record (what injection and deciding read under one-letter names) |
 //! | `P:persona_pref_strongest:{ada}` | sorted set | active preference ids by strength |
 //! | `P:persona_pref_about:{ada}` | sorted set | `<user id>\0<preference id>` for active preferences about a user (lexicographic ranges) |
 //! | `P:persona_pref_about:{ada}:<user id>` | vector set | the same preferences of one user with their topic vectors (no attributes), for a user with at least [`USER_SET_MIN`]: injection's user pass searches it |
@@ -32,8 +32,15 @@
 //! persona id without braces; [`Keys::legacy_patterns`] finds them for `index migrate`.
 
 /// The layout this build reads and writes, as recorded in [`Keys::layout`]. A later layout
-/// change gives a new value, so a build never runs on memory it cannot read.
-pub const LAYOUT: &str = "persona-slots-1";
+/// change gives a new value, so a build never runs on memory it cannot read. Layout 2 keeps an
+/// active preference's record once, as its element's attributes in the vector set
+/// (`scripts/record.lua`), where layout 1 kept it in the hash too: a build of layout 1 would
+/// take those preferences for missing.
+pub const LAYOUT: &str = "persona-slots-2";
+
+/// The layout before [`LAYOUT`], which this build reads and `index migrate` brings forward
+/// (every preference resynced moves its record into place).
+pub const PREVIOUS_LAYOUT: &str = "persona-slots-1";
 
 /// The separator between user id and preference id in the `about` sorted set. User ids may not
 /// hold control characters (`validate::external_text`), so it never occurs inside one.

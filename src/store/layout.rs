@@ -8,7 +8,7 @@
 //! empty (or already migrated) memory, after one SCAN of every master, and by a migration
 //! that finished. From then on start-up reads one key.
 
-use super::keys::LAYOUT;
+use super::keys::{LAYOUT, PREVIOUS_LAYOUT};
 use super::{PreferenceStore, StoreError};
 
 impl PreferenceStore {
@@ -22,6 +22,17 @@ impl PreferenceStore {
             .await?;
         match recorded.as_deref() {
             Some(LAYOUT) => return Ok(()),
+            Some(PREVIOUS_LAYOUT) => {
+                return Err(StoreError::LayoutMismatch {
+                    reason: format!(
+                        "the memory under key prefix {:?} is in layout {PREVIOUS_LAYOUT:?}, which \
+                         kept each active preference's record twice. Stop every worker of the \
+                         earlier build, then run `persona-prefs index migrate` (it moves each \
+                         record into {LAYOUT:?}; add --dry-run to see what it would do)",
+                        self.key_prefix()
+                    ),
+                });
+            }
             Some(other) => {
                 return Err(StoreError::LayoutMismatch {
                     reason: format!(

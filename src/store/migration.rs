@@ -8,27 +8,39 @@ use super::query::{self};
 use super::record::field;
 use super::{PreferenceStore, StoreError, WriteGuard, scripts, validate};
 
-/// Copies each member's vector from the vector set (KEYS[1]) into its hash (KEYS[i + 1],
-/// ARGV[i]) when the hash exists and holds none. Returns how many were copied.
+/// Before a vector set that does not fit is dropped: each member's record and vector go to its
+/// hash (KEYS[i + 1], ARGV[i + 1]), where the resync that rebuilds the set finds them. A record
+/// kept in the set (`scripts/record.lua`) is written to the hash whole; a hash that holds a
+/// vector keeps it. ARGV[1] "1" to copy vectors ("0": a binary set's, not worth keeping).
+/// Returns how many vectors were copied.
 static PARK_VECTORS: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
+    redis::Script::new(concat!(
+        include_str!("scripts/record.lua"),
         r"
 local copied = 0
-for i, id in ipairs(ARGV) do
-  local key = KEYS[i + 1]
-  if redis.call('EXISTS', key) == 1 and redis.call('HEXISTS', key, 'embedding') == 0 then
-    local values = redis.call('VEMB', KEYS[1], id)
-    if values then
-      local parts = {}
-      for j, value in ipairs(values) do parts[j] = struct.pack('<f', tonumber(value)) end
-      redis.call('HSET', key, 'embedding', table.concat(parts))
-      copied = copied + 1
+for i = 2, #ARGV do
+  local id, key = ARGV[i], KEYS[i]
+  local record = load_record(key, KEYS[1])
+  if record then
+    if redis.call('EXISTS', key) == 0 then
+      local flat = {}
+      for name, value in pairs(record) do flat[#flat + 1] = name; flat[#flat + 1] = value end
+      redis.call('HSET', key, unpack(flat))
+    end
+    if not record.embedding and ARGV[1] == '1' then
+      local values = redis.call('VEMB', KEYS[1], id)
+      if values then
+        local parts = {}
+        for j, value in ipairs(values) do parts[j] = struct.pack('<f', tonumber(value)) end
+        redis.call('HSET', key, 'embedding', table.concat(parts))
+        copied = copied + 1
+      end
     end
   end
 end
 return copied
-",
-    )
+"
+    ))
 });
 
 /// A stored preference's topic and whether its vector fits the index (migration).
@@ -130,26 +142,30 @@ impl PreferenceStore {
         let mut pipe = redis::pipe();
         for id in preference_ids {
             let key = self.preference_key(persona_id, id);
-            pipe.cmd("HGET").arg(&key).arg(field::NAME);
             pipe.cmd("HSTRLEN").arg(&key).arg(field::EMBEDDING);
             pipe.cmd("VISMEMBER").arg(&vectors).arg(id);
         }
         let replies = connection
             .pipeline_for_key(&self.route_key(persona_id), &pipe)
             .await?;
+        let ids: Vec<&str> = preference_ids.iter().map(String::as_str).collect();
+        let records = self.record_fields(persona_id, &ids).await?;
         let dims = self.settings.store.embedding_dims;
         let set_fits = set_dims == Some(dims);
         let expected = (dims * 4) as i64;
         Ok(preference_ids
             .iter()
-            .zip(replies.chunks(3))
-            .map(|(id, triple)| EmbeddingStatus {
+            .zip(replies.chunks(2))
+            .zip(records)
+            .map(|((id, pair), record)| EmbeddingStatus {
                 persona_id: persona_id.to_string(),
                 preference_id: id.clone(),
                 key: self.preference_key(persona_id, id),
-                topic: query::value_to_string(&triple[0]),
-                fits: matches!(triple[1], Value::Int(length) if length == expected)
-                    || (set_fits && matches!(triple[2], Value::Int(1))),
+                topic: record
+                    .and_then(|mut fields| fields.remove(field::NAME))
+                    .unwrap_or_default(),
+                fits: matches!(pair[0], Value::Int(length) if length == expected)
+                    || (set_fits && matches!(pair[1], Value::Int(1))),
             })
             .collect())
     }
@@ -273,20 +289,27 @@ impl PreferenceStore {
         if fits {
             return Ok(false);
         }
-        // The set holds the only copy of its members' vectors: each goes to its hash first,
-        // where the resync that rebuilds the set finds it (a vector of another size is
-        // re-embedded from its topic instead). A binary set's copies are signs only, not worth
-        // keeping: those preferences are re-embedded too.
-        if get("quant-type").as_deref() != Some("bin") {
-            let ids = self.preference_ids(persona_id).await?;
-            for chunk in ids.chunks(200) {
-                let mut invocation = PARK_VECTORS.prepare_invoke();
-                invocation.key(&key);
-                for id in chunk {
-                    invocation.key(self.preference_key(persona_id, id));
-                }
-                let _: i64 = invocation.arg(chunk).invoke_async(&mut connection).await?;
+        // The set holds the only copy of its members' vectors, and of active preferences'
+        // records: each goes to its hash first, where the resync that rebuilds the set finds
+        // it (a vector of another size is re-embedded from its topic instead). A binary set's
+        // copies are signs only, not worth keeping: those preferences are re-embedded too.
+        let keep_vectors = if get("quant-type").as_deref() == Some("bin") {
+            "0"
+        } else {
+            "1"
+        };
+        let ids = self.preference_ids(persona_id).await?;
+        for chunk in ids.chunks(200) {
+            let mut invocation = PARK_VECTORS.prepare_invoke();
+            invocation.key(&key);
+            for id in chunk {
+                invocation.key(self.preference_key(persona_id, id));
             }
+            let _: i64 = invocation
+                .arg(keep_vectors)
+                .arg(chunk)
+                .invoke_async(&mut connection)
+                .await?;
         }
         // The users' vector sets were made under the same misfit configuration: the resync
         // rebuilds them with the persona's set.

@@ -9,7 +9,7 @@ use super::query::{self, persona_filter};
 use super::record::field;
 use super::{
     ListOptions, Preference, PreferenceStats, PreferenceStore, ScoredPreference, StoreError,
-    cosine, validate,
+    cosine, scripts, validate,
 };
 use crate::telemetry;
 
@@ -23,24 +23,14 @@ impl PreferenceStore {
     ) -> Result<Option<Preference>, StoreError> {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
-        let mut connection = self.connection.clone();
-        let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
-            .arg(self.preference_key(persona_id, preference_id))
-            .arg(&field::ALL_BUT_EMBEDDING[..])
-            .query_async(&mut connection)
-            .await?;
-        let fields: HashMap<String, Vec<u8>> = field::ALL_BUT_EMBEDDING
-            .iter()
-            .zip(values)
-            .filter_map(|(name, value)| value.map(|v| (name.to_string(), v)))
-            .collect();
-        if fields.is_empty() {
+        let Some(fields) = self
+            .record_fields(persona_id, &[preference_id])
+            .await?
+            .pop()
+            .flatten()
+        else {
             return Ok(None);
-        }
-        let fields: HashMap<String, String> = fields
-            .into_iter()
-            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
-            .collect();
+        };
         let preference = self.with_decay(Preference::from_fields(&fields)?);
         Ok((preference.persona_id == persona_id).then_some(preference))
     }
@@ -381,8 +371,41 @@ impl PreferenceStore {
             .collect())
     }
 
-    /// Whole records of one persona by id, in order, in one pipelined round trip; `None` for
-    /// an id whose hash is gone.
+    /// The whole records of `ids` (one persona), in order, wherever each lives
+    /// ([`scripts::READ`]), as field -> text; `None` for an id with none. One round trip per
+    /// 500 ids, so no one script holds Redis long.
+    pub async fn record_fields(
+        &self,
+        persona_id: &str,
+        ids: &[&str],
+    ) -> Result<Vec<Option<HashMap<String, String>>>, StoreError> {
+        let mut records = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let mut invocation = scripts::READ.prepare_invoke();
+            invocation.key(self.settings.keys.vectors(persona_id));
+            for id in chunk {
+                invocation.key(self.preference_key(persona_id, id));
+            }
+            let mut connection = self.connection.clone();
+            let replies: Vec<Vec<Vec<u8>>> = invocation.invoke_async(&mut connection).await?;
+            records.extend(replies.into_iter().map(|flat| {
+                (!flat.is_empty()).then(|| {
+                    flat.chunks(2)
+                        .filter_map(|pair| match pair {
+                            [name, value] => Some((
+                                String::from_utf8_lossy(name).into_owned(),
+                                String::from_utf8_lossy(value).into_owned(),
+                            )),
+                            _ => None,
+                        })
+                        .collect()
+                })
+            }));
+        }
+        Ok(records)
+    }
+
+    /// Whole records of one persona by id, in order; `None` for an id with no record.
     async fn preferences_by_id(
         &self,
         persona_id: &str,
@@ -391,33 +414,14 @@ impl PreferenceStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.cmd("HMGET")
-                .arg(self.preference_key(persona_id, id))
-                .arg(&field::ALL_BUT_EMBEDDING[..]);
-        }
-        let mut connection = self.connection.clone();
-        let replies = connection
-            .pipeline_for_key(&self.route_key(persona_id), &pipe)
-            .await?;
-        replies
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.record_fields(persona_id, &ids)
+            .await?
             .into_iter()
-            .map(|reply| {
-                let values: Vec<Option<Vec<u8>>> =
-                    redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
-                let fields: HashMap<String, String> = field::ALL_BUT_EMBEDDING
-                    .iter()
-                    .zip(values)
-                    .filter_map(|(name, value)| {
-                        value.map(|v: Vec<u8>| {
-                            (name.to_string(), String::from_utf8_lossy(&v).into_owned())
-                        })
-                    })
-                    .collect();
-                if fields.is_empty() {
+            .map(|fields| {
+                let Some(fields) = fields else {
                     return Ok(None);
-                }
+                };
                 let preference = self.with_decay(Preference::from_fields(&fields)?);
                 Ok((preference.persona_id == persona_id).then_some(preference))
             })

@@ -17,13 +17,17 @@
 //! longer held (the write is refused rather than racing a newer holder), and [`MISFIT`] when
 //! the persona's vector set does not fit the configuration (refused before anything is written).
 //!
-//! Each script writes the preference hash with a single `HSET` (RediSearch re-indexes the whole
-//! document on every write command), then brings the persona's structures in step with the
-//! hash in the same atomic step (`sync`): an active preference is in the vector set (with the
-//! attributes injection reads), in `strongest` by its strength, and in `about` and the user's
-//! own vector set (`KEYS[6]:<user>`: undeclared, as its name comes from the hash, but in the
-//! persona's hash slot) under each related user; a retracted one is in none of them. Reads
-//! come first, then writes.
+//! Each script reads a record once (`record.lua`: an active preference's whole record is its
+//! element's attributes in the persona's vector set, any other's is its hash), changes it, and
+//! writes it back where it then belongs in the same atomic step (`sync`, in `guard.lua`),
+//! bringing the persona's structures in step: an active preference is in the vector set (its
+//! attributes the record, which holds what injection reads under short names), in `strongest`
+//! by its strength, and in `about` and the user's own vector set (`KEYS[6]:<user>`:
+//! undeclared, as its name comes from the record, but in the persona's hash slot) under each
+//! related user; a retracted one is in none of them, and its hash holds the record and its
+//! vector. `ARGV[4]` carries " hash" after the quantisation when every record keeps its hash
+//! too (the opt-in full-text index, which RediSearch builds from hashes). Reads come first,
+//! then writes.
 
 use std::sync::LazyLock;
 
@@ -40,15 +44,20 @@ pub const EFFECT: &str = "EFFECT";
 /// The error code [`APPLY`] answers with when the record changed since its timeline was read.
 pub const CONFLICT: &str = "CONFLICT";
 
-/// A write script: `scripts/guard.lua` (the lock check, the vector set's fit, effect records,
-/// list helpers and `sync`), then the script's own file. Each script short-circuits on its own
-/// effect record, because what it answers then differs.
+/// A write script: `scripts/record.lua` (where a record lives and its encodings),
+/// `scripts/guard.lua` (the lock check, the vector set's fit, effect records, list helpers and
+/// `sync`), then the script's own file. Each script short-circuits on its own effect record,
+/// because what it answers then differs.
 macro_rules! write_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(
-                &concat!(include_str!("scripts/guard.lua"), include_str!($file))
-                    .replace("USER_SET_MIN", &super::keys::USER_SET_MIN.to_string()),
+                &concat!(
+                    include_str!("scripts/record.lua"),
+                    include_str!("scripts/guard.lua"),
+                    include_str!($file)
+                )
+                .replace("USER_SET_MIN", &super::keys::USER_SET_MIN.to_string()),
             )
         })
     };
@@ -131,6 +140,17 @@ pub static RESYNC: LazyLock<Script> = write_script!("scripts/resync.lua");
 /// [`super::keys::USER_SET_MIN`] preferences. `KEYS[1]` names no preference. ARGV[6..] the
 /// users. Returns how many users it settled.
 pub static SETTLE_USERS: LazyLock<Script> = write_script!("scripts/settle_users.lua");
+
+/// Reads whole records, wherever each lives (`scripts/record.lua`: the element's attributes
+/// of an active preference, else its hash). `KEYS[1]` the persona's vector set, `KEYS[2..]`
+/// preference keys of that persona. Returns, for each preference key in order, its fields as
+/// flat `name, value` pairs (the vector left out), empty for none.
+pub static READ: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("scripts/record.lua"),
+        include_str!("scripts/read.lua")
+    ))
+});
 
 /// Injection's three passes in one round trip, over one persona's own structures only.
 /// How far the injection script walks down a persona's `strongest` for its residents when

@@ -33,14 +33,6 @@ pub struct StoredTimeline {
     pub revision: String,
 }
 
-/// Fields read with a timeline: the record (for a baseline) and the timeline's own.
-const TIMELINE_FIELDS: [&str; 4] = [
-    field::VOICINGS,
-    field::BASELINE,
-    field::VOICED_FROM,
-    field::REV,
-];
-
 impl PreferenceStore {
     /// The rules' numbers, from `store.*`.
     pub fn timeline_rules(&self) -> TimelineRules {
@@ -100,27 +92,14 @@ impl PreferenceStore {
     ) -> Result<Option<StoredTimeline>, StoreError> {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
-        let names: Vec<&str> = field::ALL_BUT_EMBEDDING
-            .iter()
-            .chain(TIMELINE_FIELDS.iter())
-            .copied()
-            .collect();
-        let mut connection = self.connection.clone();
-        let values: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
-            .arg(self.preference_key(persona_id, preference_id))
-            .arg(&names)
-            .query_async(&mut connection)
-            .await?;
-        let fields: std::collections::HashMap<String, String> = names
-            .iter()
-            .zip(values)
-            .filter_map(|(name, value)| {
-                value.map(|v| (name.to_string(), String::from_utf8_lossy(&v).into_owned()))
-            })
-            .collect();
-        if fields.is_empty() {
+        let Some(fields) = self
+            .record_fields(persona_id, &[preference_id])
+            .await?
+            .pop()
+            .flatten()
+        else {
             return Ok(None);
-        }
+        };
         let record = Preference::from_fields(&fields)?;
         if record.persona_id != persona_id {
             return Ok(None);

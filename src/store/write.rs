@@ -297,6 +297,17 @@ impl PreferenceStore {
         Ok(reply)
     }
 
+    /// `ARGV[4]` of a write script: the vector set's quantisation, and " hash" when every
+    /// record keeps its hash (the full-text index reads hashes; `scripts/record.lua`).
+    pub(super) fn record_placement(&self) -> String {
+        let quantisation = self.settings.store.vector_quantisation.vadd_option();
+        if self.has_text_index() {
+            format!("{quantisation} hash")
+        } else {
+            quantisation.to_string()
+        }
+    }
+
     /// A write script's invocation with the shared keys and arguments (see `scripts.rs`).
     pub(super) fn invocation<'s>(
         &self,
@@ -334,7 +345,7 @@ impl PreferenceStore {
             // at least as long as events and dead letters are kept; 0 = for ever).
             .arg(config.effect_ttl_hours * 3600)
             .arg(guard.lock.map(LockToken::token).unwrap_or_default())
-            .arg(config.vector_quantisation.vadd_option())
+            .arg(self.record_placement())
             .arg(config.embedding_dims * 4);
         Ok(invocation)
     }

@@ -445,3 +445,61 @@ impl Drop for Children {
         }
     }
 }
+
+/// Rewrites one persona's memory as layout 1 (`persona-slots-1`) kept it: each active
+/// preference's record in its hash as well, its vector-set element holding only what
+/// injection reads; then records that layout. For migration tests.
+pub async fn as_previous_layout(store: &PreferenceStore, persona_id: &str) {
+    let mut connection = store.connection();
+    let ids = store.preference_ids(persona_id).await.unwrap();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let records = store.record_fields(persona_id, &id_refs).await.unwrap();
+    let vectors = store.keys().vectors(persona_id);
+    for (id, record) in ids.iter().zip(records) {
+        let record = record.expect("a listed preference has a record");
+        let key = store.preference_key(persona_id, id);
+        let mut hset = redis::cmd("HSET");
+        hset.arg(&key);
+        for (name, value) in &record {
+            hset.arg(name).arg(value);
+        }
+        let _: i64 = hset.query_async(&mut connection).await.unwrap();
+        let attributes: Option<String> = redis::cmd("VGETATTR")
+            .arg(&vectors)
+            .arg(id)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        if let Some(attributes) = attributes {
+            let _: redis::Value = redis::cmd("VSETATTR")
+                .arg(&vectors)
+                .arg(id)
+                .arg(injection_view(&attributes).to_string())
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+        }
+    }
+    let _: () = redis::cmd("SET")
+        .arg(store.keys().layout())
+        .arg(persona_prefs::store::keys::PREVIOUS_LAYOUT)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+}
+
+/// What injection reads of a vector-set element's attributes (`VectorAttributes`): the element
+/// of an active preference holds its whole record besides.
+pub fn injection_view(attributes: &str) -> serde_json::Value {
+    let whole: serde_json::Value = serde_json::from_str(attributes).unwrap();
+    whole
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| {
+            ["n", "o", "c", "s", "st", "sa", "lr", "u", "rc", "cu"].contains(&name.as_str())
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}

@@ -1,5 +1,5 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local h = redis.call('HMGET', KEYS[1], 'id', 'rev', 'related_user_ids')
+if not load_record(KEYS[1], KEYS[4]) then return nil end
+local h = record_fields(KEYS[1], KEYS[4], 'id', 'rev', 'related_user_ids')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end
 if done then return {0, h[1]} end

@@ -1,5 +1,5 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'evidence_user_ids',
+if not load_record(KEYS[1], KEYS[4]) then return nil end
+local h = record_fields(KEYS[1], KEYS[4], 'id', 'name', 'opinion', 'strength', 'evidence_user_ids',
   'evolution_history', 'evidence_users_dropped', 'history_entries_dropped', 'stance', 'active',
   'version', 'reinforcement_count')
 local log = decode_list(h[6])

@@ -1,5 +1,10 @@
--- Shared by every write script (scripts.rs): the lock check, the vector set's fit, effect
--- records, list helpers and `sync`, which keeps the persona's structures in step with a hash.
+-- Shared by every write script (scripts.rs), after record.lua: the lock check, the vector
+-- set's fit, effect records, list helpers and `sync`, which writes a record back where it
+-- belongs and keeps the persona's structures in step with it.
+-- ARGV[4] is the quantisation, then " hash" when every record keeps its hash (record.lua).
+local QUANTISATION, KEEP_HASH = string.match(ARGV[4], '^(%S+)(.*)$')
+KEEP_HASH = KEEP_HASH ~= ''
+local VECTOR_BYTES = tonumber(ARGV[5])
 if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
   return redis.error_reply('FENCED lock no longer held')
 end
@@ -14,7 +19,7 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
     if text(info[i]) == 'quant-type' then quantisation = text(info[i + 1]) end
     if text(info[i]) == 'vector-dim' then dims = tonumber(text(info[i + 1])) end
   end
-  local expected = ({Q8 = 'int8', NOQUANT = 'f32', BIN = 'bin'})[ARGV[4]]
+  local expected = ({Q8 = 'int8', NOQUANT = 'f32', BIN = 'bin'})[QUANTISATION]
   if dims == nil or dims * 4 ~= tonumber(ARGV[5]) or quantisation ~= expected then
     return redis.error_reply('MISFIT vector set ' .. KEYS[4] .. ' holds ' .. tostring(dims) ..
       '-dim ' .. tostring(quantisation) .. ' vectors, the configuration ' .. (tonumber(ARGV[5]) / 4) ..
@@ -46,15 +51,6 @@ local function applied_to(id)
       ', not ' .. tostring(id))
   end
   return existing
-end
-local function decode_list(raw)
-  if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
-  return cjson.decode(raw)
-end
--- cjson writes an empty table as {}, so empty lists are written by hand.
-local function encode_list(list)
-  if #list == 0 then return '[]' end
-  return cjson.encode(list)
 end
 -- The newest `cap` entries of a list, in order (one pass, whatever the list's length).
 local function newest(list, cap)
@@ -104,7 +100,8 @@ end
 -- (`APPLY`) is refused rather than lost over this write.
 local function with_next_rev(fields, key)
   fields[#fields + 1] = 'rev'
-  fields[#fields + 1] = tostring((tonumber(redis.call('HGET', key or KEYS[1], 'rev')) or 0) + 1)
+  local r = load_record(key or KEYS[1], KEYS[4])
+  fields[#fields + 1] = tostring((tonumber(r and r.rev) or 0) + 1)
 end
 -- A curation or an erasure fixes the preference's past (model::timeline): what ingest replayed
 -- is replaced by this write, so its voicings go, and a voicing from before `now` that arrives
@@ -118,33 +115,44 @@ end
 -- second FP32 copy in the hash doubled what a preference costs (issue 32). The hash holds one
 -- only while the preference is out of the set (retracted, parked there by `sync` so a restore
 -- has it back) or does not fit it (awaiting migration). A write's new vector is held here
--- between `write_record` and `sync`, so the hash never holds it even briefly: Redis never
--- turns a hash back into its compact encoding once a large value has been in it.
+-- between `write_record` and `sync`.
 local written_vectors = {}
--- Fields left out of the hash while they hold their default, which every reader takes a missing
--- field for (`Preference::from_fields`, the timeline, these scripts): most preferences have
--- no related users, no history, no reinforcements yet, so their names and empty values were
--- about 200 of a hash's 1 300 bytes (measured on the demo's records, issue 32). Not
+-- Fields left out of a record while they hold their default, which every reader takes a
+-- missing field for (`Preference::from_fields`, the timeline, these scripts): most preferences
+-- have no related users, no history, no reinforcements yet, so their names and empty values
+-- were about 200 of a hash's 1 300 bytes (measured on the demo's records, issue 32). Not
 -- `reinforcement_count`: a history entry tells a count of 0 from an unknown one.
 local DEFAULT_VALUES = {related_user_ids = '[]', related_user_ids_index = '',
   related_kg_uuids = '[]', evidence_user_ids = '[]', evidence_users_dropped = '0',
   evolution_history = '[]', history_entries_dropped = '0', inherited_from = '', curated = '0',
-  reinforcements = '[]', baseline = ''}
+  reinforcements = '[]', baseline = '', voicings = ''}
+-- Changes the record of `key` (a new one when there is none); `sync` writes it back, where it
+-- belongs, so each write script ends in `sync` for every record it wrote.
 local function write_record(fields, key)
   key = key or KEYS[1]
-  local kept, defaults = {}, {}
+  local r = load_record(key, KEYS[4])
+  if not r then
+    r = {}
+    loaded_records[key] = r
+  end
   for i = 1, #fields, 2 do
     local name, value = fields[i], fields[i + 1]
     if name == 'embedding' then
       written_vectors[key] = value
     elseif DEFAULT_VALUES[name] == value then
-      defaults[#defaults + 1] = name
+      r[name] = nil
     else
-      kept[#kept + 1] = name; kept[#kept + 1] = value
+      r[name] = value
     end
   end
-  if #kept > 0 then redis.call('HSET', key, unpack(kept)) end
-  if #defaults > 0 then redis.call('HDEL', key, unpack(defaults)) end
+end
+-- Writes record `r` as the hash of `key`, replacing what was there (a field back at its
+-- default goes with it).
+local function write_hash(key, r)
+  redis.call('DEL', key)
+  local flat = {}
+  for name, value in pairs(r) do flat[#flat + 1] = name; flat[#flat + 1] = value end
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
 end
 -- The vector set's copy of a member, as FP32 bytes (dequantised: a Q8 copy comes back within
 -- about 0.002 per component, cosine 0.99999 to the original).
@@ -168,8 +176,8 @@ local function about_vectors(user) return KEYS[6] .. ':' .. user end
 -- one by one until a resync rebuilds it, never a wrong or partial answer.
 local function add_about_vector(user, id, vector, attributes)
   local key = about_vectors(user)
-  attributes = attributes or redis.call('VGETATTR', KEYS[4], id) or ''
-  local added = redis.pcall('VADD', key, 'FP32', vector, id, ARGV[4], 'M', 8, 'SETATTR', attributes)
+  attributes = attributes or view_of_attributes(redis.call('VGETATTR', KEYS[4], id)) or ''
+  local added = redis.pcall('VADD', key, 'FP32', vector, id, QUANTISATION, 'M', 8, 'SETATTR', attributes)
   if type(added) == 'table' and added.err then redis.call('DEL', key) end
 end
 -- Whether every member of a user's set carries its attributes (a set built before they were
@@ -206,21 +214,21 @@ local function settle_about_vectors(user, rebuild)
     end
   end
 end
--- Brings the persona's structures in step with the hash of preference `id` after a write:
--- `old_users` are the related users before the write (their about-entries go). A vector this
--- write gave (`write_record`) goes into the vector set.
+-- Writes the record of preference `id` (`key`) back where it belongs (record.lua) and brings
+-- the persona's structures in step with it after a write: `old_users` are the related users
+-- before the write (their about-entries go). A vector this write gave (`write_record`) goes
+-- into the vector set.
 local function sync(id, old_users, key)
   key = key or KEYS[1]
-  local h = redis.call('HMGET', key, 'active', 'name', 'opinion', 'category', 'strength',
-    'stance', 'stance_at', 'related_user_ids', 'embedding', 'last_reinforced',
-    'reinforcement_count', 'curated')
+  local r = load_record(key, KEYS[4])
+  if not r then return end
   -- The vector to place: this write's, else one parked in the hash (or kept there by an
   -- earlier layout).
   local written = written_vectors[key]
-  local vector = written or h[9]
-  local fits = vector and #vector == tonumber(ARGV[5])
+  local vector = written or r.embedding
+  local fits = vector and #vector == VECTOR_BYTES
   redis.call('SADD', KEYS[7], id)
-  local users = decode_list(h[8])
+  local users = decode_list(r.related_user_ids)
   local current = {}
   for _, user in ipairs(users) do current[user] = true end
   for _, user in ipairs(old_users) do
@@ -231,41 +239,31 @@ local function sync(id, old_users, key)
     end
   end
   local member = redis.call('VISMEMBER', KEYS[4], id) == 1
-  local searchable = member
-  if h[1] == '1' or h[1] == 'true' then
-    local strength = tonumber(h[5]) or 0
-    local attributes = {n = h[2] or '', o = h[3] or '', c = h[4] or '', s = strength,
-      st = h[6] or '', sa = h[7] or ''}
-    -- Fields at their default are left out, as in the hash (every reader, `VectorAttributes`,
-    -- takes a missing one for it): about 24 bytes of each element. The last voicing is left
-    -- out while it is the stance's own (not reinforced since): a missing `lr` reads as `sa`,
-    -- here and in the injection script's walk, about 35 bytes more.
-    if (h[10] or '') ~= attributes.sa then attributes.lr = h[10] or '' end
-    if #users > 0 then attributes.u = table.concat(users, ',') end
-    local reinforcements = tonumber(h[11]) or 0
-    if reinforcements ~= 0 then attributes.rc = reinforcements end
-    if h[12] == '1' then attributes.cu = true end
-    attributes = cjson.encode(attributes)
-    if written or not member then
-      if fits then
-        redis.call('VADD', KEYS[4], 'FP32', vector, id, ARGV[4], 'SETATTR', attributes)
-        searchable = true
-      else
-        -- A vector that does not fit (data awaiting migration) is not searchable; the hash
-        -- keeps it for the migration to see.
-        if member then redis.call('VREM', KEYS[4], id) end
-        if written then redis.call('HSET', key, 'embedding', written) end
-        searchable = false
-      end
+  if r.active == '1' or r.active == 'true' then
+    -- In the set after this write: a member keeps its place unless this write gave a new
+    -- vector; otherwise only a vector that fits goes in. One that does not (data awaiting
+    -- migration) is not searchable; the hash keeps it for the migration to see.
+    local stays = member and not written
+    local searchable = stays or fits
+    local attributes = cjson.encode(injection_view(r))
+    local element = attributes
+    if searchable and not KEEP_HASH then element = cjson.encode(whole_attributes(r)) end
+    if stays then
+      redis.call('VSETATTR', KEYS[4], id, element)
+    elseif fits then
+      redis.call('VADD', KEYS[4], 'FP32', vector, id, QUANTISATION, 'SETATTR', element)
+    elseif member then
+      redis.call('VREM', KEYS[4], id)
+    end
+    if searchable and not KEEP_HASH then
+      redis.call('DEL', key)
     else
-      redis.call('VSETATTR', KEYS[4], id, attributes)
+      -- The vector is in the set now (added above, or already a member): the hash's copy
+      -- (parked, or an earlier layout's) goes.
+      if searchable then r.embedding = nil else r.embedding = vector end
+      write_hash(key, r)
     end
-    -- A vector that fits is in the set now (added above, or already a member): the hash's
-    -- copy (parked, or an earlier layout's) goes.
-    if h[9] and fits then
-      redis.call('HDEL', key, 'embedding')
-    end
-    redis.call('ZADD', KEYS[5], strength, id)
+    redis.call('ZADD', KEYS[5], tonumber(r.strength) or 0, id)
     for _, user in ipairs(users) do
       redis.call('ZADD', KEYS[6], 0, user .. '\0' .. id)
       -- A user's set gets the vector when the write gave one, or when the member is missing
@@ -285,12 +283,13 @@ local function sync(id, old_users, key)
       settle_about_vectors(user, false)
     end
   else
-    -- Out of the set: the hash keeps the vector, so a restore can put it back.
+    -- Out of the set: the hash keeps the record and the vector, so a restore can put it back.
     if written then
-      redis.call('HSET', key, 'embedding', written)
-    elseif member and not h[9] then
-      redis.call('HSET', key, 'embedding', vector_from_set(id))
+      r.embedding = written
+    elseif member and not r.embedding then
+      r.embedding = vector_from_set(id)
     end
+    write_hash(key, r)
     redis.call('VREM', KEYS[4], id)
     redis.call('ZREM', KEYS[5], id)
     for _, user in ipairs(users) do

@@ -1,9 +1,9 @@
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[8]) == 0 then return nil end
+if not load_record(KEYS[1], KEYS[4]) or not load_record(KEYS[8], KEYS[4]) then return nil end
 local names = {'id', 'name', 'opinion', 'strength', 'stance', 'active', 'reinforcement_count',
   'evidence_user_ids', 'reinforcements', 'evolution_history', 'history_entries_dropped', 'version',
   'related_user_ids', 'created_at', 'evidence_users_dropped', 'last_reinforced'}
 local function read(key)
-  local values = redis.call('HMGET', key, unpack(names))
+  local values = record_fields(key, KEYS[4], unpack(names))
   local record = {}
   for i, name in ipairs(names) do record[name] = values[i] end
   return record

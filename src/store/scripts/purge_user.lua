@@ -1,6 +1,6 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+if not load_record(KEYS[1], KEYS[4]) then return nil end
 local user, pseudonym = ARGV[6], ARGV[7]
-local h = redis.call('HMGET', KEYS[1], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength', 'reinforcement_count', 'voicings', 'baseline', 'name')
+local h = record_fields(KEYS[1], KEYS[4], 'related_user_ids', 'evidence_user_ids', 'triggering_user_id', 'active', 'opinion', 'evolution_history', 'reinforcements', 'id', 'evidence_users_dropped', 'history_entries_dropped', 'version', 'stance', 'strength', 'reinforcement_count', 'voicings', 'baseline', 'name')
 -- Texts that quote the user id (the opinion, the topic, every past version's, the reasons)
 -- get the pseudonym too, where the id stands as a word of its own. Ids under 3 characters or
 -- of digits only are left in texts: there they are far likelier a number or a word than the
@@ -81,7 +81,7 @@ end
 -- The timeline (model::timeline) quotes each voicing's users; it is not rewritten piece by
 -- piece: the erasure fixes the preference's past below, which drops it whole.
 local function names_user(raw)
-  -- HMGET answers false for a field the hash does not have.
+  -- record_fields answers false for a field the record does not have.
   return type(raw) == 'string' and raw ~= '' and string.find(raw, cjson.encode(user), 1, true) ~= nil
 end
 -- The timeline quotes what was said too: any mention of the id there drops it.

@@ -1,5 +1,5 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'strength', 'reinforcement_count',
+if not load_record(KEYS[1], KEYS[4]) then return nil end
+local h = record_fields(KEYS[1], KEYS[4], 'id', 'name', 'strength', 'reinforcement_count',
   'evidence_user_ids', 'reinforcements', 'evidence_users_dropped')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end

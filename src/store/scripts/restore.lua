@@ -1,5 +1,5 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'strength', 'stance', 'active',
+if not load_record(KEYS[1], KEYS[4]) then return nil end
+local h = record_fields(KEYS[1], KEYS[4], 'id', 'name', 'opinion', 'strength', 'stance', 'active',
   'evolution_history', 'history_entries_dropped', 'version', 'reinforcement_count')
 local log = decode_list(h[7])
 local dropped = tonumber(h[8]) or 0

@@ -1,4 +1,4 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if not load_record(KEYS[1], KEYS[4]) then
   return 0
 end
 sync(ARGV[6], {})

@@ -1,5 +1,5 @@
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local h = redis.call('HMGET', KEYS[1], 'id', 'name', 'opinion', 'evolution_history',
+if not load_record(KEYS[1], KEYS[4]) then return nil end
+local h = record_fields(KEYS[1], KEYS[4], 'id', 'name', 'opinion', 'evolution_history',
   'history_entries_dropped', 'stance', 'strength', 'active', 'version', 'reinforcement_count')
 local done = applied_to(h[1])
 if type(done) == 'table' then return done end

@@ -1,0 +1,145 @@
+-- Where a preference's record lives, and its two encodings (shared by every write script and
+-- by READ; scripts.rs). An active preference whose vector is in the persona's vector set keeps
+-- its whole record once, as its element's attributes there (issue 32: the hash beside it held
+-- every field a second time, about 1 000 bytes a preference). Any other (retracted, or with a
+-- vector that does not fit the set, awaiting migration) keeps it in its hash, with its vector
+-- parked there. With the opt-in full-text index the hash is kept for every preference, since
+-- RediSearch indexes hashes only. Wherever both exist, the hash is the record.
+local function decode_list(raw)
+  if not raw or raw == '' or raw == '[]' or raw == '{}' then return {} end
+  return cjson.decode(raw)
+end
+-- cjson writes an empty table as {}, so empty lists are written by hand.
+local function encode_list(list)
+  if #list == 0 then return '[]' end
+  return cjson.encode(list)
+end
+-- A preference key is `<prefix>:persona_pref:{<persona>}:<id>`: neither the prefix nor a
+-- persona id holds a brace (keys.rs), so the first "}:" ends the persona.
+local function id_of_key(key)
+  return string.sub(key, (string.find(key, '}:', 1, true)) + 2)
+end
+local function persona_of_key(key)
+  return string.match(key, '{([^}]*)}')
+end
+-- The record's fields beyond what injection reads, by their short names in an element's
+-- attributes. A field not named here (one of an earlier system) goes under `x` by its own
+-- name, so nothing a hash held is lost on the way in.
+local SHORT_NAMES = {triggering_user_id = 'tu', triggering_message_id = 'tm',
+  persona_message_id = 'pm', source_platform = 'sp', source_channel_id = 'sc',
+  related_kg_uuids = 'kg', evidence_user_ids = 'eu', evolution_history = 'eh', created_at = 'ca',
+  reinforcements = 'rf', evidence_users_dropped = 'ed', history_entries_dropped = 'hd',
+  version = 'v', inherited_from = 'if', voicings = 'vo', baseline = 'bl', voiced_from = 'vf',
+  rev = 'rv'}
+local LONG_NAMES = {}
+for long, short in pairs(SHORT_NAMES) do LONG_NAMES[short] = long end
+-- Fields an element's attributes say in injection's own terms (`injection_view`), or that
+-- its key says (id, persona), or that being in the set says (active); never copied as such.
+local VIEWED = {id = true, persona_id = true, active = true, embedding = true, name = true,
+  opinion = true, category = true, strength = true, stance = true, stance_at = true,
+  last_reinforced = true, related_user_ids = true, related_user_ids_index = true,
+  reinforcement_count = true, curated = true}
+-- What injection and deciding read of an active record (`VectorAttributes` in record.rs):
+-- topic, opinion, category, strength, stance and when, the last voicing, related users, the
+-- current version's reinforcements, curated. Fields at their default are left out (every
+-- reader takes a missing one for it): no related users, never reinforced, not curated, and the
+-- last voicing while it is the stance's own (a missing `lr` reads as `sa`).
+local function injection_view(r)
+  local strength = tonumber(r.strength) or 0
+  local view = {n = r.name or '', o = r.opinion or '', c = r.category or '', s = strength,
+    st = r.stance or '', sa = r.stance_at or ''}
+  if (r.last_reinforced or '') ~= view.sa then view.lr = r.last_reinforced or '' end
+  local users = decode_list(r.related_user_ids)
+  if #users > 0 then view.u = table.concat(users, ',') end
+  local reinforcements = tonumber(r.reinforcement_count) or 0
+  if reinforcements ~= 0 then view.rc = reinforcements end
+  if r.curated == '1' then view.cu = true end
+  return view
+end
+-- The whole record as an element's attributes: injection's view, the other fields by short
+-- name, and `w` marking it whole. Exactness: a strength whose 14-digit number does not give
+-- back its text is kept as text too (`S`); a record without a reinforcement count says so
+-- (`rn`), since a history entry tells an unknown count from 0.
+local function whole_attributes(r)
+  local a = injection_view(r)
+  a.w = 1
+  if r.strength and tostring(a.s) ~= r.strength then a.S = r.strength end
+  if r.reinforcement_count == nil then a.rn = 1 end
+  for name, value in pairs(r) do
+    if not VIEWED[name] then
+      local short = SHORT_NAMES[name]
+      if short then
+        a[short] = value
+      else
+        a.x = a.x or {}
+        a.x[name] = value
+      end
+    end
+  end
+  return a
+end
+-- The record an element's whole attributes hold (nil for attributes that are a view only).
+local function record_from_attributes(raw, key)
+  local ok, a = pcall(cjson.decode, raw)
+  if not ok or type(a) ~= 'table' or a.w == nil then return nil end
+  local r = {id = id_of_key(key), persona_id = persona_of_key(key), active = '1'}
+  local function text(value) if value ~= nil and value ~= '' then return value end return nil end
+  r.name, r.opinion, r.category = text(a.n), text(a.o), text(a.c)
+  r.strength = a.S or (a.s ~= nil and tostring(a.s)) or nil
+  r.stance, r.stance_at = text(a.st), text(a.sa)
+  r.last_reinforced = text(a.lr or a.sa)
+  if a.u and a.u ~= '' then
+    local users = {}
+    for user in string.gmatch(a.u, '[^,]+') do users[#users + 1] = user end
+    r.related_user_ids = encode_list(users)
+    r.related_user_ids_index = a.u
+  end
+  if not a.rn then r.reinforcement_count = tostring(a.rc or 0) end
+  if a.cu then r.curated = '1' end
+  for short, value in pairs(a) do
+    local long = LONG_NAMES[short]
+    if long then r[long] = value end
+  end
+  if type(a.x) == 'table' then
+    for name, value in pairs(a.x) do r[name] = value end
+  end
+  return r
+end
+-- Injection's view of raw attributes (a user's own set copies only that).
+local function view_of_attributes(raw)
+  if not raw or raw == '' then return raw end
+  local ok, a = pcall(cjson.decode, raw)
+  if not ok or type(a) ~= 'table' or a.w == nil then return raw end
+  local view = {}
+  for _, name in ipairs({'n', 'o', 'c', 's', 'st', 'sa', 'lr', 'u', 'rc', 'cu'}) do view[name] = a[name] end
+  return cjson.encode(view)
+end
+-- Records read in this script, by key (false: none), so every read and write of one
+-- preference sees one record, and `sync` writes it back where it belongs.
+local loaded_records = {}
+local function load_record(key, vectors)
+  local cached = loaded_records[key]
+  if cached ~= nil then return cached end
+  local record = false
+  local flat = redis.call('HGETALL', key)
+  if #flat > 0 then
+    record = {}
+    for i = 1, #flat, 2 do record[flat[i]] = flat[i + 1] end
+  else
+    local raw = redis.call('VGETATTR', vectors, id_of_key(key))
+    if raw then record = record_from_attributes(raw, key) or false end
+  end
+  loaded_records[key] = record
+  return record
+end
+-- The record's fields in the order named, as HMGET answers (false for a missing one).
+local function record_fields(key, vectors, ...)
+  local r = load_record(key, vectors)
+  local values = {}
+  for i, name in ipairs({...}) do
+    local value = r and r[name]
+    if value == nil then value = false end
+    values[i] = value
+  end
+  return values
+end
