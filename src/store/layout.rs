@@ -108,17 +108,22 @@ pub fn listpack_advice(node: &str, value: Option<u64>) -> Option<String> {
     let value = value?;
     (value < COMPACT_HASH_VALUE_BYTES).then(|| {
         format!(
-            "Redis {node} has hash-max-listpack-value {value}: preference hashes outgrow it and \
-             take about 1 200 bytes more each (about twice the hash). Set it to 1024 in \
-             redis.conf (docs/CAPACITY.md)"
+            "Redis {node} has hash-max-listpack-value {value}: with redis.text_index on, \
+             preference hashes outgrow it and take about 1 200 bytes more each (about twice \
+             the hash). Set it to 1024 in redis.conf (docs/CAPACITY.md)"
         )
     })
 }
 
 impl PreferenceStore {
     /// Advice on the masters' memory settings (see [`listpack_advice`]); empty when they are
-    /// fine or cannot be read.
+    /// fine or cannot be read, and without the full-text index, where an active preference
+    /// has no hash (`scripts/record.lua`) and a retracted one's holds its vector, over any
+    /// sensible limit anyway.
     pub async fn memory_settings_advice(&self) -> Vec<String> {
+        if !self.has_text_index() {
+            return Vec::new();
+        }
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("CONFIG");
         command.arg("GET").arg("hash-max-listpack-value");

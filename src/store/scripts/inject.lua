@@ -135,6 +135,15 @@ local function days_of(text)
   local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
   return era * 146097 + doe - 719468 + seconds / 86400
 end
+-- The text of the JSON string field that `opening` (`"name":"`) starts, or nil.
+local function time_field(attributes, opening)
+  local at = string.find(attributes, opening, 1, true)
+  if not at then return nil end
+  local from = at + #opening
+  local to = string.find(attributes, '"', from, true)
+  if not to then return nil end
+  return string.sub(attributes, from, to - 1)
+end
 if n > 0 and half_life <= 0 then
   for _, id in ipairs(redis.call('ZREVRANGE', KEYS[2], 0, n - 1)) do
     strongest[#strongest + 1] = id
@@ -156,10 +165,11 @@ elseif n > 0 then
       if #kept >= n and stored < kept[n][2] then done = true; break end
       local attributes = redis.call('VGETATTR', KEYS[1], id) or ''
       local decayed = stored
-      -- The times are read by pattern, not by decoding the whole attributes: an escaped quote
-      -- inside another field cannot look like `"lr":"`.
-      local voiced = string.match(attributes, '"lr":"([^"]*)"')
-      if not voiced or voiced == '' then voiced = string.match(attributes, '"sa":"([^"]*)"') end
+      -- The times are read by a plain search, not by decoding the attributes (an element's
+      -- are its whole record, several hundred bytes; a pattern tried at every byte cost about
+      -- 8 µs an entry): an escaped quote inside another field cannot look like `"lr":"`.
+      local voiced = time_field(attributes, '"lr":"')
+      if not voiced or voiced == '' then voiced = time_field(attributes, '"sa":"') end
       local t = days_of(voiced)
       if t then decayed = stored * 0.5 ^ (math.max(now - t, 0) / half_life) end
       if #kept < n or better({id, decayed}, kept[#kept]) then
