@@ -14,7 +14,7 @@ use super::{
 use crate::telemetry;
 
 impl PreferenceStore {
-    /// One preference, or `None`. A record whose hash says it belongs to another persona is
+    /// One preference, or `None`. A record that says it belongs to another persona is
     /// treated as not found.
     pub async fn get_preference(
         &self,
@@ -23,12 +23,7 @@ impl PreferenceStore {
     ) -> Result<Option<Preference>, StoreError> {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
-        let Some(fields) = self
-            .record_fields(persona_id, &[preference_id])
-            .await?
-            .pop()
-            .flatten()
-        else {
+        let Some(fields) = self.record(persona_id, preference_id).await? else {
             return Ok(None);
         };
         let preference = self.with_decay(Preference::from_fields(&fields)?);
@@ -403,6 +398,19 @@ impl PreferenceStore {
             }));
         }
         Ok(records)
+    }
+
+    /// One record by id ([`PreferenceStore::record_fields`]).
+    pub(super) async fn record(
+        &self,
+        persona_id: &str,
+        preference_id: &str,
+    ) -> Result<Option<HashMap<String, String>>, StoreError> {
+        Ok(self
+            .record_fields(persona_id, &[preference_id])
+            .await?
+            .pop()
+            .flatten())
     }
 
     /// Whole records of one persona by id, in order; `None` for an id with no record.

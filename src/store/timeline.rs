@@ -92,12 +92,7 @@ impl PreferenceStore {
     ) -> Result<Option<StoredTimeline>, StoreError> {
         validate::persona_id(persona_id)?;
         validate::preference_id(preference_id)?;
-        let Some(fields) = self
-            .record_fields(persona_id, &[preference_id])
-            .await?
-            .pop()
-            .flatten()
-        else {
+        let Some(fields) = self.record(persona_id, preference_id).await? else {
             return Ok(None);
         };
         let record = Preference::from_fields(&fields)?;
