@@ -283,21 +283,37 @@ async fn main() {
             per / raw
         );
         let mut connection = store.connection();
+        // The server's compact-encoding limits, which decide what a hash, a sorted set and a
+        // set cost (docs/CAPACITY.md).
         let listpack: Vec<String> = connection
             .query_for_key(
                 &store.keys().vectors("p0"),
-                redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg("hash-max-listpack-value"),
+                redis::cmd("CONFIG").arg("GET").arg("*-max-listpack-*"),
             )
             .await
             .ok()
             .and_then(|reply| redis::from_redis_value(reply).ok())
             .unwrap_or_default();
+        let settings: Vec<String> = listpack
+            .chunks(2)
+            .filter(|pair| {
+                pair.len() == 2
+                    && [
+                        "hash-max-listpack-value",
+                        "zset-max-listpack-entries",
+                        "set-max-listpack-entries",
+                    ]
+                    .contains(&pair[0].as_str())
+            })
+            .map(|pair| format!("{} {}", pair[0], pair[1]))
+            .collect();
         println!(
-            "  per structure (MEMORY USAGE in persona p0, bytes per preference; the server's \
-             hash-max-listpack-value {}):",
-            listpack.get(1).map_or("unknown", String::as_str)
+            "  per structure (MEMORY USAGE in persona p0, bytes per preference; the server's {}):",
+            if settings.is_empty() {
+                "limits unknown".to_string()
+            } else {
+                settings.join(", ")
+            }
         );
         for (name, bytes) in &breakdown.structures {
             println!("    {name:<34} {bytes:>8.0}");

@@ -215,8 +215,9 @@ pub struct VectorAttributes {
     /// Category.
     #[serde(default)]
     pub c: String,
-    /// Strength.
-    #[serde(default)]
+    /// Strength: the record's own text of it (exact; `scripts/record.lua`), or a number
+    /// (elements written before 2026-11-27).
+    #[serde(default, deserialize_with = "number_or_text")]
     pub s: f64,
     /// Stance ("for", "against" or "").
     #[serde(default)]
@@ -237,6 +238,21 @@ pub struct VectorAttributes {
     /// An administrator wrote the current version (`curated`).
     #[serde(default)]
     pub cu: bool,
+}
+
+/// A JSON number, or a string holding one (an unreadable string reads as 0, as a missing
+/// strength does).
+fn number_or_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrText {
+        Number(f64),
+        Text(String),
+    }
+    Ok(match NumberOrText::deserialize(deserializer)? {
+        NumberOrText::Number(value) => value,
+        NumberOrText::Text(text) => text.trim().parse().unwrap_or(0.0),
+    })
 }
 
 impl VectorAttributes {
@@ -467,5 +483,17 @@ mod tests {
         assert_eq!(reinforced.reinforcement_count, 2);
         assert!(reinforced.curated);
         assert_eq!(reinforced.related_user_ids, vec!["sam", "kim"]);
+    }
+
+    /// The strength is the record's own text (exact to the last digit); elements written
+    /// before held a number, and both read.
+    #[test]
+    fn a_strength_reads_from_its_text_or_a_number() {
+        let strength = |json: &str| VectorAttributes::parse(json).unwrap().s;
+        // 17 digits: a JSON number here would have carried 14.
+        assert_eq!(strength(r#"{"s":"0.30000000000000004"}"#), 0.1 + 0.2);
+        assert_eq!(strength(r#"{"s":0.8}"#), 0.8);
+        assert_eq!(strength(r#"{"s":"not a number"}"#), 0.0);
+        assert_eq!(strength(r#"{"n":"tea"}"#), 0.0);
     }
 }

@@ -44,8 +44,11 @@ local VIEWED = {id = true, persona_id = true, active = true, embedding = true, n
 -- current version's reinforcements, curated. Fields at their default are left out (every
 -- reader takes a missing one for it): no related users, never reinforced, not curated, and the
 -- last voicing while it is the stance's own (a missing `lr` reads as `sa`).
+-- The strength is kept as the record's own text, so it reads back exactly (a JSON number
+-- here carries 14 digits, and a reinforced strength often has 17).
 local function injection_view(r)
-  local strength = tonumber(r.strength) or 0
+  local strength = r.strength
+  if not tonumber(strength) then strength = '0' end
   local view = {n = r.name or '', o = r.opinion or '', c = r.category or '', s = strength,
     st = r.stance or '', sa = r.stance_at or ''}
   if (r.last_reinforced or '') ~= view.sa then view.lr = r.last_reinforced or '' end
@@ -57,16 +60,19 @@ local function injection_view(r)
   return view
 end
 -- The whole record as an element's attributes: injection's view, the other fields by short
--- name, and `w` marking it whole. Exactness: a strength whose 14-digit number does not give
--- back its text is kept as text too (`S`); a record without a reinforcement count says so
--- (`rn`), since a history entry tells an unknown count from 0.
+-- name, and `w` marking it whole. A record without a reinforcement count says so (`rn`),
+-- since a history entry tells an unknown count from 0. The first version of a preference
+-- never changed (no history) leaves its version out: every reader counts a missing version
+-- as 1 plus the history's entries.
 local function whole_attributes(r)
   local a = injection_view(r)
   a.w = 1
-  if r.strength and tostring(a.s) ~= r.strength then a.S = r.strength end
+  if r.strength == nil then a.s = nil end
   if r.reinforcement_count == nil then a.rn = 1 end
+  local first_version = r.version == '1' and r.evolution_history == nil
+    and r.history_entries_dropped == nil
   for name, value in pairs(r) do
-    if not VIEWED[name] then
+    if not VIEWED[name] and not (name == 'version' and first_version) then
       local short = SHORT_NAMES[name]
       if short then
         a[short] = value
@@ -85,7 +91,7 @@ local function record_from_attributes(raw, key)
   local r = {id = id_of_key(key), persona_id = persona_of_key(key), active = '1'}
   local function text(value) if value ~= nil and value ~= '' then return value end return nil end
   r.name, r.opinion, r.category = text(a.n), text(a.o), text(a.c)
-  r.strength = a.S or (a.s ~= nil and tostring(a.s)) or nil
+  if type(a.s) == 'number' then r.strength = tostring(a.s) else r.strength = a.s end
   r.stance, r.stance_at = text(a.st), text(a.sa)
   r.last_reinforced = text(a.lr or a.sa)
   if a.u and a.u ~= '' then
