@@ -245,9 +245,10 @@ local function sync(id, old_users, key)
     -- migration) is not searchable; the hash keeps it for the migration to see.
     local stays = member and not written
     local searchable = stays or fits
-    local attributes = cjson.encode(injection_view(r))
+    local view = injection_view(r)
+    local attributes = cjson.encode(view)
     local element = attributes
-    if searchable and not KEEP_HASH then element = cjson.encode(whole_attributes(r)) end
+    if searchable and not KEEP_HASH then element = cjson.encode(whole_attributes(r, view)) end
     if stays then
       redis.call('VSETATTR', KEYS[4], id, element)
     elseif fits then

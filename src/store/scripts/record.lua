@@ -64,8 +64,10 @@ end
 -- since a history entry tells an unknown count from 0. The first version of a preference
 -- never changed (no history) leaves its version out: every reader counts a missing version
 -- as 1 plus the history's entries.
-local function whole_attributes(r)
-  local a = injection_view(r)
+-- `view` is `injection_view(r)`, which this extends in place (a write encodes the view first,
+-- for the users' own sets, so it is computed once).
+local function whole_attributes(r, view)
+  local a = view
   a.w = 1
   if r.strength == nil then a.s = nil end
   if r.reinforcement_count == nil then a.rn = 1 end
