@@ -308,12 +308,12 @@ impl Client {
         mut progress: impl FnMut(&PurgeUserEverywhereReply),
     ) -> Result<PurgeUserEverywhereReply, ClientError> {
         let mut total = PurgeUserEverywhereReply::default();
-        let mut cursor = 0;
+        let mut cursor = String::new();
         loop {
             let page = self
                 .purge_user_everywhere(&PurgeUserEverywhereRequest {
                     user_id: user_id.to_string(),
-                    cursor,
+                    cursor: cursor.clone(),
                     max_personas,
                 })
                 .await?;
@@ -322,7 +322,7 @@ impl Client {
             if total.done {
                 return Ok(total);
             }
-            cursor = total.cursor;
+            cursor = total.cursor.clone();
         }
     }
 

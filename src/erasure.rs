@@ -45,8 +45,8 @@ pub struct DeletionReport {
 pub struct EverywhereReport {
     /// What the user id was replaced with, in every persona.
     pub pseudonym: String,
-    /// Where the next page starts; 0 once every persona has been visited.
-    pub cursor: u64,
+    /// Where the next page starts (opaque); empty once every persona has been visited.
+    pub cursor: String,
     /// Every persona has been visited.
     pub done: bool,
     /// Personas visited on this page (a persona may be visited twice in one walk).
@@ -190,26 +190,26 @@ impl Eraser {
     }
 
     /// Erases `user_id` from every persona's memory and streams, one page of the registry of
-    /// personas per call (about `max_personas`), from `cursor` (0 starts the erasure; the
-    /// reply's `cursor` continues it, and is 0 once every persona has been visited).
+    /// personas per call (`max_personas`), from `cursor` (empty starts the erasure; the
+    /// reply's `cursor` continues it, and is empty once every persona has been visited).
     ///
     /// The erasure is recorded for every persona before the first is visited, under one
     /// random pseudonym (kept by later pages; a chosen one could name a user of some persona).
-    /// A persona registered before that is visited by the walk (Redis's `ZSCAN` returns every
-    /// member present for the whole walk) and erased as [`Eraser::erase_user`] erases it;
+    /// A persona registered before that is visited by the walk (it returns every persona
+    /// present for the whole walk: `store::PreferenceStore::scan_personas`) and erased as [`Eraser::erase_user`] erases it;
     /// a persona registered after it takes the erasure over the first time ingest meets the
     /// user there (`store::PreferenceStore::erasures`), and every write registers its persona
     /// first, so none is missed. Safe to repeat, page by page.
     pub async fn erase_everywhere(
         &self,
         user_id: &str,
-        cursor: u64,
+        cursor: &str,
         max_personas: usize,
     ) -> Result<EverywhereReport, ErasureError> {
         validate::user_id("user_id", user_id)?;
         let recorded = self.store.erasure_everywhere(user_id).await?;
-        let pseudonym = match (cursor, recorded) {
-            (0, recorded) => {
+        let pseudonym = match (cursor.is_empty(), recorded) {
+            (true, recorded) => {
                 // A new walk: the same pseudonym as an earlier erasure of this user, so that
                 // the personas it reached keep one name for them; the time is now.
                 let pseudonym = recorded
@@ -224,7 +224,7 @@ impl Eraser {
             (_, None) => {
                 return Err(ErasureError::Store(StoreError::InvalidInput {
                     field: "cursor",
-                    reason: "no erasure of this user everywhere was started; start with cursor 0"
+                    reason: "no erasure of this user everywhere was started; start with no cursor"
                         .into(),
                 }));
             }
@@ -235,8 +235,8 @@ impl Eraser {
             .await?;
         let mut report = EverywhereReport {
             pseudonym: pseudonym.clone(),
+            done: next.is_empty(),
             cursor: next,
-            done: next == 0,
             ..Default::default()
         };
         for persona_id in persona_ids {

@@ -197,7 +197,11 @@ async fn a_user_is_erased_from_every_persona_at_once_and_it_sticks() {
             .iter()
             .rev()
             .skip(1)
-            .all(|page| !page.done && page.cursor != 0)
+            .all(|page| !page.done && !page.cursor.is_empty())
+    );
+    assert!(
+        pages.iter().all(|page| page.personas_visited <= 20),
+        "pages of the size asked for"
     );
     assert!(
         erased.personas_visited >= 153,
@@ -298,6 +302,8 @@ async fn a_user_is_erased_from_every_persona_at_once_and_it_sticks() {
     // A continuation of an erasure never started is refused, as is a page size out of bounds.
     for request in [
         json!({"user_id": "nobody-7", "cursor": 12}),
+        json!({"user_id": "nobody-7", "cursor": "0:ada"}),
+        json!({"user_id": "sam-42", "cursor": "ada"}),
         json!({"user_id": "sam-42", "max_personas": 0}),
         json!({"user_id": "sam-42", "max_personas": 1001}),
         json!({"user_id": "sam-42", "persona_id": "ada"}),

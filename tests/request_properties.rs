@@ -88,7 +88,14 @@ fn field_value(name: &'static str, ids: Vec<String>) -> BoxedStrategy<Value> {
         .boxed(),
         // A version that exists is small: most of the time one of the first few.
         "version" => prop_oneof![3 => (1u64..4).prop_map(Value::from), 1 => count()].boxed(),
-        "max_count" | "max_chars" | "limit" | "offset" | "top_k" | "cursor" | "max_personas" => {
+        "cursor" => prop_oneof![
+            1 => count(),
+            1 => Just(json!("")),
+            1 => "[0-9]{1,13}:[a-z_-]{1,12}".prop_map(Value::from),
+            1 => loose_value(),
+        ]
+        .boxed(),
+        "max_count" | "max_chars" | "limit" | "offset" | "top_k" | "max_personas" => {
             count().boxed()
         }
         "strength" | "threshold" => prop_oneof![

@@ -2227,3 +2227,78 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     t.delete_persona("ada").await.unwrap();
     assert_eq!(exists(eve).await, 0);
 }
+
+/// The registry walk that erasure everywhere pages through reaches every persona registered
+/// for the whole walk, in pages of the size asked for, while personas are written (a write
+/// moves one to the end, the cursor's own among them), deleted and added, and while many share
+/// one score (a migration registers personas at 0).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_registry_walk_pages_and_reaches_every_persona_present_throughout() {
+    let t = TestStore::new("registry-walk").await;
+    let tied: Vec<String> = (0..40).map(|n| format!("tied-{n:02}")).collect();
+    t.register_personas(&tied).await.unwrap();
+    for n in 0..10 {
+        t.register_persona(&format!("written-{n}")).await.unwrap();
+    }
+    let throughout: Vec<String> = tied
+        .iter()
+        .filter(|id| id.as_str() != "tied-39")
+        .cloned()
+        .chain((0..10).map(|n| format!("written-{n}")))
+        .collect();
+
+    let mut visited: Vec<String> = Vec::new();
+    let mut moved = Vec::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let (next, page) = t.scan_personas(&cursor, 7).await.unwrap();
+        pages += 1;
+        assert!(page.len() <= 7, "{page:?}");
+        visited.extend(page.iter().cloned());
+        if next.is_empty() {
+            break;
+        }
+        assert_eq!(page.len(), 7, "only the last page is short");
+        match pages {
+            // The cursor's own persona is written: the next page starts after where it was.
+            1 => {
+                let (_, last) = next.split_once(':').unwrap();
+                moved.push(last.to_string());
+                t.register_persona(last).await.unwrap();
+            }
+            // One already visited and one not yet visited are written; one not yet visited
+            // is deleted; one is registered for the first time.
+            2 => {
+                for id in [&visited[0], "tied-30"] {
+                    moved.push(id.to_string());
+                    t.register_persona(id).await.unwrap();
+                }
+                t.delete_persona("tied-39").await.unwrap();
+                t.register_persona("newcomer").await.unwrap();
+            }
+            _ => {}
+        }
+        cursor = next;
+        assert!(pages < 100, "the walk ends");
+    }
+
+    assert!(pages >= 7, "paged: {pages}");
+    for id in &throughout {
+        assert!(visited.contains(id), "{id} was never visited: {visited:?}");
+    }
+    assert!(
+        !visited.iter().any(|id| id == "tied-39"),
+        "deleted before its page"
+    );
+    for id in &visited {
+        let times = visited.iter().filter(|other| *other == id).count();
+        assert!(
+            times == 1 || (times == 2 && moved.contains(id)),
+            "{id} visited {times} times"
+        );
+    }
+    // A cursor that no walk returned is refused, naming the field.
+    let error = t.scan_personas("not-a-cursor", 7).await.unwrap_err();
+    assert!(error.to_string().contains("cursor"), "{error}");
+}

@@ -291,7 +291,7 @@ impl Handlers {
                 }
                 json(
                     self.eraser
-                        .erase_everywhere(&r.user_id, r.cursor, r.max_personas)
+                        .erase_everywhere(&r.user_id, &r.cursor, r.max_personas)
                         .await?,
                 )
             }

@@ -523,9 +523,10 @@ pub struct PurgeUserRequest {
 #[serde(deny_unknown_fields)]
 pub struct PurgeUserEverywhereRequest {
     pub user_id: String,
-    /// 0 starts the erasure (recording it for every persona); a reply's `cursor` continues it.
-    #[serde(default)]
-    pub cursor: u64,
+    /// Empty (or absent) starts the erasure, recording it for every persona; a reply's
+    /// `cursor` continues it. The number 0 is read as empty: cursors were numbers once.
+    #[serde(default, deserialize_with = "walk_cursor")]
+    pub cursor: String,
     /// Personas visited per request, about (1..=1000).
     #[serde(default = "default_personas_per_page")]
     pub max_personas: usize,
@@ -533,6 +534,24 @@ pub struct PurgeUserEverywhereRequest {
 
 fn default_personas_per_page() -> usize {
     100
+}
+
+/// A walk's cursor: a text as a reply gave it, or the number 0 (start) that earlier clients
+/// send; any other number names no page of this walk.
+fn walk_cursor<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Cursor {
+        Text(String),
+        Number(u64),
+    }
+    match Cursor::deserialize(deserializer)? {
+        Cursor::Text(text) => Ok(text),
+        Cursor::Number(0) => Ok(String::new()),
+        Cursor::Number(other) => Err(serde::de::Error::custom(format!(
+            "cursor {other} is not a cursor a reply gave (a text; empty or 0 to start)"
+        ))),
+    }
 }
 
 /// The reply to `purge_user_everywhere`: what this page changed, and where the next starts.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{PreferenceStore, StoreError, validate};
+use super::{PreferenceStore, StoreError, scripts, validate};
 
 /// How often one process refreshes a persona's last activity.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
@@ -66,8 +66,11 @@ impl PreferenceStore {
         let _: () = connection
             .query_for_key(
                 &registry,
+                // GT: a score only grows (a process whose clock lags cannot move a persona
+                // back behind a registry walk's cursor; see `scan_personas`).
                 redis::cmd("ZADD")
                     .arg(&registry)
+                    .arg("GT")
                     .arg(now_ms as i64)
                     .arg(persona_id),
             )
@@ -79,29 +82,43 @@ impl PreferenceStore {
         Ok(())
     }
 
-    /// One page of the registry's persona ids in no particular order, from `cursor` (0 to
-    /// start; the next cursor is 0 when the walk is done). Redis's `ZSCAN`: a persona
-    /// registered for the whole walk is returned at least once (some may come twice).
+    /// One page of the registry's persona ids, from `cursor` (empty to start), in (last
+    /// write, persona id) order; the next cursor is empty once the walk is done. A persona
+    /// registered for the whole walk is returned at least once: its last write only grows
+    /// and its id never changes, so it stays ahead of the cursor until a page returns it (one
+    /// written during the walk may come twice). See `scripts/registry_page.lua`.
+    ///
+    /// Not `ZSCAN`: Redis answers a small sorted set (a listpack) in one reply whatever its
+    /// `COUNT`, and the registry stays one at the listpack limit the memory budget sets
+    /// (`scripts/services`), so a walk would not page.
     pub async fn scan_personas(
         &self,
-        cursor: u64,
+        cursor: &str,
         count: usize,
-    ) -> Result<(u64, Vec<String>), StoreError> {
+    ) -> Result<(String, Vec<String>), StoreError> {
+        let (after_score, after_id) = parse_registry_cursor(cursor)?;
+        let count = count.max(1);
         let registry = self.settings.keys.registry();
+        let mut invocation = scripts::REGISTRY_PAGE.prepare_invoke();
+        invocation
+            .key(&registry)
+            .arg(after_score)
+            .arg(after_id)
+            .arg(count);
         let mut connection = self.connection.clone();
-        let (next, members): (u64, Vec<String>) = connection
-            .query_for_key(
-                &registry,
-                redis::cmd("ZSCAN")
-                    .arg(&registry)
-                    .arg(cursor)
-                    .arg("COUNT")
-                    .arg(count),
-            )
-            .await?;
-        // ZSCAN answers member, score, member, score, ...
-        let persona_ids = members.into_iter().step_by(2).collect();
-        Ok((next, persona_ids))
+        let flat: Vec<String> = invocation.invoke_async(&mut connection).await?;
+        let page: Vec<(String, String)> = flat
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [persona_id, score] => Some((persona_id.clone(), score.clone())),
+                _ => None,
+            })
+            .collect();
+        let next = match page.last() {
+            Some((persona_id, score)) if page.len() == count => format!("{score}:{persona_id}"),
+            _ => String::new(),
+        };
+        Ok((next, page.into_iter().map(|(id, _)| id).collect()))
     }
 
     /// Registers personas found in the memory (a migration), without a known last activity
@@ -223,5 +240,44 @@ impl PreferenceStore {
             total,
             personas: futures::future::try_join_all(summaries).await?,
         })
+    }
+}
+
+/// A registry walk's cursor, `<score>:<persona id>` as [`PreferenceStore::scan_personas`]
+/// returns it, read back into the script's arguments ("", "" to start).
+fn parse_registry_cursor(cursor: &str) -> Result<(&str, &str), StoreError> {
+    if cursor.is_empty() {
+        return Ok(("", ""));
+    }
+    let invalid = || {
+        StoreError::invalid(
+            "cursor",
+            "is not a cursor this walk returned (empty to start)",
+        )
+    };
+    let (score, persona_id) = cursor.split_once(':').ok_or_else(invalid)?;
+    if !score.parse::<f64>().is_ok_and(f64::is_finite) || validate::persona_id(persona_id).is_err()
+    {
+        return Err(invalid());
+    }
+    Ok((score, persona_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_registry_cursor;
+
+    #[test]
+    fn a_registry_cursor_reads_back_and_anything_else_is_refused() {
+        assert_eq!(parse_registry_cursor("").unwrap(), ("", ""));
+        assert_eq!(
+            parse_registry_cursor("1764251234567:ada-2").unwrap(),
+            ("1764251234567", "ada-2")
+        );
+        assert_eq!(parse_registry_cursor("0:idle-1").unwrap(), ("0", "idle-1"));
+        for bad in ["12", "x:ada", "inf:ada", "1:", "1:ada b", ":ada", "nan:ada"] {
+            let error = parse_registry_cursor(bad).expect_err(bad);
+            assert!(error.to_string().contains("cursor"), "{bad}: {error}");
+        }
     }
 }

@@ -141,6 +141,12 @@ pub static RESYNC: LazyLock<Script> = write_script!("scripts/resync.lua");
 /// users. Returns how many users it settled.
 pub static SETTLE_USERS: LazyLock<Script> = write_script!("scripts/settle_users.lua");
 
+/// One page of the registry of personas in (score, persona id) order after a cursor
+/// (`scripts/registry_page.lua`, which says why that order walks safely). `KEYS[1]` the
+/// registry; ARGV: the cursor's score and persona id ('' to start), how many.
+pub static REGISTRY_PAGE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/registry_page.lua")));
+
 /// Reads whole records, wherever each lives (`scripts/record.lua`: the element's attributes
 /// of an active preference, else its hash). `KEYS[1]` the persona's vector set, `KEYS[2..]`
 /// preference keys of that persona. Returns, for each preference key in order, its fields as
