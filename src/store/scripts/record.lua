@@ -33,6 +33,17 @@ local SHORT_NAMES = {triggering_user_id = 'tu', triggering_message_id = 'tm',
   rev = 'rv'}
 local LONG_NAMES = {}
 for long, short in pairs(SHORT_NAMES) do LONG_NAMES[short] = long end
+-- Fields that hold JSON of their own. Kept as text inside the attributes' JSON, every quote of
+-- theirs would be escaped (a first voicing alone has about 40). Written with quotes and
+-- apostrophes swapped (a bijection, undone on read), their structural quotes cost nothing and
+-- an apostrophe in a text costs the escape instead. `w` = 2 marks attributes written so; 1,
+-- attributes written before (read as they are, and re-encoded at their next write).
+local QUOTES_SWAPPED = {kg = true, eu = true, eh = true, rf = true, vo = true, bl = true}
+local QUOTE_SWAP = {['"'] = "'", ["'"] = '"'}
+local function swap_quotes(text)
+  if type(text) ~= 'string' then return text end
+  return (string.gsub(text, '["\']', QUOTE_SWAP))
+end
 -- Fields an element's attributes say in injection's own terms (`injection_view`), or that
 -- its key says (id, persona), or that being in the set says (active); never copied as such.
 local VIEWED = {id = true, persona_id = true, active = true, embedding = true, name = true,
@@ -60,15 +71,16 @@ local function injection_view(r)
   return view
 end
 -- The whole record as an element's attributes: injection's view, the other fields by short
--- name, and `w` marking it whole. A record without a reinforcement count says so (`rn`),
--- since a history entry tells an unknown count from 0. The first version of a preference
+-- name (those holding JSON with their quotes swapped, above), and `w` marking it whole. A
+-- record without a reinforcement count says so (`rn`), since a history entry tells an unknown
+-- count from 0. The first version of a preference
 -- never changed (no history) leaves its version out: every reader counts a missing version
 -- as 1 plus the history's entries.
 -- `view` is `injection_view(r)`, which this extends in place (a write encodes the view first,
 -- for the users' own sets, so it is computed once).
 local function whole_attributes(r, view)
   local a = view
-  a.w = 1
+  a.w = 2
   if r.strength == nil then a.s = nil end
   if r.reinforcement_count == nil then a.rn = 1 end
   local first_version = r.version == '1' and r.evolution_history == nil
@@ -76,7 +88,9 @@ local function whole_attributes(r, view)
   for name, value in pairs(r) do
     if not VIEWED[name] and not (name == 'version' and first_version) then
       local short = SHORT_NAMES[name]
-      if short then
+      if short and QUOTES_SWAPPED[short] then
+        a[short] = swap_quotes(value)
+      elseif short then
         a[short] = value
       else
         a.x = a.x or {}
@@ -104,9 +118,14 @@ local function record_from_attributes(raw, key)
   end
   if not a.rn then r.reinforcement_count = tostring(a.rc or 0) end
   if a.cu then r.curated = '1' end
+  local swapped = a.w == 2
   for short, value in pairs(a) do
     local long = LONG_NAMES[short]
-    if long then r[long] = value end
+    if long and swapped and QUOTES_SWAPPED[short] then
+      r[long] = swap_quotes(value)
+    elseif long then
+      r[long] = value
+    end
   end
   if type(a.x) == 'table' then
     for name, value in pairs(a.x) do r[name] = value end
