@@ -196,10 +196,11 @@ impl Eraser {
     /// The erasure is recorded for every persona before the first is visited, under one
     /// random pseudonym (kept by later pages; a chosen one could name a user of some persona).
     /// A persona registered before that is visited by the walk (it returns every persona
-    /// present for the whole walk: `store::PreferenceStore::scan_personas`) and erased as [`Eraser::erase_user`] erases it;
-    /// a persona registered after it takes the erasure over the first time ingest meets the
-    /// user there (`store::PreferenceStore::erasures`), and every write registers its persona
-    /// first, so none is missed. Safe to repeat, page by page.
+    /// present for the whole walk: `store::PreferenceStore::scan_personas`) and erased as
+    /// [`Eraser::erase_user`] erases it; a persona registered after it takes the erasure over
+    /// the first time ingest meets the user there (`store::PreferenceStore::erasures`), and
+    /// every write registers its persona first, so none is missed. Safe to repeat, page by
+    /// page.
     pub async fn erase_everywhere(
         &self,
         user_id: &str,

@@ -527,7 +527,7 @@ pub struct PurgeUserEverywhereRequest {
     /// `cursor` continues it. The number 0 is read as empty: cursors were numbers once.
     #[serde(default, deserialize_with = "walk_cursor")]
     pub cursor: String,
-    /// Personas visited per request, about (1..=1000).
+    /// Personas visited per request, at most (1..=1000).
     #[serde(default = "default_personas_per_page")]
     pub max_personas: usize,
 }
