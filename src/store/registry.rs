@@ -106,19 +106,13 @@ impl PreferenceStore {
             .arg(after_id)
             .arg(count);
         let mut connection = self.connection.clone();
+        // Persona id, score, persona id, score, ...: a full page names where the next starts.
         let flat: Vec<String> = invocation.invoke_async(&mut connection).await?;
-        let page: Vec<(String, String)> = flat
-            .chunks(2)
-            .filter_map(|pair| match pair {
-                [persona_id, score] => Some((persona_id.clone(), score.clone())),
-                _ => None,
-            })
-            .collect();
-        let next = match page.last() {
-            Some((persona_id, score)) if page.len() == count => format!("{score}:{persona_id}"),
+        let next = match flat.as_slice() {
+            [.., persona_id, score] if flat.len() == 2 * count => format!("{score}:{persona_id}"),
             _ => String::new(),
         };
-        Ok((next, page.into_iter().map(|(id, _)| id).collect()))
+        Ok((next, flat.into_iter().step_by(2).collect()))
     }
 
     /// Registers personas found in the memory (a migration), without a known last activity

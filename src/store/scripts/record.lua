@@ -73,9 +73,8 @@ end
 -- The whole record as an element's attributes: injection's view, the other fields by short
 -- name (those holding JSON with their quotes swapped, above), and `w` marking it whole. A
 -- record without a reinforcement count says so (`rn`), since a history entry tells an unknown
--- count from 0. The first version of a preference
--- never changed (no history) leaves its version out: every reader counts a missing version
--- as 1 plus the history's entries.
+-- count from 0. The first version of a preference never changed (no history) leaves its
+-- version out: every reader counts a missing version as 1 plus the history's entries.
 -- `view` is `injection_view(r)`, which this extends in place (a write encodes the view first,
 -- for the users' own sets, so it is computed once).
 local function whole_attributes(r, view)
