@@ -2,6 +2,8 @@
 //! prompt. Opinion text is data, never markup: XML escapes it, Markdown neutralises it, so no
 //! stored opinion can close the block or inject instructions around it.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::store::{InjectedPreference, MatchReason};
@@ -26,14 +28,14 @@ pub fn render(
     let all: Vec<&InjectedPreference> = resident.iter().chain(preferences).collect();
     match format {
         Format::Json => {
-            let items: Vec<serde_json::Value> = all
+            let items: Vec<JsonItem<'_>> = all
                 .iter()
-                .map(|p| {
-                    let mut item = serde_json::json!({"topic": visible(&p.name), "opinion": visible(&p.opinion), "category": visible(&p.category), "strength": round(p.decayed_strength)});
-                    if explain {
-                        item["why"] = serde_json::Value::from(visible(&why(p)));
-                    }
-                    item
+                .map(|p| JsonItem {
+                    category: visible_borrowed(&p.category),
+                    opinion: visible_borrowed(&p.opinion),
+                    strength: round(p.decayed_strength),
+                    topic: visible_borrowed(&p.name),
+                    why: explain.then(|| visible(&why(p))),
                 })
                 .collect();
             serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
@@ -78,6 +80,18 @@ pub fn render(
     }
 }
 
+/// An item of the JSON block. Its keys in alphabetical order, as the block has always had
+/// them; typed rather than built as a `serde_json::Value`, which allocated a map per item.
+#[derive(Serialize)]
+struct JsonItem<'a> {
+    category: Cow<'a, str>,
+    opinion: Cow<'a, str>,
+    strength: f64,
+    topic: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+}
+
 /// Why a preference was chosen, in words a model reads: each reason, and the base persona a
 /// shared view comes from.
 pub fn why(preference: &InjectedPreference) -> String {
@@ -117,6 +131,15 @@ pub fn is_invisible(ch: char) -> bool {
 /// The text without invisible and bidi-control characters.
 pub fn visible(text: &str) -> String {
     text.chars().filter(|c| !is_invisible(*c)).collect()
+}
+
+/// [`visible`], borrowing the text when it has none (nearly always).
+fn visible_borrowed(text: &str) -> Cow<'_, str> {
+    if text.chars().any(is_invisible) {
+        Cow::Owned(visible(text))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 pub fn xml_escape(text: &str) -> String {
@@ -204,8 +227,10 @@ mod tests {
     #[test]
     fn json_is_a_list_of_topics_and_opinions() {
         let out = render(Format::Json, &[preference("I love tea.")], &[], false);
-        let parsed: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(parsed[0]["opinion"], "I love tea.");
+        assert_eq!(
+            out,
+            r#"[{"category":"culinary","opinion":"I love tea.","strength":0.75,"topic":"tea"}]"#
+        );
     }
 
     #[test]

@@ -417,7 +417,8 @@ pub fn select_for_injection(
         a.id == b.id && a.inherited_from == b.inherited_from
     };
 
-    let mut merged: Vec<InjectedPreference> = Vec::new();
+    let mut merged: Vec<InjectedPreference> =
+        Vec::with_capacity(candidates.semantic.len() + candidates.by_user.len());
     let passes = candidates
         .semantic
         .into_iter()
