@@ -1049,3 +1049,39 @@ fn chat_stretches_words_asks_first_writes_have_in_full_and_reacts() {
     ];
     assert_reads(cases);
 }
+
+#[test]
+fn topics_the_conversation_points_at_are_not_kept() {
+    use Stance::{Against, For};
+    assert_reads(&[
+        // Owned by someone present, or seen by them: only the conversation names it.
+        ("i loved having his dog on the wharf", &[]),
+        ("But I did like the parts I saw!", &[]),
+        // A clause of its own after the topic is cut off, not kept in it.
+        (
+            "I'm not a huge fan of Anime I do have to admit",
+            &[("anime", Against)],
+        ),
+        // Where the speaker is: left out of the topic, or the whole of it.
+        (
+            "the mountains out here are so awesome",
+            &[("mountains", For)],
+        ),
+        ("I loved being there", &[]),
+        ("and the view is great as well.", &[]),
+        ("The line was too long.", &[]),
+        ("And the following show seems so predictable", &[]),
+        // What it does to the speaker is not part of its name; a pronoun cut loose is none.
+        ("Thunder makes me feel safe, oddly.", &[("thunder", For)]),
+        ("Let me is really good maybe", &[]),
+        // A discourse phrase among a list's items is not one of them.
+        (
+            "I like Vanilla, of course, and warm scents, and coconut.",
+            &[("vanilla", For), ("warm scents", For), ("coconut", For)],
+        ),
+        (
+            "Either way I feel like warm silvery liquid would be nasty",
+            &[],
+        ),
+    ]);
+}

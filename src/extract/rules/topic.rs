@@ -60,6 +60,9 @@ pub(super) fn make(
         "offer",
         "change",
         "summary",
+        // "the view is great", "the line was too long": the one where the speaker is.
+        "view",
+        "line",
     ];
     // "almost anything to do with chicken": chicken; "the thought of X": X.
     let raw_topic = [
@@ -182,10 +185,7 @@ pub(super) fn make(
     // ("I hate the cold", "honesty is essential": nouns that judge are still topics.)
     if words.len() == 1
         && (words[0].chars().all(|ch| ch.is_ascii_digit())
-            || matches!(
-                words[0],
-                "doing" | "going" | "having" | "getting" | "making" | "being" | "taking" | "trying"
-            )
+            || LIGHT_VERBS.contains(&words[0])
             || polarity(words[0]).is_some() && (raw.starts_with("a ") || raw.starts_with("an ")))
     {
         return None;
@@ -209,6 +209,49 @@ pub(super) fn make(
         while matches!(words.first(), Some(&("that" | "the" | "a" | "an"))) {
             words.remove(0);
         }
+    }
+    // "turning it off", "love him man": a pronoun inside names nothing the memory can keep;
+    // "having his dog on the wharf", "the attitude they have toward their lifestyle": nor
+    // does a thing someone in the conversation owns.
+    if words.len() > 1
+        && words
+            .iter()
+            .any(|w| matches!(*w, "it" | "him" | "them" | "her" | "his" | "their"))
+    {
+        return None;
+    }
+    // "anime I do have to admit", "the parts I saw": a subject pronoun starts a clause of
+    // its own; the topic ends before it (and "the parts" is then one being talked about).
+    // (One that ends the topic is a subject cut in the wrong place: "except he (is better)".)
+    if let Some(at) = words
+        .iter()
+        .skip(1)
+        .position(|w| matches!(*w, "i" | "they" | "he" | "she" | "we"))
+        .map(|at| at + 1)
+        && at + 1 < words.len()
+    {
+        words.truncate(at);
+    }
+    // "the mountains out here", "being there": the place is where the conversation is.
+    if words.len() > 1 && matches!(words.last(), Some(&("here" | "there"))) {
+        words.pop();
+        if words.len() > 1 && matches!(words.last(), Some(&("out" | "over" | "up" | "down" | "in")))
+        {
+            words.pop();
+        }
+        if words.len() == 1 && LIGHT_VERBS.contains(&words[0]) {
+            return None;
+        }
+    }
+    // "thunder makes me (feel safe)": what it does to the speaker, cut from its subject.
+    if words.len() > 2
+        && matches!(words.last(), Some(&("me" | "us")))
+        && matches!(
+            words[words.len() - 2],
+            "makes" | "make" | "made" | "gets" | "keeps"
+        )
+    {
+        words.truncate(words.len() - 2);
     }
     // Chat tails: "linux either", "play for fun though", "bake probably", "learning about".
     while let Some(last) = words.last()
@@ -372,6 +415,13 @@ pub(super) fn make(
     }) {
         return None;
     }
+    // "the following show", "the next one": one that the conversation's order points at.
+    if matches!(
+        words[0],
+        "following" | "next" | "previous" | "latter" | "former" | "aforementioned"
+    ) {
+        return None;
+    }
     // "not till next year", "not everyone": a denial cut loose. ("Not having groceries" is a
     // thing done, or not.)
     if words[0] == "not" && !words.get(1).is_some_and(|w| w.ends_with("ing")) {
@@ -405,12 +455,8 @@ pub(super) fn make(
     {
         return None;
     }
-    // "turning it off", "love him man": a pronoun inside names nothing the memory can keep.
-    if words.len() > 1
-        && words
-            .iter()
-            .any(|w| matches!(*w, "it" | "him" | "them" | "her"))
-    {
+    // "vanilla, of course, and coconut": a discourse phrase among the items, not one of them.
+    if raw == "of course" || raw.starts_with("of course ") {
         return None;
     }
     if matches!(
@@ -419,7 +465,8 @@ pub(super) fn make(
     ) {
         return None;
     }
-    // "nice man that", "yess i", "wait you": a subject that ends on a pronoun was cut wrong.
+    // "nice man that", "yess i", "wait you", "let me": a subject that ends on a pronoun was
+    // cut wrong.
     if words.len() > 1
         && matches!(
             words.last(),
@@ -434,6 +481,8 @@ pub(super) fn make(
                     | "she"
                     | "we"
                     | "them"
+                    | "me"
+                    | "us"
                     | "and"
                     | "or"
                     | "but")
@@ -463,6 +512,12 @@ pub(super) fn make(
         found_by: Some(rule.name().to_string()),
     })
 }
+
+/// Verbs that say nothing of what is liked on their own: "I like doing (a lot of work)", "I
+/// loved being (there)".
+const LIGHT_VERBS: &[&str] = &[
+    "doing", "going", "having", "getting", "making", "being", "taking", "trying",
+];
 
 /// The sentence as a standalone opinion: trimmed, capitalised, ending in punctuation.
 pub(super) fn first_person_opinion(sentence: &str) -> String {
