@@ -155,8 +155,9 @@ pub enum ClientCommand {
         #[arg(long)]
         explain: bool,
         /// Instead: what the rules find now against the snapshot of what they found
-        /// (tests/data/rules_findings.jsonl): per set, findings gained and lost, right and
-        /// wrong by the labels; each changed utterance of the tuning sets. After a rule change.
+        /// (tests/data/rules_findings.jsonl): per tuning set, findings gained and lost, right
+        /// and wrong by the labels, and each changed utterance; of the held-out sets only how
+        /// many utterances changed (--show-misses: their counts and cases). After a rule change.
         #[arg(long)]
         changes: bool,
         /// With --changes: write what the rules find now as the snapshot.

@@ -105,7 +105,10 @@ pub fn changes(show_held_out: bool, accept: bool) -> anyhow::Result<ExitCode> {
         persona_prefs::json_lines::parse(&text).map_err(|e| anyhow::anyhow!("{SNAPSHOT}: {e}"))?;
     let now = coverage::snapshot(&RulesExtractor::new(8), &sets);
     let (changed, counts) = coverage::changes(&sets, &kept, &now);
-    report(&changed, &counts, show_held_out, "the snapshot", "now");
+    print!(
+        "{}",
+        report(&changed, &counts, show_held_out, "the snapshot", "now")
+    );
     if accept {
         let mut out = String::new();
         for line in &now {
@@ -130,62 +133,86 @@ pub fn without(name: &str, show_held_out: bool) -> anyhow::Result<ExitCode> {
     let with = coverage::snapshot(&extractor, &sets);
     let without = rule.switched_off(|| coverage::snapshot(&extractor, &sets));
     let (changed, counts) = coverage::changes(&sets, &with, &without);
-    report(
-        &changed,
-        &counts,
-        show_held_out,
-        "with it",
-        &format!("without {name}"),
+    print!(
+        "{}",
+        report(
+            &changed,
+            &counts,
+            show_held_out,
+            "with it",
+            &format!("without {name}"),
+        )
     );
     Ok(ExitCode::SUCCESS)
 }
 
+/// What changed, as text: per set, then each changed utterance. A held-out set's cases are
+/// never listed without `show_held_out`, and neither are its counts: a count moved by a change
+/// is already a reading of that set, and a held-out set is read once a round (a full
+/// `evaluate-extraction`), after the changes. Only how many held-out utterances changed is
+/// said, so nobody takes the tuning sets' figures for all of it.
 fn report(
     changed: &[Change],
     counts: &[(String, ChangeCounts)],
     show_held_out: bool,
     before: &str,
     after: &str,
-) {
-    println!("labelled cases that changed, {before} -> {after} (right / wrong by the labels):");
+) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "labelled cases that changed, {before} -> {after} (right / wrong by the labels):"
+    );
     let mut total = ChangeCounts::default();
+    let mut hidden_utterances = 0;
     for (set, c) in counts {
+        if is_held_out(set) && !show_held_out {
+            hidden_utterances += c.utterances;
+            continue;
+        }
         total.utterances += c.utterances;
         total.right_gained += c.right_gained;
         total.right_lost += c.right_lost;
         total.wrong_gained += c.wrong_gained;
         total.wrong_lost += c.wrong_lost;
         if c.utterances > 0 {
-            println!(
+            let _ = writeln!(
+                out,
                 "  {set}: {} utterances; right +{} -{}; wrong +{} -{}",
                 c.utterances, c.right_gained, c.right_lost, c.wrong_gained, c.wrong_lost
             );
         }
     }
-    println!(
-        "  in all: {} utterances; right +{} -{}; wrong +{} -{}",
+    let shown = if show_held_out {
+        "in all"
+    } else {
+        "in the tuning sets"
+    };
+    let _ = writeln!(
+        out,
+        "  {shown}: {} utterances; right +{} -{}; wrong +{} -{}",
         total.utterances,
         total.right_gained,
         total.right_lost,
         total.wrong_gained,
         total.wrong_lost
     );
-    let mut hidden = 0;
     for change in changed {
         if is_held_out(&change.set) && !show_held_out {
-            hidden += 1;
             continue;
         }
-        println!("\n{} #{}: {:?}", change.set, change.line, change.text);
+        let _ = writeln!(out, "\n{} #{}: {:?}", change.set, change.line, change.text);
         let labels: Vec<String> = change
             .labels
             .iter()
             .map(|l| format!("{} {:?}", l.topic, l.stance))
             .collect();
-        println!("  labelled: {}", labels.join("; "));
+        let _ = writeln!(out, "  labelled: {}", labels.join("; "));
         let (gained, lost) = change.gained_and_lost();
         for (finding, right) in gained {
-            println!(
+            let _ = writeln!(
+                out,
                 "  + {} {:?} [{}] {}",
                 finding.topic,
                 finding.stance,
@@ -194,7 +221,8 @@ fn report(
             );
         }
         for (finding, right) in lost {
-            println!(
+            let _ = writeln!(
+                out,
                 "  - {} {:?} [{}] {}",
                 finding.topic,
                 finding.stance,
@@ -203,9 +231,53 @@ fn report(
             );
         }
     }
-    if hidden > 0 {
-        println!(
-            "\n{hidden} held-out utterances changed; not listed (--show-misses lists them: a held-out set's cases are not for tuning to)"
+    if hidden_utterances > 0 {
+        let _ = writeln!(
+            out,
+            "\n{hidden_utterances} held-out utterances changed; neither listed nor counted here (--show-misses does both: a held-out set is read once a round, after the changes, not tuned to)"
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(utterances: usize, wrong_lost: usize) -> ChangeCounts {
+        ChangeCounts {
+            utterances,
+            wrong_lost,
+            ..ChangeCounts::default()
+        }
+    }
+
+    /// A held-out set's counts would let a rule be tuned to it: they are said only when asked
+    /// for, and the total leaves them out too (else subtraction gives them back).
+    #[test]
+    fn held_out_counts_are_neither_listed_nor_summed_unless_asked_for() {
+        let counts = vec![
+            ("people's chat (tuning)".to_string(), counts(2, 1)),
+            ("held-out 10 (people's chat)".to_string(), counts(3, 3)),
+        ];
+        let hidden = report(&[], &counts, false, "before", "after");
+        assert!(!hidden.contains("held-out 10"), "{hidden}");
+        assert!(
+            hidden.contains("in the tuning sets: 2 utterances; right +0 -0; wrong +0 -1"),
+            "{hidden}"
+        );
+        assert!(
+            hidden.contains("3 held-out utterances changed; neither listed nor counted"),
+            "{hidden}"
+        );
+        let shown = report(&[], &counts, true, "before", "after");
+        assert!(
+            shown.contains("held-out 10 (people's chat): 3 utterances; right +0 -0; wrong +0 -3"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("in all: 5 utterances; right +0 -0; wrong +0 -4"),
+            "{shown}"
         );
     }
 }
