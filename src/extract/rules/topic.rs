@@ -211,8 +211,7 @@ pub(super) fn make(
         }
     }
     // "turning it off", "love him man": a pronoun inside names nothing the memory can keep;
-    // "having his dog on the wharf", "the attitude they have toward their lifestyle": nor
-    // does a thing someone in the conversation owns.
+    // "having his dog on the wharf": nor does a thing someone in the conversation owns.
     if words.len() > 1
         && words
             .iter()
