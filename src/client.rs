@@ -307,13 +307,13 @@ impl Client {
         max_personas: usize,
         mut progress: impl FnMut(&PurgeUserEverywhereReply),
     ) -> Result<PurgeUserEverywhereReply, ClientError> {
+        // The sum's cursor is the last page's (empty before the first: a new walk).
         let mut total = PurgeUserEverywhereReply::default();
-        let mut cursor = String::new();
         loop {
             let page = self
                 .purge_user_everywhere(&PurgeUserEverywhereRequest {
                     user_id: user_id.to_string(),
-                    cursor: cursor.clone(),
+                    cursor: total.cursor.clone(),
                     max_personas,
                 })
                 .await?;
@@ -322,7 +322,6 @@ impl Client {
             if total.done {
                 return Ok(total);
             }
-            cursor = total.cursor.clone();
         }
     }
 
