@@ -33,8 +33,8 @@ use rand::SeedableRng;
 use serde_json::json;
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
-    measure, measure_interleaved, original_injection_plan, random_unit, raw_vsim_call,
-    raw_vsim_with_users_call,
+    measure, measure_interleaved, original_injection_plan, query_pool_size, random_unit,
+    raw_vsim_call, raw_vsim_with_users_call,
 };
 
 const TARGET_RATIO: f64 = 1.3;
@@ -137,7 +137,10 @@ async fn main() {
         "p0",
     );
     let users = vec!["user1".to_string(), "user2".to_string()];
-    let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
+    // Up to 8 paths run call by call: a pool every one of them meets whole.
+    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 8))
+        .map(|_| random_unit(&mut rng))
+        .collect();
     let payloads: Vec<Vec<u8>> = queries
         .iter()
         .map(|q| {

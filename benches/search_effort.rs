@@ -30,7 +30,7 @@ use persona_prefs::embed::Embedder;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
 use persona_prefs::store::query::vector_to_bytes;
-use support::{Call, env_or, measure_interleaved};
+use support::{Call, env_or, measure_interleaved, query_pool_size};
 
 /// Redis's default exploration factor for `VSIM` without `EF` (`VSET_DEFAULT_SEARCH_EF`).
 const REDIS_DEFAULT_EF: usize = 100;
@@ -191,7 +191,13 @@ async fn main() {
         bytes / vectors.len().max(1) as u64
     );
 
-    let queries: Vec<usize> = (0..vectors.len()).step_by(every).collect();
+    let mut queries: Vec<usize> = (0..vectors.len()).step_by(every).collect();
+    // Every EF is timed call by call in turn: a pool size each of them meets whole.
+    let whole = (1..=queries.len())
+        .rev()
+        .find(|&len| query_pool_size(len, CANDIDATE_EFS.len()) == len)
+        .unwrap_or(queries.len());
+    queries.truncate(whole);
     let exact: Vec<Vec<usize>> = queries
         .iter()
         .map(|&query| exact_top(&vectors, query, 16))

@@ -42,7 +42,7 @@ use rand::SeedableRng;
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
     measure_interleaved, measure_pair, original_find_conflicts, original_injection_plan,
-    random_unit, raw_vsim_call,
+    query_pool_size, random_unit, raw_vsim_call,
 };
 
 const TARGET_FLOOR_RATIO: f64 = 1.3;
@@ -119,7 +119,10 @@ async fn main() {
         );
     }
 
-    let queries: Vec<Vec<f32>> = (0..64).map(|_| random_unit(&mut rng)).collect();
+    // Up to 3 paths run call by call: a pool every one of them meets whole.
+    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 3))
+        .map(|_| random_unit(&mut rng))
+        .collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
     let search_ef = config.store.vector_search_ef;

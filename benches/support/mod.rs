@@ -5,7 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 
 pub const DIMS: usize = 384;
 
@@ -66,9 +67,20 @@ pub type Call<'a> = Box<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + 'a>> 
 /// Call `k` of round `r` is handed the number `r·n + k` (n calls), so calls that pick their
 /// query by it never search a vector another call searched just before: a repeated query walks
 /// an HNSW path already in the CPU's caches, and was measured here at about half the time of a
-/// fresh one (the first call of each round paid for the others' warm caches). Each round also
-/// starts one call further on, so no call always follows the same neighbour (the original
-/// plan's search on another server evicts our server's caches for whatever runs next).
+/// fresh one (the first call of each round paid for the others' warm caches).
+///
+/// Each round runs the calls in an order of its own, drawn from a fixed seed, so every call
+/// follows every other about equally often: what runs just before a call changes its time (the
+/// original plan's search on another server evicts our server's caches for whatever runs next,
+/// about 50 µs here). Rounds used to start one call further on, in a fixed cycle, so each call
+/// followed the same neighbour in all but one round in n: the first call of the list (the
+/// injection) always came after the original plan, and the floor's search after the injection.
+///
+/// A call picking from a pool of `len` queries by `number % len` meets only the queries of its
+/// own residue class when `len` and `n` share a factor: with 64 queries and 8 calls, each call
+/// searched its own 8 vectors, none of the others', and the paths compared were not given the
+/// same work (an HNSW search's cost varies from vector to vector). Pools are sized by
+/// [`query_pool_size`] so every call meets every query.
 pub async fn measure_interleaved(iterations: usize, calls: &[Call<'_>]) -> Vec<Percentiles> {
     let n = calls.len();
     for round in 0..(iterations / 10).max(1) {
@@ -80,9 +92,11 @@ pub async fn measure_interleaved(iterations: usize, calls: &[Call<'_>]) -> Vec<P
         .iter()
         .map(|_| Vec::with_capacity(iterations))
         .collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x1e_a7ed);
     for round in 0..iterations.max(1) {
-        for step in 0..n {
-            let k = (round + step) % n;
+        order.shuffle(&mut rng);
+        for &k in &order {
             let started = Instant::now();
             calls[k](round * n + k).await;
             samples[k].push(started.elapsed());
@@ -100,6 +114,19 @@ fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
         p50: at(0.50),
         p99: at(0.99),
     }
+}
+
+/// How many queries a pool of about `wanted` should hold so that each of up to `calls`
+/// interleaved calls, picking by `number % len` ([`measure_interleaved`]), meets every one of
+/// them: the first size from `wanted` up that shares no factor with any call count up to
+/// `calls` (a prime above `calls` always qualifies).
+pub fn query_pool_size(wanted: usize, calls: usize) -> usize {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    (wanted.max(calls + 1)..)
+        .find(|&len| (2..=calls).all(|n| gcd(len, n) == 1))
+        .expect("a prime above `calls` always qualifies")
 }
 
 pub fn random_unit(rng: &mut impl Rng) -> Vec<f32> {
