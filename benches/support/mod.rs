@@ -348,7 +348,17 @@ pub async fn load_personas(
         "It is one of the few things I would defend to anyone, even when they laugh at me for it.",
         "I used to dismiss it, but these days I think it is genuinely underrated by most people.",
     ];
-    let at = Timestamp::parse("2026-11-20T09:09:00Z").expect("a valid timestamp");
+    // Voiced when loaded (to the second, so a record is as long in every run), as a persona's
+    // strongest views are voiced lately. A fixed date decayed every view alike by the days
+    // since (5 % a week at the default 90-day half-life), and the residents' walk, which must
+    // read every entry whose stored strength could still beat what it keeps, read every entry
+    // within 5 % of the strongest: at 100 000 a persona, its whole limit, so "voiced lately"
+    // measured the worst case.
+    let at = Timestamp::from(
+        time::OffsetDateTime::now_utc()
+            .replace_nanosecond(0)
+            .expect("0 is a valid nanosecond"),
+    );
     let mut adds = futures::stream::iter(data.iter().enumerate().map(|(i, preference)| {
         if i > 0 && i % 100_000 == 0 {
             println!("  {i} preferences loaded");
