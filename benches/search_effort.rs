@@ -30,7 +30,7 @@ use persona_prefs::embed::Embedder;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
 use persona_prefs::store::query::vector_to_bytes;
-use support::{Call, env_or, measure_interleaved, query_pool_size};
+use support::{Call, env_or, every_call_meets_every_query, measure_interleaved};
 
 /// Redis's default exploration factor for `VSIM` without `EF` (`VSET_DEFAULT_SEARCH_EF`).
 const REDIS_DEFAULT_EF: usize = 100;
@@ -195,7 +195,7 @@ async fn main() {
     // Every EF is timed call by call in turn: a pool size each of them meets whole.
     let whole = (1..=queries.len())
         .rev()
-        .find(|&len| query_pool_size(len, CANDIDATE_EFS.len()) == len)
+        .find(|&len| every_call_meets_every_query(len, CANDIDATE_EFS.len()))
         .unwrap_or(queries.len());
     queries.truncate(whole);
     let exact: Vec<Vec<usize>> = queries

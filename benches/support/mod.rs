@@ -116,16 +116,21 @@ fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
     }
 }
 
-/// How many queries a pool of about `wanted` should hold so that each of up to `calls`
-/// interleaved calls, picking by `number % len` ([`measure_interleaved`]), meets every one of
-/// them: the first size from `wanted` up that shares no factor with any call count up to
-/// `calls` (a prime above `calls` always qualifies).
-pub fn query_pool_size(wanted: usize, calls: usize) -> usize {
+/// Whether each of up to `calls` interleaved calls, picking from a pool of `len` queries by
+/// `number % len` ([`measure_interleaved`]), meets every query: `len` shares no factor with
+/// any call count up to `calls`.
+pub fn every_call_meets_every_query(len: usize, calls: usize) -> bool {
     fn gcd(a: usize, b: usize) -> usize {
         if b == 0 { a } else { gcd(b, a % b) }
     }
+    (2..=calls).all(|n| gcd(len, n) == 1)
+}
+
+/// The first pool size from `wanted` up that [`every_call_meets_every_query`] (a prime above
+/// `calls` always does).
+pub fn query_pool_size(wanted: usize, calls: usize) -> usize {
     (wanted.max(calls + 1)..)
-        .find(|&len| (2..=calls).all(|n| gcd(len, n) == 1))
+        .find(|&len| every_call_meets_every_query(len, calls))
         .expect("a prime above `calls` always qualifies")
 }
 
