@@ -15,9 +15,11 @@
 //!   run; `PERSONA_PREFS_REDIS_SERVER` and `PERSONA_PREFS_REDISEARCH_MODULE`, which
 //!   `scripts/bench` sets, name the binaries), sent by the same client (injection: one KNN,
 //!   then one query per user, each awaited);
-//! - the new floor: one raw VSIM over the persona's vector set, reply unparsed.
+//! - the new floor: one raw VSIM over the persona's vector set, reply unparsed; for injection
+//!   also the floor pricing the user pass (that VSIM and one over each present user's own
+//!   vector set, pipelined: `raw_vsim_with_users_call`), as the inject bench prints it.
 //!
-//! The three run call by call in turn, each call with its own query (`measure_interleaved`).
+//! They run call by call in turn, each call with its own query (`measure_interleaved`).
 //!
 //! Then injection with three residents (the strongest by decayed strength, which the script
 //! walks down the strongest set for), alternated with the same injection without them: once
@@ -42,7 +44,7 @@ use rand::SeedableRng;
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
     measure_interleaved, measure_pair, original_find_conflicts, original_injection_plan,
-    query_pool_size, random_unit, raw_vsim_call,
+    query_pool_size, random_unit, raw_vsim_call, raw_vsim_with_users_call,
 };
 
 const TARGET_FLOOR_RATIO: f64 = 1.3;
@@ -119,8 +121,8 @@ async fn main() {
         );
     }
 
-    // Up to 3 paths run call by call: a pool every one of them meets whole.
-    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 3))
+    // Up to 4 paths run call by call: a pool every one of them meets whole.
+    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 4))
         .map(|_| random_unit(&mut rng))
         .collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
@@ -146,8 +148,10 @@ async fn main() {
         ))
     });
     let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
+    let inject_users_floor_call =
+        raw_vsim_with_users_call(&connection, &keys, &queries, &users, 16, search_ef);
     let mut conflict_calls = vec![nearest_call, conflicts_floor_call];
-    let mut inject_calls = vec![inject_call, inject_floor_call];
+    let mut inject_calls = vec![inject_call, inject_floor_call, inject_users_floor_call];
     if original {
         conflict_calls.push(Box::new(|i| {
             let mut connection = original_connection.clone();
@@ -165,17 +169,25 @@ async fn main() {
             )
         }));
     }
-    // Each list holds ours, the floor and (when measured) the original plan, in that order.
-    let ours_floor_original = |measured: Vec<Percentiles>| {
+    // Each list holds ours, the floor, (injection only) the floor pricing the user pass and
+    // (when measured) the original plan, in that order.
+    let ours_floor_original = |measured: Vec<Percentiles>, with_users_floor: bool| {
         let mut measured = measured.into_iter();
         let ours = measured.next().expect("ours is always measured");
         let floor = measured.next().expect("the floor is always measured");
-        (ours, floor, measured.next())
+        let users_floor = if with_users_floor {
+            measured.next()
+        } else {
+            None
+        };
+        (ours, floor, users_floor, measured.next())
     };
-    let (conflicts, conflicts_floor, conflicts_original) =
-        ours_floor_original(measure_interleaved(iterations, &conflict_calls).await);
-    let (injection, injection_floor, injection_original) =
-        ours_floor_original(measure_interleaved(iterations, &inject_calls).await);
+    let (conflicts, conflicts_floor, _, conflicts_original) = ours_floor_original(
+        measure_interleaved(iterations, &conflict_calls).await,
+        false,
+    );
+    let (injection, injection_floor, injection_users_floor, injection_original) =
+        ours_floor_original(measure_interleaved(iterations, &inject_calls).await, true);
     drop((conflict_calls, inject_calls));
 
     println!();
@@ -227,6 +239,18 @@ async fn main() {
         println!(
             "{label:<26} {:>8.3} {:>8.3} | {:>11.3} {:>11.3} {:>7.2} | {original_text} {p50_ratio:>11} {p99_ratio:>11}",
             measured.p50, measured.p99, floor.p50, floor.p99, ratio,
+        );
+    }
+    if let Some(users_floor) = &injection_users_floor {
+        println!(
+            "{:<26} {:>8} {:>8} | {:>11.3} {:>11.3} {:>7.2} | the floor pricing the user pass: \
+             the raw VSIM and one of each present user's own set, pipelined",
+            "  against the users' floor",
+            "",
+            "",
+            users_floor.p50,
+            users_floor.p99,
+            injection.p50 / users_floor.p50,
         );
     }
     println!(

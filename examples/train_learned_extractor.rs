@@ -46,6 +46,28 @@ fn main() -> Result<(), String> {
         report.development.recalled,
         report.development.expected
     );
+    let rules = &report.rules_development;
+    println!(
+        "rules alone on the development split: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
+        rules.precision, rules.matched, rules.found, rules.recall, rules.recalled, rules.expected
+    );
+    println!(
+        "rules then learned on the development split (precision / recall), by span confidence and sentence score:"
+    );
+    let mut rows: Vec<(f32, Vec<String>)> = Vec::new();
+    for (confidence, sentence, scored) in &report.after_rules {
+        let cell = format!(
+            "{sentence:.2}: {:.3} / {:.3}",
+            scored.precision, scored.recall
+        );
+        match rows.last_mut() {
+            Some((last, cells)) if last == confidence => cells.push(cell),
+            _ => rows.push((*confidence, vec![cell])),
+        }
+    }
+    for (confidence, cells) in rows {
+        println!("  {confidence:.2} | {}", cells.join(" | "));
+    }
     println!("wrote {}", out.display());
     Ok(())
 }

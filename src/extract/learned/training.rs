@@ -29,6 +29,13 @@ pub struct Report {
     pub min_sentence_score: f32,
     /// The learned extractor on the development split, at the chosen thresholds.
     pub development: Score,
+    /// The rules alone on the development split.
+    pub rules_development: Score,
+    /// The rules, then the learned extractor where they find nothing (`rules_then_learned`),
+    /// on the development split at each pair of thresholds (span confidence, sentence score):
+    /// what the combination trades, for choosing how to combine. Not used to choose the
+    /// shipped thresholds, which are the learned extractor's own.
+    pub after_rules: Vec<(f32, f32, Score)>,
 }
 
 /// Tags for each word of `text` from its labelled opinions: the first run of words that names
@@ -273,6 +280,38 @@ pub fn train(
     let (_, min_confidence, min_sentence_score, development_score) =
         best.ok_or("no development utterances")?;
 
+    // The combination with the rules, over a wider range of sentence scores: where the rules
+    // find nothing, an addition must be right about as often as the rules are to keep their
+    // precision.
+    let rules = crate::extract::rules::RulesExtractor::new(8);
+    let ruled: Vec<Vec<crate::extract::ExtractedOpinion>> = development
+        .iter()
+        .map(|read| rules.extract_text(&read.row.text))
+        .collect();
+    let rules_development = score(&development_rows, &ruled);
+    let mut after_rules = Vec::new();
+    for confidence in (6..=19).map(|n| n as f32 * 0.05) {
+        for sentence in [0.0f32, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95] {
+            head.min_confidence = confidence;
+            head.min_sentence_score = sentence;
+            let combined: Vec<_> = development
+                .iter()
+                .zip(&readings)
+                .zip(&ruled)
+                .map(|((read, reading), ruled)| {
+                    if ruled.is_empty() {
+                        opinions_for(&head, &read.row.text, reading)
+                    } else {
+                        ruled.clone()
+                    }
+                })
+                .collect();
+            let mut scored = score(&development_rows, &combined);
+            scored.misses.clear();
+            after_rules.push((confidence, sentence, scored));
+        }
+    }
+
     let mut tensors: HashMap<String, Tensor> = varmap
         .data()
         .lock()
@@ -293,6 +332,8 @@ pub fn train(
         min_confidence,
         min_sentence_score,
         development: development_score,
+        rules_development,
+        after_rules,
     })
 }
 
