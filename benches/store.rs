@@ -186,8 +186,12 @@ async fn main() {
         measure_interleaved(iterations, &conflict_calls).await,
         false,
     );
+    // Redis's own time per command over the injection phase (the original plan runs on a
+    // server of its own, when measured): what the script costs beside the searches.
+    support::reset_command_times(&store).await;
     let (injection, injection_floor, injection_users_floor, injection_original) =
         ours_floor_original(measure_interleaved(iterations, &inject_calls).await, true);
+    let injection_phase_times = support::command_times(&store).await;
     drop((conflict_calls, inject_calls));
 
     println!();
@@ -252,6 +256,18 @@ async fn main() {
             users_floor.p99,
             injection.p50 / users_floor.p50,
         );
+    }
+    println!(
+        "Redis's own time over the injection phase (mean per call; a script's includes the commands it calls, \
+         also listed under their names):"
+    );
+    for (command, calls, usec) in injection_phase_times.iter().take(8) {
+        if *calls > 0 {
+            println!(
+                "  {command:<14} {calls:>8} calls {:>8.1} us a call",
+                *usec as f64 / *calls as f64
+            );
+        }
     }
     println!(
         "targets: store call p50 <= {TARGET_FLOOR_RATIO} x floor p50, p99 <= {TARGET_TAIL} x its p50; \

@@ -230,6 +230,56 @@ pub async fn info_sum(
         .sum()
 }
 
+/// Redis's own time per command since the last `CONFIG RESETSTAT` (`INFO commandstats`,
+/// summed over the masters): (command, calls, microseconds), the most time first. A script's
+/// time includes the commands it calls, which are also counted under their own names.
+pub async fn command_times(
+    store: &persona_prefs::store::PreferenceStore,
+) -> Vec<(String, u64, u64)> {
+    let mut connection = store.connection();
+    let replies = connection
+        .query_every_master(redis::cmd("INFO").arg("commandstats"))
+        .await
+        .unwrap();
+    let mut totals: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for (_, reply) in replies {
+        let text = persona_prefs::store::query::value_to_string(&reply);
+        for line in text.lines() {
+            let Some((name, fields)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|rest| rest.split_once(':'))
+            else {
+                continue;
+            };
+            let field = |key: &str| -> u64 {
+                fields
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+                    .and_then(|value| value.parse().ok())
+                    .unwrap_or(0)
+            };
+            let total = totals.entry(name.to_string()).or_default();
+            total.0 += field("calls");
+            total.1 += field("usec");
+        }
+    }
+    let mut times: Vec<(String, u64, u64)> = totals
+        .into_iter()
+        .map(|(name, (calls, usec))| (name, calls, usec))
+        .collect();
+    times.sort_by(|a, b| b.2.cmp(&a.2));
+    times
+}
+
+/// `CONFIG RESETSTAT` on every master: [`command_times`] counts from here.
+pub async fn reset_command_times(store: &persona_prefs::store::PreferenceStore) {
+    let mut connection = store.connection();
+    connection
+        .query_every_master(redis::cmd("CONFIG").arg("RESETSTAT"))
+        .await
+        .unwrap();
+}
+
 /// Publishes `events` events, each one persona message voicing one opinion ("I love
 /// <topic>."), over personas `p0` … `p{personas - 1}` in turn, and waits until JetStream has
 /// stored them all. Published without waiting for each ack (unlike `client::publish_event`),
