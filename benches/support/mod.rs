@@ -267,7 +267,7 @@ pub async fn command_times(
         .into_iter()
         .map(|(name, (calls, usec))| (name, calls, usec))
         .collect();
-    times.sort_by(|a, b| b.2.cmp(&a.2));
+    times.sort_by_key(|time| std::cmp::Reverse(time.2));
     times
 }
 
