@@ -17,7 +17,11 @@
 //!   then one query per user, each awaited);
 //! - the new floor: one raw VSIM over the persona's vector set, reply unparsed; for injection
 //!   also the floor pricing the user pass (that VSIM and one over each present user's own
-//!   vector set, pipelined: `raw_vsim_with_users_call`), as the inject bench prints it.
+//!   vector set, pipelined: `raw_vsim_with_users_call`), as the inject bench prints it;
+//! - for injection, the store's own pipeline (`query::injection_pipeline`: the searches and the
+//!   script) sent as it is, its replies not decoded: what lies between it and the users' floor
+//!   is Redis's share of the gap (the script), what lies between the store call and it is the
+//!   service's (building the pipeline, decoding about twenty whole records, choosing).
 //!
 //! They run call by call in turn, each call with its own query (`measure_interleaved`).
 //!
@@ -121,13 +125,22 @@ async fn main() {
         );
     }
 
-    // Up to 4 paths run call by call: a pool every one of them meets whole.
-    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 4))
+    // Up to 5 paths run call by call: a pool every one of them meets whole.
+    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 5))
         .map(|_| random_unit(&mut rng))
         .collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
     let search_ef = config.store.vector_search_ef;
+    // The same pipeline the store call sends (`inject`: 8 views, so 16 neighbours; no
+    // residents), undecoded.
+    let raw_pipeline_sizes = persona_prefs::store::query::PassSizes {
+        top_k: 16,
+        strongest: 0,
+        search_ef,
+        half_life_days: config.store.strength_half_life_days,
+        now_days: 0.0,
+    };
 
     // Each store call alternates with its floor and the original plan, call by call (see
     // `measure_interleaved`), so a stall on this shared machine hits all three alike.
@@ -150,8 +163,36 @@ async fn main() {
     let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
     let inject_users_floor_call =
         raw_vsim_with_users_call(&connection, &keys, &queries, &users, 16, search_ef);
+    let inject_raw_pipeline_call: Call<'_> = Box::new(|i| {
+        let mut connection = connection.clone();
+        let pipe = persona_prefs::store::query::injection_pipeline(
+            &keys,
+            "p0",
+            &queries[i % queries.len()],
+            raw_pipeline_sizes,
+            &users,
+            false,
+        );
+        let route = keys.vectors("p0");
+        Box::pin(async move {
+            let replies: Vec<redis::Value> =
+                connection.pipeline_for_key(&route, &pipe).await.unwrap();
+            // The store call ran first in the warm-up and loaded the script.
+            assert!(
+                !replies
+                    .iter()
+                    .any(|reply| matches!(reply, redis::Value::ServerError(_))),
+                "{replies:?}"
+            );
+        })
+    });
     let mut conflict_calls = vec![nearest_call, conflicts_floor_call];
-    let mut inject_calls = vec![inject_call, inject_floor_call, inject_users_floor_call];
+    let mut inject_calls = vec![
+        inject_call,
+        inject_floor_call,
+        inject_users_floor_call,
+        inject_raw_pipeline_call,
+    ];
     if original {
         conflict_calls.push(Box::new(|i| {
             let mut connection = original_connection.clone();
@@ -182,7 +223,9 @@ async fn main() {
     // server of its own, when measured): what the script costs beside the searches.
     support::reset_command_times(&store).await;
     let mut measured = measure_interleaved(iterations, &inject_calls).await;
-    // Third in the injection's list: the floor pricing the user pass.
+    // Fourth in the injection's list: the store's pipeline undecoded; third: the floor pricing
+    // the user pass.
+    let injection_raw_pipeline = measured.remove(3);
     let injection_users_floor = measured.remove(2);
     let (injection, injection_floor, injection_original) = ours_floor_original(measured);
     let injection_phase_times = support::command_times(&store).await;
@@ -248,6 +291,15 @@ async fn main() {
         injection_users_floor.p50,
         injection_users_floor.p99,
         injection.p50 / injection_users_floor.p50,
+    );
+    println!(
+        "{:<26} {:>8.3} {:>8.3} | the store's own pipeline, undecoded: Redis's share of the gap to the users' floor \
+         {:.3} ms, the service's (building, decoding, choosing) {:.3} ms",
+        "  its pipeline alone",
+        injection_raw_pipeline.p50,
+        injection_raw_pipeline.p99,
+        injection_raw_pipeline.p50 - injection_users_floor.p50,
+        injection.p50 - injection_raw_pipeline.p50,
     );
     println!(
         "Redis's own time over the injection phase (mean per call; a script's includes the commands it calls, \
