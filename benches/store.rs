@@ -52,6 +52,8 @@ use support::{
 };
 
 const TARGET_FLOOR_RATIO: f64 = 1.3;
+/// The views each measured injection asks for.
+const INJECTION_MAX_COUNT: usize = 8;
 /// p99 at most this many times p50.
 const TARGET_TAIL: f64 = 2.0;
 
@@ -132,10 +134,12 @@ async fn main() {
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
     let search_ef = config.store.vector_search_ef;
-    // The same pipeline the store call sends (`inject`: 8 views, so 16 neighbours; no
-    // residents), undecoded.
+    // The neighbours the store call asks for (`inject`'s views, twice over, as the store
+    // reads them), which the floors search for too.
+    let injection_top_k = (INJECTION_MAX_COUNT * 2).min(config.store.max_top_k);
+    // The same pipeline the store call sends (no residents), undecoded.
     let raw_pipeline_sizes = persona_prefs::store::query::PassSizes {
-        top_k: 16,
+        top_k: injection_top_k,
         strongest: 0,
         search_ef,
         half_life_days: config.store.strength_half_life_days,
@@ -160,9 +164,15 @@ async fn main() {
             0,
         ))
     });
-    let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
-    let inject_users_floor_call =
-        raw_vsim_with_users_call(&connection, &keys, &queries, &users, 16, search_ef);
+    let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, injection_top_k, search_ef);
+    let inject_users_floor_call = raw_vsim_with_users_call(
+        &connection,
+        &keys,
+        &queries,
+        &users,
+        injection_top_k,
+        search_ef,
+    );
     let inject_raw_pipeline_call: Call<'_> = Box::new(|i| {
         let mut connection = connection.clone();
         let pipe = persona_prefs::store::query::injection_pipeline(
@@ -432,7 +442,7 @@ async fn inject(store: PreferenceStore, q: Vec<f32>, users: Vec<String>, residen
     let query = InjectionQuery {
         persona_id: "p0",
         query_embedding: &q,
-        max_count: 8,
+        max_count: INJECTION_MAX_COUNT,
         max_chars: 2000,
         active_user_ids: &users,
     };
