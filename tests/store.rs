@@ -2399,3 +2399,100 @@ async fn texts_with_quotes_and_apostrophes_survive_the_compact_encoding_and_the_
     assert_eq!(reinforced.evolution_history, stored.evolution_history);
     assert_eq!(reinforced.opinion, stored.opinion);
 }
+
+/// A preference voiced once holds that voicing twice: as its timeline and as its own fields,
+/// which the voicing created. Its element keeps the fields only (`vr` in the voicing's place,
+/// about 230 of 500 bytes), and the timeline reads back exactly, however awkward its texts
+/// and numbers. A second voicing keeps the timeline as it is.
+#[tokio::test]
+async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exactly() {
+    use persona_prefs::model::timeline::{Voiced, Voicing, voice};
+    use persona_prefs::store::Stance;
+    use persona_prefs::timestamp::Timestamp;
+
+    let t = TestStore::new("voiced-once").await;
+    let voicing = |at: &str, message: &str, opinion: &str| Voicing {
+        at: Timestamp::parse(at).unwrap(),
+        stance: Some(Stance::Against),
+        // Seventeen digits: the strength must come back to the last bit.
+        strength: 0.1 + 0.2,
+        topic: "pineapple / pizza".into(),
+        opinion: opinion.into(),
+        category: "culinary".into(),
+        provenance: Provenance {
+            triggering_user_id: "o'neil".into(),
+            triggering_message_id: format!("{message}-0"),
+            persona_message_id: format!("{message}-1"),
+            source_platform: "discord".into(),
+            source_channel_id: "chan \"1\"".into(),
+        },
+        related_user_ids: ids(&["sam", "o'neil"]),
+        related_kg_uuids: ids(&["kg-1"]),
+    };
+    let first = t
+        .checked_voicing(voicing(
+            "2026-11-20T09:26:00.123456Z",
+            "m1",
+            "It's \"vile\" \\ truly, isn't it?\n\u{e9} \u{1f34d} /",
+        ))
+        .unwrap();
+    let added = t
+        .add_voiced(
+            "ada",
+            first.clone(),
+            None,
+            &unit_vector(3),
+            WriteGuard::default(),
+        )
+        .await
+        .unwrap()
+        .preference;
+    let stored = t.timeline("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(stored.timeline.voicings, vec![first.clone()]);
+    assert_eq!(added.strength.to_bits(), (0.1f64 + 0.2).to_bits());
+
+    let mut connection = t.connection();
+    let element = async |connection: &mut persona_prefs::store::RedisConnection| {
+        let attributes: String = redis::cmd("VGETATTR")
+            .arg(t.keys().vectors("ada"))
+            .arg(&added.id)
+            .query_async(connection)
+            .await
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&attributes).unwrap()
+    };
+    if !t.has_text_index() {
+        let once = element(&mut connection).await;
+        assert!(once.get("vo").is_none(), "{once}");
+        assert_eq!(once["vr"], 1, "{once}");
+    }
+
+    // A second voicing (another message, the same stance): the timeline holds two.
+    let second = t
+        .checked_voicing(voicing("2026-11-21T10:00:00Z", "m2", "Still vile."))
+        .unwrap();
+    let Voiced::Changed(change) = voice(
+        &stored.identity,
+        &stored.timeline,
+        second.clone(),
+        &t.timeline_rules(),
+    ) else {
+        panic!("a second voicing from another message changes the preference");
+    };
+    assert_eq!(
+        t.write_voiced(&stored, &change, None, WriteGuard::default())
+            .await
+            .unwrap(),
+        Some(true)
+    );
+    let twice = t.timeline("ada", &added.id).await.unwrap().unwrap();
+    assert_eq!(twice.timeline.voicings, vec![first, second]);
+    if !t.has_text_index() {
+        let kept = element(&mut connection).await;
+        assert!(kept.get("vr").is_none(), "{kept}");
+        assert!(
+            kept["vo"].as_str().unwrap().starts_with("[{'"),
+            "the voicings as they are: {kept}"
+        );
+    }
+}

@@ -70,6 +70,75 @@ local function injection_view(r)
   if r.curated == '1' then view.cu = true end
   return view
 end
+-- A preference voiced once holds its one voicing twice: as its timeline (`voicings`) and as
+-- its own fields, which that voicing created (topic, opinion, category, stance and when,
+-- strength, provenance, who and what it is about). About 230 of an element's 500 bytes.
+-- When the voicing says exactly what the record's fields say, the attributes keep `vr` = 1
+-- in its place and the voicing is written back from the fields on read; any difference, or
+-- a field a voicing may hold that is not named here, keeps the voicing as it is.
+local VOICING_FIELDS = {at = 'stance_at', st = 'stance', n = 'name', o = 'opinion',
+  c = 'category', tu = 'triggering_user_id', tm = 'triggering_message_id',
+  pm = 'persona_message_id', sp = 'source_platform', sc = 'source_channel_id'}
+local VOICING_LISTS = {ru = 'related_user_ids', kg = 'related_kg_uuids'}
+-- The strength is written back as the record's own text, so it must be JSON's number form.
+local function json_number(text)
+  return type(text) == 'string' and (string.match(text, '^%-?%d+$') ~= nil
+    or string.match(text, '^%-?%d+%.%d+$') ~= nil)
+end
+local function same_list(list, raw)
+  local other = decode_list(raw)
+  if #list ~= #other then return false end
+  for i = 1, #list do
+    if list[i] ~= other[i] then return false end
+  end
+  return true
+end
+local function voicing_is_the_records(r)
+  local raw = r.voicings
+  if type(raw) ~= 'string' or string.sub(raw, 1, 2) ~= '[{' then return false end
+  local ok, list = pcall(cjson.decode, raw)
+  if not ok or type(list) ~= 'table' or #list ~= 1 or type(list[1]) ~= 'table' then
+    return false
+  end
+  local voicing = list[1]
+  if not json_number(r.strength) or type(voicing.s) ~= 'number'
+    or tonumber(r.strength) ~= voicing.s then
+    return false
+  end
+  for name, value in pairs(voicing) do
+    if VOICING_FIELDS[name] then
+      if type(value) ~= 'string' or value == '' or value ~= r[VOICING_FIELDS[name]] then
+        return false
+      end
+    elseif VOICING_LISTS[name] then
+      if type(value) ~= 'table' or #value == 0 or not same_list(value, r[VOICING_LISTS[name]]) then
+        return false
+      end
+    elseif name ~= 's' then
+      return false
+    end
+  end
+  -- A field the voicing leaves out must be empty in the record too.
+  for short, long in pairs(VOICING_FIELDS) do
+    if voicing[short] == nil and (r[long] or '') ~= '' then return false end
+  end
+  for short, long in pairs(VOICING_LISTS) do
+    if voicing[short] == nil and #decode_list(r[long]) > 0 then return false end
+  end
+  return true
+end
+-- The one voicing a record's fields say (`vr`), as the timeline holds it.
+local function the_records_voicing(r)
+  local voicing = {}
+  for short, long in pairs(VOICING_FIELDS) do
+    if (r[long] or '') ~= '' then voicing[short] = r[long] end
+  end
+  for short, long in pairs(VOICING_LISTS) do
+    local list = decode_list(r[long])
+    if #list > 0 then voicing[short] = list end
+  end
+  return '[{"s":' .. r.strength .. ',' .. string.sub(cjson.encode(voicing), 2) .. ']'
+end
 -- The whole record as an element's attributes: injection's view, the other fields by short
 -- name (those holding JSON with their quotes swapped, above), and `w` marking it whole. A
 -- record without a reinforcement count says so (`rn`), since a history entry tells an unknown
@@ -96,6 +165,10 @@ local function whole_attributes(r, view)
         a.x[name] = value
       end
     end
+  end
+  if a.vo and voicing_is_the_records(r) then
+    a.vo = nil
+    a.vr = 1
   end
   return a
 end
@@ -129,6 +202,7 @@ local function record_from_attributes(raw, key)
   if type(a.x) == 'table' then
     for name, value in pairs(a.x) do r[name] = value end
   end
+  if a.vr then r.voicings = the_records_voicing(r) end
   return r
 end
 -- Injection's view of raw attributes (a user's own set copies only that).
