@@ -153,8 +153,11 @@ local function whole_attributes(r, view)
   if r.reinforcement_count == nil then a.rn = 1 end
   local first_version = r.version == '1' and r.evolution_history == nil
     and r.history_entries_dropped == nil
+  -- Checked before the copy, so the voicing left out is not swapped for nothing.
+  if voicing_is_the_records(r) then a.vr = 1 end
   for name, value in pairs(r) do
-    if not VIEWED[name] and not (name == 'version' and first_version) then
+    if not VIEWED[name] and not (name == 'version' and first_version)
+      and not (name == 'voicings' and a.vr) then
       local short = SHORT_NAMES[name]
       if short and QUOTES_SWAPPED[short] then
         a[short] = swap_quotes(value)
@@ -165,10 +168,6 @@ local function whole_attributes(r, view)
         a.x[name] = value
       end
     end
-  end
-  if a.vo and voicing_is_the_records(r) then
-    a.vo = nil
-    a.vr = 1
   end
   return a
 end
