@@ -2462,9 +2462,36 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
         serde_json::from_str::<serde_json::Value>(&attributes).unwrap()
     };
     if !t.has_text_index() {
-        let once = element(&mut connection).await;
+        let mut once = element(&mut connection).await;
         assert!(once.get("vo").is_none(), "{once}");
         assert_eq!(once["vr"], 1, "{once}");
+
+        // An element written before (the voicing kept as it is, quotes swapped) reads the
+        // same, and `index migrate`'s resync of every preference writes it the short way.
+        let swapped: String = serde_json::to_string(&stored.timeline.voicings)
+            .unwrap()
+            .chars()
+            .map(|c| match c {
+                '"' => '\'',
+                '\'' => '"',
+                c => c,
+            })
+            .collect();
+        once.as_object_mut().unwrap().remove("vr");
+        once["vo"] = swapped.into();
+        let _: () = redis::cmd("VSETATTR")
+            .arg(t.keys().vectors("ada"))
+            .arg(&added.id)
+            .arg(once.to_string())
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let earlier = t.timeline("ada", &added.id).await.unwrap().unwrap();
+        assert_eq!(earlier.timeline.voicings, vec![first.clone()]);
+        assert!(t.resync_preference("ada", &added.id).await.unwrap());
+        let resynced = element(&mut connection).await;
+        assert!(resynced.get("vo").is_none(), "{resynced}");
+        assert_eq!(resynced["vr"], 1, "{resynced}");
     }
 
     // A second voicing (another message, the same stance): the timeline holds two.
