@@ -24,6 +24,32 @@ fn ids(list: &[impl AsRef<str>]) -> Vec<String> {
     list.iter().map(|s| s.as_ref().to_string()).collect()
 }
 
+/// An element's attributes in the persona's vector set `vectors`, as JSON.
+async fn element_attributes(
+    connection: &mut persona_prefs::store::RedisConnection,
+    vectors: &str,
+    id: &str,
+) -> serde_json::Value {
+    let attributes: String = redis::cmd("VGETATTR")
+        .arg(vectors)
+        .arg(id)
+        .query_async(connection)
+        .await
+        .unwrap();
+    serde_json::from_str(&attributes).unwrap()
+}
+
+/// `text` with quotes and apostrophes swapped, as attributes keep JSON-holding fields.
+fn swapped_quotes(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' => '\'',
+            '\'' => '"',
+            c => c,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn add_stores_the_seed_layout_and_returns_the_record_without_embedding() {
     let t = TestStore::new("add").await;
@@ -2341,32 +2367,18 @@ async fn texts_with_quotes_and_apostrophes_survive_the_compact_encoding_and_the_
     }
     let mut connection = t.connection();
     let vectors = t.keys().vectors("ada");
-    let element_of = async |connection: &mut persona_prefs::store::RedisConnection| {
-        let attributes: String = redis::cmd("VGETATTR")
-            .arg(&vectors)
-            .arg(&added.id)
-            .query_async(connection)
-            .await
-            .unwrap();
-        serde_json::from_str::<serde_json::Value>(&attributes).unwrap()
-    };
-    let mut element = element_of(&mut connection).await;
+    let mut element = element_attributes(&mut connection, &vectors, &added.id).await;
     let history = element["eh"].as_str().unwrap().to_string();
     assert!(history.starts_with("[{'"), "{history}");
     assert_eq!(element["w"], 2, "{element}");
 
     // The same record as the earlier encoding wrote it: JSON as it is, `w` 1.
-    let swap = |text: &str| -> String {
-        text.chars()
-            .map(|c| match c {
-                '"' => '\'',
-                '\'' => '"',
-                c => c,
-            })
-            .collect()
-    };
     for field in ["eh", "eu", "kg", "rf", "vo", "bl"] {
-        if let Some(text) = element.get(field).and_then(|v| v.as_str()).map(swap) {
+        if let Some(text) = element
+            .get(field)
+            .and_then(|v| v.as_str())
+            .map(swapped_quotes)
+        {
             element[field] = serde_json::Value::String(text);
         }
     }
@@ -2393,7 +2405,7 @@ async fn texts_with_quotes_and_apostrophes_survive_the_compact_encoding_and_the_
         .await
         .unwrap()
         .unwrap();
-    let element = element_of(&mut connection).await;
+    let element = element_attributes(&mut connection, &vectors, &added.id).await;
     assert_eq!(element["w"], 2, "re-encoded at its next write: {element}");
     let reinforced = t.get_preference("ada", &added.id).await.unwrap().unwrap();
     assert_eq!(reinforced.evolution_history, stored.evolution_history);
@@ -2452,35 +2464,19 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
     assert_eq!(added.strength.to_bits(), (0.1f64 + 0.2).to_bits());
 
     let mut connection = t.connection();
-    let element = async |connection: &mut persona_prefs::store::RedisConnection| {
-        let attributes: String = redis::cmd("VGETATTR")
-            .arg(t.keys().vectors("ada"))
-            .arg(&added.id)
-            .query_async(connection)
-            .await
-            .unwrap();
-        serde_json::from_str::<serde_json::Value>(&attributes).unwrap()
-    };
+    let vectors = t.keys().vectors("ada");
     if !t.has_text_index() {
-        let mut once = element(&mut connection).await;
+        let mut once = element_attributes(&mut connection, &vectors, &added.id).await;
         assert!(once.get("vo").is_none(), "{once}");
         assert_eq!(once["vr"], 1, "{once}");
 
         // An element written before (the voicing kept as it is, quotes swapped) reads the
         // same, and `index migrate`'s resync of every preference writes it the short way.
-        let swapped: String = serde_json::to_string(&stored.timeline.voicings)
-            .unwrap()
-            .chars()
-            .map(|c| match c {
-                '"' => '\'',
-                '\'' => '"',
-                c => c,
-            })
-            .collect();
+        let swapped = swapped_quotes(&serde_json::to_string(&stored.timeline.voicings).unwrap());
         once.as_object_mut().unwrap().remove("vr");
         once["vo"] = swapped.into();
         let _: () = redis::cmd("VSETATTR")
-            .arg(t.keys().vectors("ada"))
+            .arg(&vectors)
             .arg(&added.id)
             .arg(once.to_string())
             .query_async(&mut connection)
@@ -2489,7 +2485,7 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
         let earlier = t.timeline("ada", &added.id).await.unwrap().unwrap();
         assert_eq!(earlier.timeline.voicings, vec![first.clone()]);
         assert!(t.resync_preference("ada", &added.id).await.unwrap());
-        let resynced = element(&mut connection).await;
+        let resynced = element_attributes(&mut connection, &vectors, &added.id).await;
         assert!(resynced.get("vo").is_none(), "{resynced}");
         assert_eq!(resynced["vr"], 1, "{resynced}");
     }
@@ -2515,7 +2511,7 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
     let twice = t.timeline("ada", &added.id).await.unwrap().unwrap();
     assert_eq!(twice.timeline.voicings, vec![first, second]);
     if !t.has_text_index() {
-        let kept = element(&mut connection).await;
+        let kept = element_attributes(&mut connection, &vectors, &added.id).await;
         assert!(kept.get("vr").is_none(), "{kept}");
         assert!(
             kept["vo"].as_str().unwrap().starts_with("[{'"),
