@@ -96,6 +96,10 @@ end
 local function voicing_is_the_records(r)
   local raw = r.voicings
   if type(raw) ~= 'string' or string.sub(raw, 1, 2) ~= '[{' then return false end
+  -- A list of two or more has `},{` between its voicings (serde writes no spaces): not
+  -- decoded, since every write of a preference voiced up to `max_voicings` (32) times comes
+  -- here. A text holding `},{` only costs that voicing its shorter form.
+  if string.find(raw, '},{', 1, true) then return false end
   local ok, list = pcall(cjson.decode, raw)
   if not ok or type(list) ~= 'table' or #list ~= 1 or type(list[1]) ~= 'table' then
     return false
