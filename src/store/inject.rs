@@ -139,6 +139,7 @@ impl PreferenceStore {
                 top_k,
                 with_vectors,
                 query.active_user_ids,
+                config.min_semantic_relevance,
             )?;
             if !passes.unread_attributes.is_empty() {
                 self.read_user_hits_attributes(&persona_id, &mut passes)
@@ -428,10 +429,12 @@ pub fn select_for_injection(
         if !belongs(&hit.preference) {
             continue;
         }
-        let mut relevance = hit.similarity().clamp(0.0, 1.0);
-        if !from_user_pass && relevance < config.min_semantic_relevance {
+        if !from_user_pass
+            && !query::semantically_relevant(hit.similarity(), config.min_semantic_relevance)
+        {
             continue;
         }
+        let mut relevance = hit.similarity().clamp(0.0, 1.0);
         let mut reasons = Vec::new();
         if from_user_pass {
             relevance = relevance.max(config.user_relevance_floor);

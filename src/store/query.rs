@@ -219,13 +219,15 @@ pub fn injection_pipeline(
 
 /// Decodes the replies of an [`injection_pipeline`] sent with `active_user_ids`: the script's,
 /// with the semantic hits and the whole users' hits from the searches before it when they were
-/// sent.
+/// sent. Semantic hits below `min_semantic_relevance` are left out undecoded
+/// ([`parse_relevant_vector_hits`]).
 pub fn parse_injection_replies(
     replies: Vec<Value>,
     query: &[f32],
     top_k: usize,
     with_vectors: bool,
     active_user_ids: &[String],
+    min_semantic_relevance: f64,
 ) -> Result<InjectionPasses, StoreError> {
     let mut replies = replies.into_iter();
     let Some(script) = replies.next_back() else {
@@ -251,9 +253,17 @@ pub fn parse_injection_replies(
             "injection pipeline returned another number of searches than it sent".into(),
         ));
     }
-    let mut passes = parse_injection_reply(script, query, top_k, with_vectors, user_searches)?;
+    let mut passes = parse_injection_reply(
+        script,
+        query,
+        top_k,
+        with_vectors,
+        user_searches,
+        min_semantic_relevance,
+    )?;
     if let Some(semantic) = semantic {
-        passes.semantic = parse_vector_hits(semantic, VectorScore::VsimScore)?;
+        passes.semantic =
+            parse_relevant_vector_hits(semantic, VectorScore::VsimScore, min_semantic_relevance)?;
     }
     Ok(passes)
 }
@@ -287,16 +297,39 @@ pub enum VectorScore {
 /// Reads `id, score, attributes` triples (RESP2: a flat array; RESP3: a map of id to
 /// `[score, attributes]`).
 pub fn parse_vector_hits(reply: Value, score: VectorScore) -> Result<Vec<VectorHit>, StoreError> {
-    vector_triples(reply)?
-        .into_iter()
-        .map(|(id, raw_score, attributes)| {
-            Ok(VectorHit {
-                id: value_into_string(id),
-                similarity: similarity_of(&raw_score, score)?,
-                attributes: attributes_of(&attributes)?,
-            })
-        })
-        .collect()
+    parse_relevant_vector_hits(reply, score, 0.0)
+}
+
+/// Whether a semantic hit is close enough to inject: its similarity, clamped to 0..=1, not
+/// below `min_semantic_relevance` (a floor of 0 refuses nothing). One rule for the parser,
+/// which leaves the others undecoded, and for the choice
+/// ([`super::inject::select_for_injection`]).
+pub fn semantically_relevant(similarity: f64, min_semantic_relevance: f64) -> bool {
+    !(similarity.clamp(0.0, 1.0) < min_semantic_relevance)
+}
+
+/// [`parse_vector_hits`] without the hits [`semantically_relevant`] refuses at
+/// `min_semantic_relevance`, whose attributes are never decoded: most of a query's nearest
+/// views can be too far to inject (every one, for a query about a subject the persona has no
+/// view on), and decoding a record is the costliest part of reading a hit.
+pub fn parse_relevant_vector_hits(
+    reply: Value,
+    score: VectorScore,
+    min_semantic_relevance: f64,
+) -> Result<Vec<VectorHit>, StoreError> {
+    let mut hits = Vec::new();
+    for (id, raw_score, attributes) in vector_triples(reply)? {
+        let similarity = similarity_of(&raw_score, score)?;
+        if !semantically_relevant(similarity, min_semantic_relevance) {
+            continue;
+        }
+        hits.push(VectorHit {
+            id: value_into_string(id),
+            similarity,
+            attributes: attributes_of(&attributes)?,
+        });
+    }
+    Ok(hits)
 }
 
 /// A search reply's `(id, score, attributes)` triples, undecoded.
@@ -406,6 +439,7 @@ pub fn parse_injection_reply(
     top_k: usize,
     with_vectors: bool,
     user_searches: Vec<(&str, Value)>,
+    min_semantic_relevance: f64,
 ) -> Result<InjectionPasses, StoreError> {
     let Value::Array(parts) = reply else {
         return Err(StoreError::UnexpectedReply(format!(
@@ -554,7 +588,11 @@ pub fn parse_injection_reply(
         about_users.truncate(top_k);
     }
     Ok(InjectionPasses {
-        semantic: parse_vector_hits(semantic, VectorScore::VsimScore)?,
+        semantic: parse_relevant_vector_hits(
+            semantic,
+            VectorScore::VsimScore,
+            min_semantic_relevance,
+        )?,
         about_users,
         strongest,
         bases: parse_bases(&value_to_string(&bases)),
@@ -818,6 +856,58 @@ mod tests {
             vector: vector.to_vec(),
             attributes: String::new(),
         }
+    }
+
+    #[test]
+    fn a_semantic_hit_is_relevant_at_or_above_the_floor_after_clamping() {
+        // (similarity, floor, relevant)
+        let table = [
+            (0.25, 0.25, true),
+            (0.2499, 0.25, false),
+            (0.9, 0.25, true),
+            (-0.3, 0.0, true),
+            (-0.3, 0.1, false),
+            (1.7, 1.0, true),
+            (f64::NAN, 0.25, true),
+        ];
+        for (similarity, floor, relevant) in table {
+            assert_eq!(
+                semantically_relevant(similarity, floor),
+                relevant,
+                "similarity {similarity} at floor {floor}"
+            );
+        }
+    }
+
+    #[test]
+    fn semantic_hits_below_the_floor_are_left_out_without_decoding_their_attributes() {
+        // A RESP2 `VSIM … WITHSCORES WITHATTRIBS` reply: id, score ((1 + cosine) / 2), attributes.
+        let hit = |id: &str, cosine: f64, attributes: &str| {
+            [
+                Value::BulkString(id.as_bytes().to_vec()),
+                Value::Double((1.0 + cosine) / 2.0),
+                Value::BulkString(attributes.as_bytes().to_vec()),
+            ]
+        };
+        let record = r#"{"n":"green tea","o":"I like it.","c":"food","s":"0.5"}"#;
+        let reply = || {
+            Value::Array(
+                [
+                    hit("near", 0.6, record),
+                    hit("edge", 0.25, record),
+                    // Too far to inject, and unreadable: read, it would fail the whole call.
+                    hit("far", 0.1, "{not json"),
+                ]
+                .concat(),
+            )
+        };
+        let hits = parse_relevant_vector_hits(reply(), VectorScore::VsimScore, 0.25).unwrap();
+        let ids: Vec<&str> = hits.iter().map(|hit| hit.id.as_str()).collect();
+        assert_eq!(ids, ["near", "edge"]);
+        assert_eq!(hits[0].attributes.n, "green tea");
+        assert!((hits[0].similarity - 0.6).abs() < 1e-12);
+        // Without the floor every hit is decoded, the unreadable one too.
+        assert!(parse_vector_hits(reply(), VectorScore::VsimScore).is_err());
     }
 
     #[test]
