@@ -305,7 +305,8 @@ pub fn parse_vector_hits(reply: Value, score: VectorScore) -> Result<Vec<VectorH
 /// which leaves the others undecoded, and for the choice
 /// ([`super::inject::select_for_injection`]).
 pub fn semantically_relevant(similarity: f64, min_semantic_relevance: f64) -> bool {
-    !(similarity.clamp(0.0, 1.0) < min_semantic_relevance)
+    // A score that is no number is not judged here, as the choice never judged one.
+    similarity.is_nan() || similarity.clamp(0.0, 1.0) >= min_semantic_relevance
 }
 
 /// [`parse_vector_hits`] without the hits [`semantically_relevant`] refuses at
