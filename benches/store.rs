@@ -21,7 +21,10 @@
 //! - for injection, the store's own pipeline (`query::injection_pipeline`: the searches and the
 //!   script) sent as it is, its replies not decoded: what lies between it and the users' floor
 //!   is Redis's share of the gap (the script), what lies between the store call and it is the
-//!   service's (building the pipeline, decoding about twenty whole records, choosing).
+//!   service's (building the pipeline, decoding the records it may choose, choosing);
+//! - for injection again, the store call and the floor pricing the user pass with queries near
+//!   the persona's views (each the mean of eight of them): the random queries' nearest views
+//!   lie below `store.min_semantic_relevance`, and are left undecoded; these queries' are not.
 //!
 //! They run call by call in turn, each call with its own query (`measure_interleaved`).
 //!
@@ -44,7 +47,7 @@ use std::time::Instant;
 
 use persona_prefs::config::Config;
 use persona_prefs::store::{InjectionQuery, PreferenceStore};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use support::{
     Call, OriginalServer, Percentiles, bench_data, env_or, load_original_layout, load_personas,
     measure_interleaved, measure_pair, original_find_conflicts, original_injection_plan,
@@ -54,6 +57,8 @@ use support::{
 const TARGET_FLOOR_RATIO: f64 = 1.3;
 /// The views each measured injection asks for.
 const INJECTION_MAX_COUNT: usize = 8;
+/// How many of the persona's views a query "near its views" is the mean of.
+const NEAR_VIEWS: usize = 8;
 /// p99 at most this many times p50.
 const TARGET_TAIL: f64 = 2.0;
 
@@ -128,8 +133,28 @@ async fn main() {
     }
 
     // Up to 5 paths run call by call: a pool every one of them meets whole.
-    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 5))
+    let queries: Vec<Vec<f32>> = (0..query_pool_size(64, 7))
         .map(|_| random_unit(&mut rng))
+        .collect();
+    // Queries about what the persona holds views on: each the mean of NEAR_VIEWS of `p0`'s own
+    // views (a cosine of about 0.35 with each), so the semantic pass finds that many views
+    // above `min_semantic_relevance` to decode and rank. A random query's nearest views lie
+    // under a cosine of 0.2 among random vectors, all refused undecoded.
+    let own_views: Vec<&Vec<f32>> = data
+        .iter()
+        .filter(|preference| preference.persona == "p0")
+        .map(|preference| &preference.embedding)
+        .collect();
+    let near_queries: Vec<Vec<f32>> = (0..queries.len())
+        .map(|_| {
+            let mut sum = vec![0.0f32; own_views[0].len()];
+            for _ in 0..NEAR_VIEWS {
+                let view = own_views[rng.random_range(0..own_views.len())];
+                sum.iter_mut().zip(view).for_each(|(s, v)| *s += v);
+            }
+            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+            sum.into_iter().map(|x| x / norm).collect()
+        })
         .collect();
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
@@ -164,6 +189,22 @@ async fn main() {
             0,
         ))
     });
+    let inject_near_call: Call<'_> = Box::new(|i| {
+        Box::pin(inject(
+            store.clone(),
+            near_queries[i % near_queries.len()].clone(),
+            users.clone(),
+            0,
+        ))
+    });
+    let inject_near_users_floor_call = raw_vsim_with_users_call(
+        &connection,
+        &keys,
+        &near_queries,
+        &users,
+        injection_top_k,
+        search_ef,
+    );
     let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, injection_top_k, search_ef);
     let inject_users_floor_call = raw_vsim_with_users_call(
         &connection,
@@ -202,6 +243,8 @@ async fn main() {
         inject_floor_call,
         inject_users_floor_call,
         inject_raw_pipeline_call,
+        inject_near_call,
+        inject_near_users_floor_call,
     ];
     if original {
         conflict_calls.push(Box::new(|i| {
@@ -233,8 +276,11 @@ async fn main() {
     // server of its own, when measured): what the script costs beside the searches.
     support::reset_command_times(&store).await;
     let mut measured = measure_interleaved(iterations, &inject_calls).await;
-    // Fourth in the injection's list: the store's pipeline undecoded; third: the floor pricing
-    // the user pass.
+    // Sixth and fifth in the injection's list: the floor pricing the user pass and the store
+    // call, with queries near the persona's views; fourth: the store's pipeline undecoded;
+    // third: the floor pricing the user pass.
+    let injection_near_users_floor = measured.remove(5);
+    let injection_near = measured.remove(4);
     let injection_raw_pipeline = measured.remove(3);
     let injection_users_floor = measured.remove(2);
     let (injection, injection_floor, injection_original) = ours_floor_original(measured);
@@ -310,6 +356,16 @@ async fn main() {
         injection_raw_pipeline.p99,
         injection_raw_pipeline.p50 - injection_users_floor.p50,
         injection.p50 - injection_raw_pipeline.p50,
+    );
+    println!(
+        "{:<26} {:>8.3} {:>8.3} | {:>11.3} {:>11.3} {:>7.2} | a query near {NEAR_VIEWS} of the persona's views (the mean of \
+         theirs), against its users' floor: {NEAR_VIEWS} semantic hits to decode and rank",
+        "  a query near its views",
+        injection_near.p50,
+        injection_near.p99,
+        injection_near_users_floor.p50,
+        injection_near_users_floor.p99,
+        injection_near.p50 / injection_near_users_floor.p50,
     );
     println!(
         "Redis's own time over the injection phase (mean per call; a script's includes the commands it calls, \
