@@ -18,10 +18,11 @@
 //! - the new floor: one raw VSIM over the persona's vector set, reply unparsed; for injection
 //!   also the floor pricing the user pass (that VSIM and one over each present user's own
 //!   vector set, pipelined: `raw_vsim_with_users_call`), as the inject bench prints it;
-//! - for injection, the store's own pipeline (`query::injection_pipeline`: the searches and the
-//!   script) sent as it is, its replies not decoded: what lies between it and the users' floor
-//!   is Redis's share of the gap (the script), what lies between the store call and it is the
-//!   service's (building the pipeline, decoding the records it may choose, choosing);
+//! - for injection, the store's own pipeline (`query::plain_injection_pipeline`, the searches
+//!   and plain commands; or `injection_pipeline`, with the script, where the store needs it)
+//!   sent as it is, its replies not decoded: what lies between it and the users' floor is
+//!   Redis's share of the gap, what lies between the store call and it is the service's
+//!   (building the pipeline, decoding the records it may choose, choosing);
 //! - for injection again, the store call and the floor pricing the user pass with queries near
 //!   the persona's views (each the mean of eight of them): the random queries' nearest views
 //!   lie below `store.min_semantic_relevance`, and are left undecoded; these queries' are not.
@@ -216,14 +217,27 @@ async fn main() {
     );
     let inject_raw_pipeline_call: Call<'_> = Box::new(|i| {
         let mut connection = connection.clone();
-        let pipe = persona_prefs::store::query::injection_pipeline(
+        // The script-free pipeline where the store sends it (every present user's set
+        // whole), else the one with the script.
+        let query = &queries[i % queries.len()];
+        let pipe = persona_prefs::store::query::plain_injection_pipeline(
             &keys,
             "p0",
-            &queries[i % queries.len()],
+            query,
             raw_pipeline_sizes,
             &users,
             false,
-        );
+        )
+        .unwrap_or_else(|| {
+            persona_prefs::store::query::injection_pipeline(
+                &keys,
+                "p0",
+                query,
+                raw_pipeline_sizes,
+                &users,
+                false,
+            )
+        });
         let route = keys.vectors("p0");
         Box::pin(async move {
             let replies: Vec<redis::Value> =

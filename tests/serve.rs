@@ -1205,8 +1205,10 @@ async fn an_unreachable_redis_is_a_503() {
 }
 
 /// The fast read path: an injection is one round trip to Redis (the persona's vector search,
-/// one of each present user's own set, and the injection script beside them, whose passes read
-/// only the persona's own structures; no index query), counted by the server itself.
+/// one of each present user's own set, and beside them plain commands saying which users' sets
+/// are whole and naming the bases, or the injection script where it is needed: residents, or
+/// a user without a whole set; its passes read only the persona's own structures; no index
+/// query), counted by the server itself.
 #[tokio::test(flavor = "multi_thread")]
 async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
     let redis = PrivateRedis::start();
@@ -1256,10 +1258,10 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
         let payload = serde_json::to_vec(body).unwrap();
         async move { nats.request(subject, payload.into()).await.unwrap() }
     };
-    // The first request loads the script.
-    request(&json!({"persona_id": "ada", "query_embedding": query})).await;
-    // One vector search over the persona; u1's one preference is read as a candidate (a user
-    // with fewer than `USER_SET_MIN` has no vector set of their own to search).
+    // The first request with residents loads the script.
+    request(&json!({"persona_id": "ada", "query_embedding": query, "resident": true})).await;
+    // One vector search over the persona, and one of u1's own set (`USER_SET_MIN` is 1): no
+    // script but for the residents, whom only it walks to.
     for body in [
         json!({"persona_id": "ada", "query_embedding": query}),
         json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1", "u2"]}),
@@ -1279,7 +1281,12 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
         let body_text = String::from_utf8_lossy(&reply.payload);
         assert!(body_text.contains("I love tea."), "{body_text}");
         let (scripts, searches, vsim) = calls(&mut connection).await;
-        assert_eq!(scripts - scripts_before, 1, "one script call: {body}");
+        let script_calls = u64::from(body["resident"] == true);
+        assert_eq!(
+            scripts - scripts_before,
+            script_calls,
+            "script calls: {body}"
+        );
         assert_eq!(searches - searches_before, 0, "no index query: {body}");
         // The persona's set, and each present user's own set (searched whatever it holds:
         // a missing one is a key lookup; the script says which searches count).
@@ -1298,9 +1305,9 @@ async fn injection_with_an_embedding_is_one_round_trip_and_no_index_query() {
         .await
         .unwrap();
     let loads_before = command_calls(&mut connection, &["script|load"]).await;
-    let reply =
-        request(&json!({"persona_id": "ada", "query_embedding": query, "active_user_ids": ["u1"]}))
-            .await;
+    let reply = request(&json!({"persona_id": "ada", "query_embedding": query,
+        "active_user_ids": ["u1"], "resident": true}))
+    .await;
     let body_text = String::from_utf8_lossy(&reply.payload);
     assert!(reply.headers.is_none(), "{body_text}");
     assert!(body_text.contains("I love tea."), "{body_text}");

@@ -2175,8 +2175,9 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     );
     assert_eq!(inject(3).await, from_the_sets);
 
-    // One of eve's retracted: under the threshold her set goes, and her candidates are read
-    // one by one beside dana's set.
+    // One of eve's retracted: under the threshold her set goes (at a `USER_SET_MIN` of 1, with
+    // her last view), and whatever candidates she has left are read one by one beside dana's
+    // set.
     t.retract_preference("ada", &eves[0], "", WriteGuard::default())
         .await
         .unwrap();
@@ -2207,8 +2208,8 @@ async fn a_users_own_vector_set_follows_every_write_and_a_missing_one_is_not_a_w
     // Eve's set is whole but, as one built before members carried attributes, without them:
     // the migration rebuilds it with them.
     let eve = t.keys().about_vectors("ada", "eve");
-    raw(&["VSETATTR", &eve, &eves[1], ""]).await;
-    assert_eq!(attributes(eve.clone(), eves[1].clone()).await, None);
+    raw(&["VSETATTR", &eve, &eves[0], ""]).await;
+    assert_eq!(attributes(eve.clone(), eves[0].clone()).await, None);
     assert_eq!(t.settle_user_vector_sets("ada").await.unwrap(), 2);
     assert_eq!(members("dana").await, sorted(&by_similarity));
     assert_eq!(members("eve").await, sorted(&eves));

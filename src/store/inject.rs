@@ -112,35 +112,61 @@ impl PreferenceStore {
             0
         };
         let passes = |persona_id: String, with_vectors: bool| async move {
-            let pipe = query::injection_pipeline(
+            let sizes = query::PassSizes {
+                top_k,
+                strongest,
+                search_ef: self.settings.store.vector_search_ef,
+                half_life_days: config.strength_half_life_days,
+                now_days: crate::timestamp::Timestamp::now()
+                    .instant()
+                    .unix_timestamp_nanos() as f64
+                    / 86_400e9,
+            };
+            let route = self.route_key(&persona_id);
+            let mut connection = self.connection.clone();
+            // Without the script where plain commands say all it would (every present user's
+            // set whole); otherwise, or when they say a user needs it, with it.
+            let plain = match query::plain_injection_pipeline(
                 self.keys(),
                 &persona_id,
                 query.query_embedding,
-                query::PassSizes {
+                sizes,
+                query.active_user_ids,
+                with_vectors,
+            ) {
+                Some(pipe) => query::parse_plain_injection_replies(
+                    connection.pipeline_for_key(&route, &pipe).await?,
+                    query.query_embedding,
                     top_k,
-                    strongest,
-                    search_ef: self.settings.store.vector_search_ef,
-                    half_life_days: config.strength_half_life_days,
-                    now_days: crate::timestamp::Timestamp::now()
-                        .instant()
-                        .unix_timestamp_nanos() as f64
-                        / 86_400e9,
-                },
-                query.active_user_ids,
-                with_vectors,
-            );
-            let mut connection = self.connection.clone();
-            let replies = connection
-                .pipeline_with_script_for_key(&self.route_key(&persona_id), &pipe, &scripts::INJECT)
-                .await?;
-            let mut passes = query::parse_injection_replies(
-                replies,
-                query.query_embedding,
-                top_k,
-                with_vectors,
-                query.active_user_ids,
-                config.min_semantic_relevance,
-            )?;
+                    query.active_user_ids,
+                    config.min_semantic_relevance,
+                )?,
+                None => None,
+            };
+            let mut passes = match plain {
+                Some(passes) => passes,
+                None => {
+                    let pipe = query::injection_pipeline(
+                        self.keys(),
+                        &persona_id,
+                        query.query_embedding,
+                        sizes,
+                        query.active_user_ids,
+                        with_vectors,
+                    );
+                    let replies = connection
+                        .pipeline_with_script_for_key(&route, &pipe, &scripts::INJECT)
+                        .await?;
+                    query::parse_injection_replies(
+                        replies,
+                        query.query_embedding,
+                        top_k,
+                        with_vectors,
+                        query.active_user_ids,
+                        config.min_semantic_relevance,
+                    )?
+                }
+            };
             if !passes.unread_attributes.is_empty() {
                 self.read_user_hits_attributes(&persona_id, &mut passes)
                     .await?;

@@ -52,7 +52,7 @@ pub const ABOUT_SEPARATOR: char = '\0';
 /// cost is paid per user: measured at 1 000 000 preferences whose users held two each, sets
 /// for all of them cost 187 bytes per preference of the whole memory (6 % more), for reads of
 /// two candidates.
-pub const USER_SET_MIN: usize = 8;
+pub const USER_SET_MIN: usize = 1;
 
 #[derive(Debug, Clone)]
 pub struct Keys {

@@ -217,6 +217,130 @@ pub fn injection_pipeline(
     pipe
 }
 
+/// The persona's own layer without the script, when it needs none: with a query, no
+/// residents and no vectors asked for, what the script adds beside the searches is which users'
+/// sets are whole and the persona's bases, and plain commands say both. The pipeline: the
+/// semantic `VSIM`, a `VSIM` of each present user's own set, then `VCARD` of that set and
+/// `ZLEXCOUNT` of the user's about-entries for each user, then `GET` of the bases. A user
+/// whose set is not whole but who has entries (fewer than [`super::keys::USER_SET_MIN`], or
+/// memory from before these sets) needs the script to read their candidates:
+/// [`parse_plain_injection_replies`] says so, and the caller sends [`injection_pipeline`].
+/// Measured at 1 000 views a persona: the script cost 30-40 µs of Redis a call (as much again
+/// as its commands: each `redis.call` passes its reply through Lua), these commands a few.
+/// `None` where the script is needed anyway.
+pub fn plain_injection_pipeline(
+    keys: &Keys,
+    persona_id: &str,
+    query: &[f32],
+    sizes: PassSizes,
+    active_user_ids: &[String],
+    with_vectors: bool,
+) -> Option<redis::Pipeline> {
+    if query.is_empty() || with_vectors || sizes.strongest > 0 {
+        return None;
+    }
+    let vector_bytes = vector_to_bytes(query);
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe.add_command(vsim_command_for_bytes(
+        keys.vectors(persona_id),
+        &vector_bytes,
+        sizes.top_k,
+        sizes.search_ef,
+        true,
+    ));
+    for user in active_user_ids {
+        pipe.add_command(vsim_command_for_bytes(
+            keys.about_vectors(persona_id, user),
+            &vector_bytes,
+            sizes.top_k,
+            sizes.search_ef,
+            true,
+        ));
+    }
+    for user in active_user_ids {
+        pipe.cmd("VCARD").arg(keys.about_vectors(persona_id, user));
+        // The user's entries: members `user \0 id` (`Keys::about_member`), as the script counts.
+        pipe.cmd("ZLEXCOUNT")
+            .arg(keys.about(persona_id))
+            .arg(format!("[{user}\0"))
+            .arg(format!("({user}\x01"));
+    }
+    pipe.cmd("GET").arg(keys.bases(persona_id));
+    Some(pipe)
+}
+
+/// Decodes the replies of a [`plain_injection_pipeline`]: the passes, or `None` when a present
+/// user has entries but no whole set, whose candidates only the script reads.
+pub fn parse_plain_injection_replies(
+    replies: Vec<Value>,
+    query: &[f32],
+    top_k: usize,
+    active_user_ids: &[String],
+    min_semantic_relevance: f64,
+) -> Result<Option<InjectionPasses>, StoreError> {
+    let users = active_user_ids.len();
+    if replies.len() != 2 + 3 * users {
+        return Err(StoreError::UnexpectedReply(format!(
+            "injection pipeline returned {} replies for {users} users",
+            replies.len()
+        )));
+    }
+    let mut replies = replies.into_iter();
+    let semantic = replies.next().unwrap_or(Value::Nil);
+    server_error(&semantic)?;
+    let searches: Vec<Value> = replies.by_ref().take(users).collect();
+    let count = |reply: Value| -> Result<i64, StoreError> {
+        server_error(&reply)?;
+        match reply {
+            Value::Int(n) => Ok(n),
+            other => Err(StoreError::UnexpectedReply(format!(
+                "a count returned {other:?}"
+            ))),
+        }
+    };
+    let mut whole = Vec::with_capacity(users);
+    for user in active_user_ids {
+        let (Some(members), Some(entries)) = (replies.next(), replies.next()) else {
+            unreachable!("the reply count was checked");
+        };
+        let (members, entries) = (count(members)?, count(entries)?);
+        if members == entries {
+            whole.push(Value::BulkString(user.as_bytes().to_vec()));
+        } else if entries > 0 {
+            return Ok(None);
+        }
+    }
+    let bases = replies.next().unwrap_or(Value::Nil);
+    server_error(&bases)?;
+    // What the script would have answered beside these searches: nothing of its own to read.
+    let script = Value::Array(vec![
+        Value::Array(Vec::new()),
+        Value::Array(Vec::new()),
+        Value::Array(Vec::new()),
+        bases,
+        Value::Array(Vec::new()),
+        Value::Array(Vec::new()),
+        Value::Array(whole),
+    ]);
+    let user_searches = active_user_ids
+        .iter()
+        .map(String::as_str)
+        .zip(searches)
+        .collect();
+    let mut passes = parse_injection_reply(
+        script,
+        query,
+        top_k,
+        false,
+        user_searches,
+        min_semantic_relevance,
+    )?;
+    passes.semantic =
+        parse_relevant_vector_hits(semantic, VectorScore::VsimScore, min_semantic_relevance)?;
+    Ok(Some(passes))
+}
+
 /// Decodes the replies of an [`injection_pipeline`] sent with `active_user_ids`: the script's,
 /// with the semantic hits and the whole users' hits from the searches before it when they were
 /// sent. Semantic hits below `min_semantic_relevance` are left out undecoded
@@ -909,6 +1033,65 @@ mod tests {
         assert!((hits[0].similarity - 0.6).abs() < 1e-12);
         // Without the floor every hit is decoded, the unreadable one too.
         assert!(parse_vector_hits(reply(), VectorScore::VsimScore).is_err());
+    }
+
+    #[test]
+    fn plain_injection_replies_read_whole_users_sets_and_call_for_the_script_otherwise() {
+        let record = |opinion: &str| format!(r#"{{"n":"tea","o":"{opinion}","s":"0.5"}}"#);
+        let search = |hits: &[(&str, f64, String)]| {
+            Value::Array(
+                hits.iter()
+                    .flat_map(|(id, cosine, attributes)| {
+                        [
+                            Value::BulkString(id.as_bytes().to_vec()),
+                            Value::Double((1.0 + cosine) / 2.0),
+                            Value::BulkString(attributes.as_bytes().to_vec()),
+                        ]
+                    })
+                    .collect(),
+            )
+        };
+        let users = vec!["dana".to_string(), "eve".to_string()];
+        let query = [1.0f32, 0.0, 0.0];
+        // A search of a stray set of another size answers an error in place.
+        let stray = || redis::parse_redis_value(b"-ERR vector dimension mismatch\r\n").unwrap();
+        // semantic, dana's search, eve's search, dana's VCARD and ZLEXCOUNT, eve's, GET bases.
+        let replies = |eve_members: i64, eve_entries: i64| {
+            vec![
+                search(&[("near", 0.7, record("near")), ("far", 0.1, "{bad".into())]),
+                search(&[("d1", 0.4, record("about dana"))]),
+                stray(),
+                Value::Int(1),
+                Value::Int(1),
+                Value::Int(eve_members),
+                Value::Int(eve_entries),
+                Value::BulkString(b"base-a,base-b".to_vec()),
+            ]
+        };
+        // Eve has no entries, only a stray set of another size: not read, no error.
+        let passes = parse_plain_injection_replies(replies(1, 0), &query, 16, &users, 0.25)
+            .unwrap()
+            .expect("every user with entries has a whole set");
+        let ids = |hits: &[VectorHit]| hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&passes.semantic), ["near"]);
+        assert_eq!(ids(&passes.about_users), ["d1"]);
+        assert_eq!(passes.about_users[0].attributes.o, "about dana");
+        assert_eq!(passes.bases, ["base-a", "base-b"]);
+        assert!(passes.strongest.is_empty() && passes.vectors.is_empty());
+        // Eve has entries but her set is not whole (none, short, or stray): the script reads
+        // her candidates.
+        for members in [0, 1, 3] {
+            assert!(
+                parse_plain_injection_replies(replies(members, 2), &query, 16, &users, 0.25)
+                    .unwrap()
+                    .is_none(),
+                "{members} members for 2 entries"
+            );
+        }
+        // Another number of replies than the pipeline sends is an error, not a guess.
+        let mut short = replies(0, 0);
+        short.pop();
+        assert!(parse_plain_injection_replies(short, &query, 16, &users, 0.25).is_err());
     }
 
     #[test]
