@@ -184,23 +184,14 @@ pub fn injection_pipeline(
     // Errors come back in place, so a script not yet loaded can be told from the rest.
     pipe.ignore_errors();
     if beside {
-        // In the main thread, as the script's own searches run.
-        pipe.add_command(vsim_command_for_bytes(
-            keys.vectors(persona_id),
+        add_layer_searches(
+            &mut pipe,
+            keys,
+            persona_id,
             &vector_bytes,
-            sizes.top_k,
-            sizes.search_ef,
-            true,
-        ));
-        for user in active_user_ids {
-            pipe.add_command(vsim_command_for_bytes(
-                keys.about_vectors(persona_id, user),
-                &vector_bytes,
-                sizes.top_k,
-                sizes.search_ef,
-                true,
-            ));
-        }
+            sizes,
+            active_user_ids,
+        );
     }
     // With the searches beside it the script only needs to know there is a query: a one-byte
     // mark instead of the vector (Redis copied the 1 536 bytes into Lua for nothing: the
@@ -215,6 +206,33 @@ pub fn injection_pipeline(
         with_vectors,
     ));
     pipe
+}
+
+/// The searches a persona's own layer sends beside the script or the plain commands: the
+/// semantic `VSIM` over the persona's set, then one over each present user's own set, each in
+/// Redis's main thread, as the script's own searches run.
+fn add_layer_searches(
+    pipe: &mut redis::Pipeline,
+    keys: &Keys,
+    persona_id: &str,
+    vector_bytes: &[u8],
+    sizes: PassSizes,
+    active_user_ids: &[String],
+) {
+    let sets = std::iter::once(keys.vectors(persona_id)).chain(
+        active_user_ids
+            .iter()
+            .map(|user| keys.about_vectors(persona_id, user)),
+    );
+    for set in sets {
+        pipe.add_command(vsim_command_for_bytes(
+            set,
+            vector_bytes,
+            sizes.top_k,
+            sizes.search_ef,
+            true,
+        ));
+    }
 }
 
 /// The persona's own layer without the script, when it needs none: with a query, no
@@ -242,22 +260,14 @@ pub fn plain_injection_pipeline(
     let vector_bytes = vector_to_bytes(query);
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
-    pipe.add_command(vsim_command_for_bytes(
-        keys.vectors(persona_id),
+    add_layer_searches(
+        &mut pipe,
+        keys,
+        persona_id,
         &vector_bytes,
-        sizes.top_k,
-        sizes.search_ef,
-        true,
-    ));
-    for user in active_user_ids {
-        pipe.add_command(vsim_command_for_bytes(
-            keys.about_vectors(persona_id, user),
-            &vector_bytes,
-            sizes.top_k,
-            sizes.search_ef,
-            true,
-        ));
-    }
+        sizes,
+        active_user_ids,
+    );
     for user in active_user_ids {
         pipe.cmd("VCARD").arg(keys.about_vectors(persona_id, user));
         // The user's entries: members `user \0 id` (`Keys::about_member`), as the script counts.
