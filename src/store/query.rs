@@ -270,10 +270,11 @@ pub fn plain_injection_pipeline(
     );
     for user in active_user_ids {
         pipe.cmd("VCARD").arg(keys.about_vectors(persona_id, user));
-        // The user's entries: members `user \0 id` (`Keys::about_member`), as the script counts.
+        // The user's entries, members `Keys::about_member(user, id)`, as the script counts:
+        // from the user and the separator up to the byte after the separator (`\0`).
         pipe.cmd("ZLEXCOUNT")
             .arg(keys.about(persona_id))
-            .arg(format!("[{user}\0"))
+            .arg(format!("[{}", Keys::about_member(user, "")))
             .arg(format!("({user}\x01"));
     }
     pipe.cmd("GET").arg(keys.bases(persona_id));
