@@ -17,6 +17,11 @@
 //!    other persona, with the pull window raised past the flood (`ingest.max_in_flight`) and
 //!    the default per-persona limit; and how many of the flood were done first.
 //!
+//! Beside runs 2 and 4, where the cores went, per event: this process (the worker; in run 2
+//! the model's share at the raw run's CPU per text, and the rest), Redis (the server's CPU and
+//! its time inside scripts), the NATS servers, and how busy the cores were. The pipeline shares
+//! the cores with Redis and NATS, so what the model does not get is the gap to the limit.
+//!
 //! `scripts/bench ingest`, or `cargo bench --bench ingest` with REDIS_URL, NATS_URL and
 //! PERSONA_PREFS_MODEL_DIR set.
 
@@ -53,15 +58,19 @@ async fn main() {
     let rounds = (events / batch).max(20);
     // Measured before and after run 2 and averaged: this machine's speed drifts by more than
     // the margin the target allows, and a floor taken once can land on either side of it.
-    let before = raw_embedder_rate(&embedder, batch, rounds).await;
+    let (before, model_cpu_before) = raw_embedder_rate(&embedder, batch, rounds).await;
 
     // 2. Rules extractor + local embedder, every topic embedded.
-    let rules_rate = run_pipeline(&base, "rules", events, distinct_topic, |config| {
+    let (rules_rate, rules_cpu) = run_pipeline(&base, "rules", events, distinct_topic, |config| {
         config.embed.cache_size = 0;
     })
     .await;
-    let after = raw_embedder_rate(&embedder, batch, rounds).await;
+    let (after, model_cpu_after) = raw_embedder_rate(&embedder, batch, rounds).await;
     let embedder_rate = (before + after) / 2.0;
+    let model_cpu = ModelCpu {
+        per_text_ms: (model_cpu_before.per_text_ms + model_cpu_after.per_text_ms) / 2.0,
+        busy: (model_cpu_before.busy + model_cpu_after.busy) / 2.0,
+    };
     drop(embedder);
 
     // 3. LLM extractor at 50 ms per request.
@@ -82,7 +91,7 @@ async fn main() {
     });
     let llm_events = events.min(2000);
     let base_url = fake.base_url.clone();
-    let llm_rate = run_pipeline(
+    let (llm_rate, _) = run_pipeline(
         &base,
         "llm",
         llm_events,
@@ -96,7 +105,7 @@ async fn main() {
     .await;
 
     // 4. Rules extractor + local embedder behind the cache.
-    let cached_rate =
+    let (cached_rate, cached_cpu) =
         run_pipeline(&base, "cached", events, |n| repeated_topic(n, 16), |_| {}).await;
 
     // 5. A quiet persona behind a flood, beside an idle worker.
@@ -139,6 +148,40 @@ async fn main() {
         "pipeline, rules + local embedder, repeated topics", cached_rate
     );
     println!();
+    // Where the cores went: the pipeline shares them with Redis and NATS, so what the model does
+    // not use is the gap to the embedder-bound limit.
+    println!(
+        "CPU per event (ms): {:<20} {:>8} {:>10} {:>8} {:>10} {:>8} {:>6} {:>11}",
+        "", "worker", "the model", "the rest", "Redis", "scripts", "NATS", "cores busy"
+    );
+    let model_share = model_cpu.per_text_ms;
+    for (label, cpu, model) in [
+        ("distinct topics", &rules_cpu, Some(model_share)),
+        ("repeated topics", &cached_cpu, None),
+    ] {
+        let model_column = model.map_or("n/a".to_string(), |ms| format!("{ms:.2}"));
+        let rest = model.map_or("n/a".to_string(), |ms| {
+            format!("{:.2}", cpu.per_event(cpu.worker) - ms)
+        });
+        println!(
+            "  {label:<37} {:>8.2} {model_column:>10} {rest:>8} {:>10.2} {:>8.2} {:>6.2} {:>10.0}%",
+            cpu.per_event(cpu.worker),
+            cpu.per_event(cpu.redis),
+            cpu.scripts_us / 1000.0 / cpu.events as f64,
+            cpu.per_event(cpu.nats),
+            100.0 * cpu.busy()
+        );
+    }
+    println!(
+        "  the model alone (raw batches): {:.2} ms CPU a text, cores busy {:.0}%; \
+         the worker's own column holds it, at the raw run's cost, one text a distinct event",
+        model_share,
+        100.0 * model_cpu.busy
+    );
+    println!(
+        "  scripts: Redis's time inside Lua scripts per event, the commands they call included \
+         (INFO commandstats); Redis: the server's whole CPU"
+    );
     let rules_ratio = rules_rate / limit;
     println!("rules pipeline / embedder-bound limit = {rules_ratio:.2} (target >= 0.9)");
     println!("LLM pipeline = {llm_rate:.0} events/s (target >= 300)");
@@ -149,9 +192,43 @@ async fn main() {
     );
 }
 
+/// The bare local model's CPU: per text, and the share of the cores it kept busy.
+#[derive(Clone, Copy)]
+struct ModelCpu {
+    per_text_ms: f64,
+    busy: f64,
+}
+
+/// CPU the pipeline's parts used over one run (seconds), for per-event figures.
+struct PipelineCpu {
+    events: usize,
+    wall: f64,
+    /// This process: the worker, the model included.
+    worker: f64,
+    redis: f64,
+    nats: f64,
+    /// Redis's time inside scripts (`INFO commandstats`, microseconds).
+    scripts_us: f64,
+}
+
+impl PipelineCpu {
+    fn per_event(&self, seconds: f64) -> f64 {
+        seconds * 1000.0 / self.events as f64
+    }
+
+    fn busy(&self) -> f64 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        (self.worker + self.redis + self.nats) / (self.wall * cores)
+    }
+}
+
 /// Texts/s of the bare local model on batches of `batch` distinct topics (exactly the texts
-/// run 2 embeds), after a short warm-up.
-async fn raw_embedder_rate(embedder: &LocalEmbedder, batch: usize, rounds: usize) -> f64 {
+/// run 2 embeds), after a short warm-up, and its CPU.
+async fn raw_embedder_rate(
+    embedder: &LocalEmbedder,
+    batch: usize,
+    rounds: usize,
+) -> (f64, ModelCpu) {
     let texts = |round: usize| -> Vec<String> {
         (0..batch)
             .map(|i| distinct_topic(round * batch + i))
@@ -160,21 +237,33 @@ async fn raw_embedder_rate(embedder: &LocalEmbedder, batch: usize, rounds: usize
     for round in 0..5 {
         embedder.embed(&texts(round)).await.unwrap();
     }
+    let cpu_before = support::cpu_seconds(std::process::id());
     let started = Instant::now();
     for round in 0..rounds {
         embedder.embed(&texts(round)).await.unwrap();
     }
-    (rounds * batch) as f64 / started.elapsed().as_secs_f64()
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = support::cpu_seconds(std::process::id()) - cpu_before;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let texts = (rounds * batch) as f64;
+    (
+        texts / wall,
+        ModelCpu {
+            per_text_ms: cpu * 1000.0 / texts,
+            busy: cpu / (wall * cores),
+        },
+    )
 }
 
-/// Publishes `events` events over 16 personas and returns events/s until all are acked.
+/// Publishes `events` events over 16 personas and returns events/s until all are acked, and
+/// the CPU each part used meanwhile.
 async fn run_pipeline(
     base: &Config,
     label: &str,
     events: usize,
     topic_of: fn(usize) -> String,
     adjust: impl Fn(&mut Config),
-) -> f64 {
+) -> (f64, PipelineCpu) {
     let mut config = base.clone();
     let name = format!("benchingest{label}{}", std::process::id());
     config.redis.key_prefix = name.clone();
@@ -195,12 +284,41 @@ async fn run_pipeline(
     // Publish first, then start the worker: the clock measures processing, not publishing.
     support::publish_opinion_events(&app, &name, events, 16, topic_of).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let nats_pids = support::pids_named("nats-server");
+    let nats_cpu = || {
+        nats_pids
+            .iter()
+            .map(|pid| support::cpu_seconds(*pid))
+            .sum::<f64>()
+    };
+    let redis_cpu =
+        async || support::info_sum(&app.store, "cpu", &["used_cpu_user", "used_cpu_sys"]).await;
+    support::reset_command_times(&app.store).await;
+    let (worker_before, redis_before, nats_before) = (
+        support::cpu_seconds(std::process::id()),
+        redis_cpu().await,
+        nats_cpu(),
+    );
     let started = Instant::now();
     let worker = tokio::spawn(app.worker().run(consumer.clone(), stopped));
     wait_until_drained(&app.js, consumer, Duration::from_secs(600))
         .await
         .unwrap();
-    let rate = events as f64 / started.elapsed().as_secs_f64();
+    let wall = started.elapsed().as_secs_f64();
+    let rate = events as f64 / wall;
+    let cpu = PipelineCpu {
+        events,
+        wall,
+        worker: support::cpu_seconds(std::process::id()) - worker_before,
+        redis: redis_cpu().await - redis_before,
+        nats: nats_cpu() - nats_before,
+        scripts_us: support::command_times(&app.store)
+            .await
+            .iter()
+            .filter(|(name, _, _)| name == "evalsha" || name == "eval")
+            .map(|(_, _, usec)| *usec as f64)
+            .sum(),
+    };
     let _ = stop.send(true);
     let _ = worker.await;
     println!("{label}: {events} events in {:.2}s", events as f64 / rate);
@@ -225,7 +343,7 @@ async fn run_pipeline(
     for stream in [&config.ingest.stream, &config.ingest.dlq_stream] {
         let _ = app.js.delete_stream(stream).await;
     }
-    rate
+    (rate, cpu)
 }
 
 /// Publishes `flood` events of persona `hot`, then one of `quiet`, starts a worker and returns

@@ -38,24 +38,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// CPU seconds (user + system) a process has used so far, from /proc (0 where unreadable).
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start at its closing parenthesis.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// CPU seconds Redis has used, summed over the masters (`INFO cpu`).
 async fn redis_cpu_seconds(app: &App) -> f64 {
     info_sum(&app.store, "cpu", &["used_cpu_user", "used_cpu_sys"]).await
@@ -301,11 +283,15 @@ async fn run(
     }
 
     let worker_pids: Vec<u32> = workers.iter().map(|worker| worker.0.id()).collect();
-    let sum = |pids: &[u32]| pids.iter().map(|pid| cpu_seconds(*pid)).sum::<f64>();
+    let sum = |pids: &[u32]| {
+        pids.iter()
+            .map(|pid| support::cpu_seconds(*pid))
+            .sum::<f64>()
+    };
     let (workers_before, nats_before, bench_before) = (
         sum(&worker_pids),
         sum(nats_pids),
-        cpu_seconds(std::process::id()),
+        support::cpu_seconds(std::process::id()),
     );
     let redis_before = redis_cpu_seconds(&app).await;
     let started = Instant::now();
@@ -319,7 +305,7 @@ async fn run(
         workers: sum(&worker_pids) - workers_before,
         redis: redis_cpu_seconds(&app).await - redis_before,
         nats: sum(nats_pids) - nats_before,
-        bench: cpu_seconds(std::process::id()) - bench_before,
+        bench: support::cpu_seconds(std::process::id()) - bench_before,
         wall,
     };
     drop(workers);

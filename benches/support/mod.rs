@@ -203,6 +203,39 @@ pub fn distinct_topic(n: usize) -> String {
     }
 }
 
+/// CPU seconds (user + system) a process has used so far, from /proc (0 where unreadable).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at its closing parenthesis.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Processes whose command name (`/proc/<pid>/comm`) is `name`, e.g. the NATS servers the
+/// services run.
+pub fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == name)
+        })
+        .collect()
+}
+
 /// `INFO <section>` of every master, the named numeric fields summed over fields and masters.
 pub async fn info_sum(
     store: &persona_prefs::store::PreferenceStore,
