@@ -201,6 +201,18 @@ impl Keys {
         format!("{user_id}{ABOUT_SEPARATOR}{preference_id}")
     }
 
+    /// The lexicographic range (`ZLEXCOUNT`/`ZRANGEBYLEX` bounds) of `user_id`'s members of the
+    /// `about` sorted set: from the user and the separator, up to the byte after the separator,
+    /// so a user whose id merely starts with `user_id` is outside it.
+    pub fn about_range(user_id: &str) -> (String, String) {
+        let after_separator = char::from_u32(ABOUT_SEPARATOR as u32 + 1)
+            .expect("the separator is a control character");
+        (
+            format!("[{}", Self::about_member(user_id, "")),
+            format!("({user_id}{after_separator}"),
+        )
+    }
+
     /// SCAN patterns for keys of the layouts before persona slots: the key kind followed by
     /// anything but `{`, so keys already in this layout never leave the server (the prefix is
     /// glob-safe: `config` allows only `A-Za-z0-9_-.:`). Callers still parse each match.
@@ -289,6 +301,18 @@ mod tests {
             keys.preference("ada", "x1")
                 .starts_with(&keys.preference_prefix())
         );
+    }
+
+    #[test]
+    fn a_users_about_range_holds_their_members_and_no_one_elses() {
+        let (low, high) = Keys::about_range("ann");
+        let (low, high) = (&low[1..], &high[1..]);
+        let within = |member: &str| member >= low && member < high;
+        assert!(within(&Keys::about_member("ann", "x1")));
+        assert!(within(&Keys::about_member("ann", "")));
+        assert!(!within(&Keys::about_member("anna", "x1")));
+        assert!(!within(&Keys::about_member("an", "x1")));
+        assert!(!within(&Keys::about_member("ann\u{1}", "x1")));
     }
 
     #[test]

@@ -270,12 +270,12 @@ pub fn plain_injection_pipeline(
     );
     for user in active_user_ids {
         pipe.cmd("VCARD").arg(keys.about_vectors(persona_id, user));
-        // The user's entries, members `Keys::about_member(user, id)`, as the script counts:
-        // from the user and the separator up to the byte after the separator (`\0`).
+        // The user's entries, as the script counts them.
+        let (low, high) = Keys::about_range(user);
         pipe.cmd("ZLEXCOUNT")
             .arg(keys.about(persona_id))
-            .arg(format!("[{}", Keys::about_member(user, "")))
-            .arg(format!("({user}\x01"));
+            .arg(low)
+            .arg(high);
     }
     pipe.cmd("GET").arg(keys.bases(persona_id));
     Some(pipe)
