@@ -291,12 +291,10 @@ async fn run_pipeline(
             .map(|pid| support::cpu_seconds(*pid))
             .sum::<f64>()
     };
-    let redis_cpu =
-        async || support::info_sum(&app.store, "cpu", &["used_cpu_user", "used_cpu_sys"]).await;
     support::reset_command_times(&app.store).await;
     let (worker_before, redis_before, nats_before) = (
         support::cpu_seconds(std::process::id()),
-        redis_cpu().await,
+        support::redis_cpu_seconds(&app.store).await,
         nats_cpu(),
     );
     let started = Instant::now();
@@ -310,7 +308,7 @@ async fn run_pipeline(
         events,
         wall,
         worker: support::cpu_seconds(std::process::id()) - worker_before,
-        redis: redis_cpu().await - redis_before,
+        redis: support::redis_cpu_seconds(&app.store).await - redis_before,
         nats: nats_cpu() - nats_before,
         scripts_us: support::command_times(&app.store)
             .await

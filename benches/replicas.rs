@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use persona_prefs::app::{App, wait_until_drained};
 use persona_prefs::config::Config;
-use support::{distinct_topic, info_sum, repeated_topic};
+use support::{distinct_topic, repeated_topic};
 
 const PERSONAS: usize = 64;
 fn free_port() -> u16 {
@@ -36,11 +36,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// CPU seconds Redis has used, summed over the masters (`INFO cpu`).
-async fn redis_cpu_seconds(app: &App) -> f64 {
-    info_sum(&app.store, "cpu", &["used_cpu_user", "used_cpu_sys"]).await
 }
 
 /// A child process killed when dropped.
@@ -293,7 +288,7 @@ async fn run(
         sum(nats_pids),
         support::cpu_seconds(std::process::id()),
     );
-    let redis_before = redis_cpu_seconds(&app).await;
+    let redis_before = support::redis_cpu_seconds(&app.store).await;
     let started = Instant::now();
     support::publish_opinion_events(&app, &name, events, PERSONAS, topic_of).await;
     wait_until_drained(&app.js, consumer, Duration::from_secs(900))
@@ -303,7 +298,7 @@ async fn run(
     let rate = events as f64 / wall;
     let cpu = CpuUse {
         workers: sum(&worker_pids) - workers_before,
-        redis: redis_cpu_seconds(&app).await - redis_before,
+        redis: support::redis_cpu_seconds(&app.store).await - redis_before,
         nats: sum(nats_pids) - nats_before,
         bench: support::cpu_seconds(std::process::id()) - bench_before,
         wall,

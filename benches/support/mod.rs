@@ -263,6 +263,11 @@ pub async fn info_sum(
         .sum()
 }
 
+/// CPU seconds Redis has used, summed over the masters (`INFO cpu`).
+pub async fn redis_cpu_seconds(store: &persona_prefs::store::PreferenceStore) -> f64 {
+    info_sum(store, "cpu", &["used_cpu_user", "used_cpu_sys"]).await
+}
+
 /// Redis's own time per command since the last `CONFIG RESETSTAT` (`INFO commandstats`,
 /// summed over the masters): (command, calls, microseconds), the most time first. A script's
 /// time includes the commands it calls, which are also counted under their own names.
