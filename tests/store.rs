@@ -2520,3 +2520,191 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
         );
     }
 }
+
+/// The service decodes an element's attributes itself (`READ` hands them over raw, so Redis's
+/// one thread no longer decodes every record ingest reads). It must read exactly what the
+/// write scripts read (`record_from_attributes` in record.lua): checked here against that Lua,
+/// run in Redis on the same elements, for records of every shape the scripts write and for
+/// attributes as earlier versions wrote them.
+#[tokio::test]
+async fn the_service_reads_an_elements_record_as_the_write_scripts_do() {
+    use persona_prefs::model::timeline::Voicing;
+    use persona_prefs::timestamp::Timestamp;
+
+    let t = TestStore::new("element-record").await;
+    let mut written = Vec::new();
+    // Awkward texts, related users and knowledge-graph ids, a change of mind with evidence.
+    let mut tricky = new_preference(
+        "ada",
+        "films / \"noir\"",
+        r#"It's "the" best \ ever, isn't it? é 🍍"#,
+        unit_vector(11),
+    );
+    tricky.related_user_ids = ids(&["sam", "o'neil"]);
+    tricky.related_kg_uuids = ids(&["kg-1", "kg/2"]);
+    let tricky = t.add_preference(tricky).await.unwrap();
+    let new_vector = unit_vector(12);
+    let evolution = Evolution {
+        new_opinion: r#"I've changed my mind: "meh"."#,
+        new_embedding: &new_vector,
+        reason: r#"they said "it's overrated""#,
+        new_stance: None,
+        expressed_at: None,
+        evidence_user_id: Some("user-9"),
+    };
+    t.evolve_preference("ada", &tricky.id, &evolution, WriteGuard::default())
+        .await
+        .unwrap()
+        .unwrap();
+    written.push(tricky.id);
+    // Reinforced again and again: the log, the count, the strength's seventeen digits.
+    let reinforced = t
+        .add_preference(new_preference("ada", "tea", "I love tea.", unit_vector(13)))
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        t.reinforce_preference("ada", &reinforced.id, WriteGuard::default())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    written.push(reinforced.id);
+    // Voiced once through the timeline (the voicing kept once, `vr`), then a second voicing.
+    let voicing = |at: &str, message: &str| Voicing {
+        at: Timestamp::parse(at).unwrap(),
+        stance: Some(persona_prefs::store::Stance::Against),
+        strength: 0.1 + 0.2,
+        topic: "pineapple / pizza".into(),
+        opinion: "It's \"vile\" \\ truly".into(),
+        category: "culinary".into(),
+        provenance: Provenance {
+            triggering_user_id: "o'neil".into(),
+            triggering_message_id: format!("{message}-0"),
+            persona_message_id: format!("{message}-1"),
+            source_platform: "discord".into(),
+            source_channel_id: "chan \"1\"".into(),
+        },
+        related_user_ids: ids(&["sam"]),
+        related_kg_uuids: ids(&["kg-1"]),
+    };
+    let once = t
+        .add_voiced(
+            "ada",
+            t.checked_voicing(voicing("2026-11-20T09:26:00.123456Z", "m1"))
+                .unwrap(),
+            None,
+            &unit_vector(14),
+            WriteGuard::default(),
+        )
+        .await
+        .unwrap()
+        .preference;
+    written.push(once.id.clone());
+    let twice = t
+        .add_voiced(
+            "ada",
+            t.checked_voicing(voicing("2026-11-20T09:27:00Z", "m2"))
+                .unwrap(),
+            None,
+            &unit_vector(15),
+            WriteGuard::default(),
+        )
+        .await
+        .unwrap()
+        .preference;
+    let stored = t.timeline("ada", &twice.id).await.unwrap().unwrap();
+    let second = t
+        .checked_voicing(voicing("2026-11-21T10:00:00Z", "m3"))
+        .unwrap();
+    let persona_prefs::model::timeline::Voiced::Changed(change) =
+        persona_prefs::model::timeline::voice(
+            &stored.identity,
+            &stored.timeline,
+            second,
+            &t.timeline_rules(),
+        )
+    else {
+        panic!("a second voicing from another message changes the preference");
+    };
+    t.write_voiced(&stored, &change, None, WriteGuard::default())
+        .await
+        .unwrap();
+    written.push(twice.id);
+
+    let mut connection = t.connection();
+    let vectors = t.keys().vectors("ada");
+    if !t.has_text_index() {
+        // Attributes as earlier versions wrote them: JSON fields unswapped (`w` 1), a number
+        // for the strength, an unknown reinforcement count, a field of an earlier system, an
+        // empty last voicing, a curated mark.
+        let base = element_attributes(&mut connection, &vectors, &written[1]).await;
+        let mut earlier = base.clone();
+        for field in ["eu", "rf", "kg", "eh"] {
+            if let Some(text) = earlier
+                .get(field)
+                .and_then(|v| v.as_str())
+                .map(swapped_quotes)
+            {
+                earlier[field] = text.into();
+            }
+        }
+        earlier["w"] = 1.into();
+        earlier["s"] = serde_json::json!(0.575_000_000_000_000_1);
+        earlier["rn"] = 1.into();
+        earlier["lr"] = "".into();
+        earlier["cu"] = true.into();
+        earlier["x"] = serde_json::json!({"legacy_field": "kept \"as\" it was"});
+        let _: () = redis::cmd("VSETATTR")
+            .arg(&vectors)
+            .arg(&written[1])
+            .arg(earlier.to_string())
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+
+    // The write scripts' own reader, run in Redis on the same elements.
+    let lua = redis::Script::new(&format!(
+        "{}\n{}",
+        include_str!("../src/store/scripts/record.lua"),
+        r#"local out = {}
+for i = 2, #KEYS do
+  local r = load_record(KEYS[i], KEYS[1])
+  local flat = {}
+  if r then
+    for name, value in pairs(r) do
+      if name ~= 'embedding' then flat[#flat + 1] = name; flat[#flat + 1] = value end
+    end
+  end
+  out[#out + 1] = flat
+end
+return out"#
+    ));
+    let mut invocation = lua.prepare_invoke();
+    invocation.key(&vectors);
+    for id in &written {
+        invocation.key(t.keys().preference("ada", id));
+    }
+    let by_lua: Vec<Vec<String>> = invocation.invoke_async(&mut connection).await.unwrap();
+    let refs: Vec<&str> = written.iter().map(String::as_str).collect();
+    let by_service = t.record_fields("ada", &refs).await.unwrap();
+    // JSON-holding fields compare as JSON (Lua's encoder escapes a slash and orders keys its
+    // own way); every other field as text, to the last character.
+    let comparable = |value: &str| match serde_json::from_str::<serde_json::Value>(value) {
+        Ok(json @ (serde_json::Value::Array(_) | serde_json::Value::Object(_))) => json,
+        _ => serde_json::Value::String(value.to_string()),
+    };
+    for ((id, flat), service) in written.iter().zip(by_lua).zip(by_service) {
+        let lua: HashMap<String, serde_json::Value> = flat
+            .chunks(2)
+            .map(|pair| (pair[0].clone(), comparable(&pair[1])))
+            .collect();
+        let service: HashMap<String, serde_json::Value> = service
+            .unwrap_or_else(|| panic!("{id}: the service found no record"))
+            .into_iter()
+            .map(|(name, value)| (name, comparable(&value)))
+            .collect();
+        assert!(lua.len() > 10, "{id}: {lua:?}");
+        assert_eq!(service, lua, "{id}");
+    }
+}

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use redis::Value;
 
+use super::element_record;
 use super::query::{self, persona_filter};
 use super::record::field;
 use super::{
@@ -380,21 +381,35 @@ impl PreferenceStore {
             invocation.key(self.settings.keys.vectors(persona_id));
             for id in chunk {
                 invocation.key(self.preference_key(persona_id, id));
+                invocation.arg(*id);
             }
             let mut connection = self.connection.clone();
             let replies: Vec<Vec<Vec<u8>>> = invocation.invoke_async(&mut connection).await?;
-            records.extend(replies.into_iter().map(|flat| {
-                (!flat.is_empty()).then(|| {
-                    flat.chunks(2)
-                        .filter_map(|pair| match pair {
-                            [name, value] => Some((
-                                String::from_utf8_lossy(name).into_owned(),
-                                String::from_utf8_lossy(value).into_owned(),
-                            )),
-                            _ => None,
-                        })
-                        .collect()
-                })
+            if replies.len() != chunk.len() {
+                return Err(StoreError::UnexpectedReply(format!(
+                    "read script returned {} records for {} ids",
+                    replies.len(),
+                    chunk.len()
+                )));
+            }
+            records.extend(replies.into_iter().zip(chunk).map(|(flat, id)| {
+                match &flat[..] {
+                    [] => None,
+                    [attributes] => {
+                        element_record::record_from_whole_attributes(attributes, id, persona_id)
+                    }
+                    _ => Some(
+                        flat.chunks(2)
+                            .filter_map(|pair| match pair {
+                                [name, value] => Some((
+                                    String::from_utf8_lossy(name).into_owned(),
+                                    String::from_utf8_lossy(value).into_owned(),
+                                )),
+                                _ => None,
+                            })
+                            .collect(),
+                    ),
+                }
             }));
         }
         Ok(records)

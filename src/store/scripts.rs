@@ -148,15 +148,12 @@ pub static REGISTRY_PAGE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/registry_page.lua")));
 
 /// Reads whole records, wherever each lives (`scripts/record.lua`: the element's attributes
-/// of an active preference, else its hash). `KEYS[1]` the persona's vector set, `KEYS[2..]`
-/// preference keys of that persona. Returns, for each preference key in order, its fields as
-/// flat `name, value` pairs (the vector left out), empty for none.
-pub static READ: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("scripts/record.lua"),
-        include_str!("scripts/read.lua")
-    ))
-});
+/// of an active preference, else its hash), in one atomic step. `KEYS[1]` the persona's
+/// vector set, `KEYS[2..]` preference keys of that persona, `ARGV[i - 1]` the id of `KEYS[i]`.
+/// Returns, for each preference key in order: its hash's fields as flat `name, value` pairs
+/// (the vector left out); else its element's raw attributes alone, which the service decodes
+/// ([`super::element_record`]); empty for none.
+pub static READ: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/read.lua")));
 
 /// Injection's three passes in one round trip, over one persona's own structures only.
 /// How far the injection script walks down a persona's `strongest` for its residents when
