@@ -2525,9 +2525,10 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
 /// one thread no longer decodes every record ingest reads). It must read exactly what the
 /// write scripts read (`record_from_attributes` in record.lua): checked here against that Lua,
 /// run in Redis on the same elements, for records of every shape the scripts write and for
-/// attributes as earlier versions wrote them.
+/// attributes as earlier versions wrote them. A replayed voicing's write is encoded in the
+/// service too (`APPLY` places it), and must be what record.lua would write.
 #[tokio::test]
-async fn the_service_reads_an_elements_record_as_the_write_scripts_do() {
+async fn the_service_reads_and_encodes_an_elements_record_as_the_write_scripts_do() {
     use persona_prefs::model::timeline::Voicing;
     use persona_prefs::timestamp::Timestamp;
 
@@ -2634,6 +2635,50 @@ async fn the_service_reads_an_elements_record_as_the_write_scripts_do() {
     let mut connection = t.connection();
     let vectors = t.keys().vectors("ada");
     if !t.has_text_index() {
+        // A write encodes the record in the service (apply.lua places it as it is): the
+        // service's encoding of every record above is record.lua's, and the element the
+        // second voicing left is exactly the service's, which record.lua re-encoding in place
+        // (a resync) leaves as it is, in the persona's set and in the related user's own.
+        use persona_prefs::store::element_record::encode_element;
+        let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+        let raw_attributes =
+            |connection: &mut persona_prefs::store::RedisConnection, key: String, id: String| {
+                let mut connection = connection.clone();
+                async move {
+                    redis::cmd("VGETATTR")
+                        .arg(key)
+                        .arg(id)
+                        .query_async::<String>(&mut connection)
+                        .await
+                        .unwrap()
+                }
+            };
+        for id in &written {
+            let record = t.record_fields("ada", &[id]).await.unwrap()[0]
+                .clone()
+                .unwrap();
+            let raw = raw_attributes(&mut connection, vectors.clone(), id.clone()).await;
+            assert_eq!(json(&encode_element(&record).whole), json(&raw), "{id}");
+        }
+        let voiced = written.last().unwrap().clone();
+        let record = t.record_fields("ada", &[&voiced]).await.unwrap()[0]
+            .clone()
+            .unwrap();
+        let placed = raw_attributes(&mut connection, vectors.clone(), voiced.clone()).await;
+        assert_eq!(
+            placed,
+            encode_element(&record).whole,
+            "the second voicing's element is the service's encoding"
+        );
+        let sams = t.keys().about_vectors("ada", "sam");
+        let view = raw_attributes(&mut connection, sams.clone(), voiced.clone()).await;
+        assert_eq!(view, encode_element(&record).view);
+        assert!(t.resync_preference("ada", &voiced).await.unwrap());
+        let resynced = raw_attributes(&mut connection, vectors.clone(), voiced.clone()).await;
+        assert_eq!(json(&resynced), json(&placed));
+        let resynced_view = raw_attributes(&mut connection, sams, voiced.clone()).await;
+        assert_eq!(json(&resynced_view), json(&view));
+
         // Attributes as earlier versions wrote them: JSON fields unswapped (`w` 1), a number
         // for the strength, an unknown reinforcement count, a field of an earlier system, an
         // empty last voicing, a curated mark.

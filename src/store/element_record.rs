@@ -246,6 +246,253 @@ fn the_records_voicing(record: &HashMap<String, String>) -> String {
     }
 }
 
+/// Fields left out of a record while they hold their default (`DEFAULT_VALUES` in guard.lua).
+const DEFAULT_VALUES: [(&str, &str); 12] = [
+    (field::RELATED_USER_IDS, "[]"),
+    (field::RELATED_USER_IDS_INDEX, ""),
+    (field::RELATED_KG_UUIDS, "[]"),
+    (field::EVIDENCE_USER_IDS, "[]"),
+    (field::EVIDENCE_USERS_DROPPED, "0"),
+    (field::EVOLUTION_HISTORY, "[]"),
+    (field::HISTORY_ENTRIES_DROPPED, "0"),
+    (field::INHERITED_FROM, ""),
+    (field::CURATED, "0"),
+    (field::REINFORCEMENTS, "[]"),
+    (field::BASELINE, ""),
+    (field::VOICINGS, ""),
+];
+
+/// Fields an element's attributes say in injection's own terms, or that its key or its place
+/// says (`VIEWED` in record.lua).
+const VIEWED: [&str; 15] = [
+    field::ID,
+    field::PERSONA_ID,
+    field::ACTIVE,
+    field::EMBEDDING,
+    field::NAME,
+    field::OPINION,
+    field::CATEGORY,
+    field::STRENGTH,
+    field::STANCE,
+    field::STANCE_AT,
+    field::LAST_REINFORCED,
+    field::RELATED_USER_IDS,
+    field::RELATED_USER_IDS_INDEX,
+    field::REINFORCEMENT_COUNT,
+    field::CURATED,
+];
+
+/// The revision's short name. A record holding a field of an earlier system by that very
+/// name (kept under `x`) is not encoded here: the script finds the revision by its text.
+pub const REVISION_SHORT_NAME: &str = "rv";
+
+/// A preference's element as a write leaves it, encoded in the service: its whole attributes
+/// and injection's view of them (what the users' own sets copy).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedElement {
+    pub whole: String,
+    pub view: String,
+}
+
+/// The record `fields` (name, value; `embedding` aside) make of `read` when written over it
+/// by a write script (`write_record` in guard.lua after `with_next_rev`): each field replaces
+/// the one read, a field at its default is left out, and the revision counts one up.
+/// `None` when a value is not text, which the scripts alone then handle.
+pub fn record_written_over(
+    read: &HashMap<String, String>,
+    fields: &[(&str, Vec<u8>)],
+) -> Option<HashMap<String, String>> {
+    let mut record = read.clone();
+    record.remove(field::EMBEDDING);
+    let next_revision = read
+        .get(field::REV)
+        .and_then(|rev| lua_to_number(rev))
+        .unwrap_or(0.0)
+        + 1.0;
+    let revision = (field::REV, lua_number_text(next_revision).into_bytes());
+    for (name, value) in fields.iter().chain(std::iter::once(&revision)) {
+        if *name == field::EMBEDDING {
+            continue;
+        }
+        let value = std::str::from_utf8(value).ok()?;
+        if DEFAULT_VALUES.contains(&(*name, value)) {
+            record.remove(*name);
+        } else {
+            record.insert((*name).to_string(), value.to_string());
+        }
+    }
+    Some(record)
+}
+
+/// The element of active record `r` (`injection_view` and `whole_attributes` in record.lua):
+/// what record.lua's reader and [`record_from_whole_attributes`] read back as `r`.
+pub fn encode_element(r: &HashMap<String, String>) -> EncodedElement {
+    let text = |name: &str| r.get(name).map_or("", String::as_str);
+    let mut view = Map::new();
+    let strength = match r.get(field::STRENGTH) {
+        Some(strength) if lua_to_number(strength).is_some() => strength.as_str(),
+        _ => "0",
+    };
+    view.insert("n".into(), text(field::NAME).into());
+    view.insert("o".into(), text(field::OPINION).into());
+    view.insert("c".into(), text(field::CATEGORY).into());
+    view.insert("s".into(), strength.into());
+    view.insert("st".into(), text(field::STANCE).into());
+    view.insert("sa".into(), text(field::STANCE_AT).into());
+    if text(field::LAST_REINFORCED) != text(field::STANCE_AT) {
+        view.insert("lr".into(), text(field::LAST_REINFORCED).into());
+    }
+    let users = decode_list(r.get(field::RELATED_USER_IDS));
+    if !users.is_empty() {
+        let joined: Vec<String> = users
+            .iter()
+            .map(|user| lua_value_text(user).unwrap_or_default())
+            .collect();
+        view.insert("u".into(), joined.join(",").into());
+    }
+    let reinforcements = r
+        .get(field::REINFORCEMENT_COUNT)
+        .and_then(|count| lua_to_number(count))
+        .unwrap_or(0.0);
+    if reinforcements != 0.0 {
+        view.insert("rc".into(), lua_number_value(reinforcements));
+    }
+    if text(field::CURATED) == "1" {
+        view.insert("cu".into(), true.into());
+    }
+    let view_text = Value::Object(view.clone()).to_string();
+
+    let mut whole = view;
+    whole.insert("w".into(), 2.into());
+    if !r.contains_key(field::STRENGTH) {
+        whole.remove("s");
+    }
+    if !r.contains_key(field::REINFORCEMENT_COUNT) {
+        whole.insert("rn".into(), 1.into());
+    }
+    let first_version = text(field::VERSION) == "1"
+        && !r.contains_key(field::EVOLUTION_HISTORY)
+        && !r.contains_key(field::HISTORY_ENTRIES_DROPPED);
+    let voicing_kept_once = voicing_is_the_records(r);
+    if voicing_kept_once {
+        whole.insert("vr".into(), 1.into());
+    }
+    let mut others = Map::new();
+    for (name, value) in r {
+        if VIEWED.contains(&name.as_str())
+            || (name == field::VERSION && first_version)
+            || (name == field::VOICINGS && voicing_kept_once)
+        {
+            continue;
+        }
+        match LONG_NAMES.iter().find(|(_, long)| long == name) {
+            Some((short, _)) if QUOTES_SWAPPED.contains(short) => {
+                whole.insert((*short).into(), swap_quotes(value).into());
+            }
+            Some((short, _)) => {
+                whole.insert((*short).into(), value.clone().into());
+            }
+            None => {
+                others.insert(name.clone(), value.clone().into());
+            }
+        }
+    }
+    if !others.is_empty() {
+        whole.insert("x".into(), Value::Object(others));
+    }
+    EncodedElement {
+        whole: Value::Object(whole).to_string(),
+        view: view_text,
+    }
+}
+
+/// Whether the record's one voicing says exactly what its fields say (`voicing_is_the_records`
+/// in record.lua), so the element keeps `vr` in its place.
+fn voicing_is_the_records(r: &HashMap<String, String>) -> bool {
+    let Some(raw) = r.get(field::VOICINGS) else {
+        return false;
+    };
+    if !raw.starts_with("[{") || raw.contains("},{") {
+        return false;
+    }
+    let Ok(Value::Array(list)) = serde_json::from_str::<Value>(raw) else {
+        return false;
+    };
+    let [Value::Object(voicing)] = &list[..] else {
+        return false;
+    };
+    let Some(strength) = r.get(field::STRENGTH).filter(|s| json_number(s)) else {
+        return false;
+    };
+    match (voicing.get("s"), lua_to_number(strength)) {
+        (Some(Value::Number(said)), Some(own)) if said.as_f64() == Some(own) => {}
+        _ => return false,
+    }
+    for (name, value) in voicing {
+        if let Some((_, long)) = VOICING_FIELDS.iter().find(|(short, _)| short == name) {
+            match value {
+                Value::String(text) if !text.is_empty() && r.get(*long) == Some(text) => {}
+                _ => return false,
+            }
+        } else if let Some((_, long)) = VOICING_LISTS.iter().find(|(short, _)| short == name) {
+            match value {
+                Value::Array(items) if !items.is_empty() && *items == decode_list(r.get(*long)) => {
+                }
+                _ => return false,
+            }
+        } else if name != "s" {
+            return false;
+        }
+    }
+    let empty = |long: &str| r.get(long).is_none_or(String::is_empty);
+    VOICING_FIELDS
+        .iter()
+        .all(|(short, long)| voicing.contains_key(*short) || empty(long))
+        && VOICING_LISTS.iter().all(|(short, long)| {
+            voicing.contains_key(*short) || decode_list(r.get(*long)).is_empty()
+        })
+}
+
+/// A JSON list held as text (`decode_list`): empty for none, `[]` or `{}`.
+fn decode_list(raw: Option<&String>) -> Vec<Value> {
+    match raw.map(String::as_str) {
+        None | Some("" | "[]" | "{}") => Vec::new(),
+        Some(raw) => match serde_json::from_str(raw) {
+            Ok(Value::Array(items)) => items,
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// JSON's own number form, which a voicing's strength is written back in (`json_number`).
+fn json_number(text: &str) -> bool {
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    match unsigned.split_once('.') {
+        None => digits(unsigned),
+        Some((whole, fraction)) => digits(whole) && digits(fraction),
+    }
+}
+
+/// Lua's `tonumber` of a text, as far as the records' own texts go (decimal numbers, with
+/// spaces around allowed).
+fn lua_to_number(text: &str) -> Option<f64> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed.starts_with('+') {
+        return None;
+    }
+    trimmed.parse::<f64>().ok()
+}
+
+/// A Lua number as cjson writes it: an integer where it is one.
+fn lua_number_value(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        Value::from(x as i64)
+    } else {
+        Value::from(x)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +576,74 @@ mod tests {
         assert!(!record.contains_key("reinforcement_count"));
         let never = read(r#"{"w":2,"n":"t"}"#).unwrap();
         assert_eq!(never["reinforcement_count"], "0");
+    }
+
+    #[test]
+    fn a_write_replaces_fields_leaves_defaults_out_and_counts_the_revision_up() {
+        let read: HashMap<String, String> = [
+            ("id", "p1"),
+            ("name", "tea"),
+            ("rev", "7"),
+            ("evidence_user_ids", r#"["sam"]"#),
+            ("legacy", "kept"),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        let fields = [
+            ("name", b"green tea".to_vec()),
+            ("evidence_user_ids", b"[]".to_vec()),
+            ("curated", b"0".to_vec()),
+            ("source_channel_id", b"".to_vec()),
+            ("embedding", vec![0, 0, 128, 63]),
+        ];
+        let written = record_written_over(&read, &fields).unwrap();
+        assert_eq!(written["name"], "green tea");
+        assert_eq!(written["rev"], "8");
+        assert_eq!(written["legacy"], "kept");
+        assert_eq!(written["source_channel_id"], "", "empty, but not a default");
+        for gone in ["evidence_user_ids", "curated", "embedding"] {
+            assert!(!written.contains_key(gone), "{gone}");
+        }
+        let first = record_written_over(&HashMap::new(), &[]).unwrap();
+        assert_eq!(first["rev"], "1");
+        assert_eq!(record_written_over(&read, &[("name", vec![0xff])]), None);
+    }
+
+    #[test]
+    fn an_encoded_element_reads_back_as_the_record() {
+        let record: HashMap<String, String> = [
+            ("id", "p1"),
+            ("persona_id", "ada"),
+            ("active", "1"),
+            ("name", "tea"),
+            ("opinion", "It's \"fine\""),
+            ("category", "taste"),
+            ("strength", "0.30000000000000004"),
+            ("stance", "likes"),
+            ("stance_at", "2026-01-01"),
+            ("last_reinforced", "2026-01-02"),
+            ("related_user_ids", r#"["sam","kim"]"#),
+            ("related_user_ids_index", "sam,kim"),
+            ("reinforcement_count", "3"),
+            ("evidence_user_ids", r#"["o'neil"]"#),
+            ("version", "2"),
+            ("rev", "4"),
+            ("legacy", "kept"),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        let element = encode_element(&record);
+        let back = record_from_whole_attributes(element.whole.as_bytes(), "p1", "ada").unwrap();
+        assert_eq!(back, record);
+        let view: Value = serde_json::from_str(&element.view).unwrap();
+        assert_eq!(view["u"], "sam,kim");
+        assert_eq!(view["rc"], 3);
+        assert!(
+            view.get("w").is_none() && view.get("rv").is_none(),
+            "{view}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub mod config;
 pub mod connection;
 mod curate;
 pub mod effects;
-mod element_record;
+pub mod element_record;
 mod erasure;
 mod error;
 pub mod index;

@@ -69,10 +69,14 @@ macro_rules! write_script {
 pub static ADD: LazyLock<Script> = write_script!("scripts/add.lua");
 
 /// Writes what ingest replayed from a preference's timeline (`model::timeline`): ARGV[6] the
-/// revision the timeline was read at ("" for a record without one), ARGV[7..] field/value
-/// pairs (a new vector among them as `embedding`, which goes to the vector set). Refused
-/// with [`CONFLICT`] when the record was written since it was read (the replay would undo that
-/// write). Returns nil when missing, else `{applied, id}`.
+/// revision the timeline was read at ("" for a record without one), ARGV[7] the element's
+/// whole attributes as the service encoded the record this write leaves and ARGV[8]
+/// injection's view of them ("" both: none, the script encodes), ARGV[9] the related users
+/// read (JSON), ARGV[10..] field/value pairs (the id first; a new vector among them as
+/// `embedding`, which goes to the vector set). The service's encoding is placed as it is only
+/// where the record is the one read: in its element, no hash beside it, at that revision
+/// (`scripts/apply.lua`). Refused with [`CONFLICT`] when the record was written since it was
+/// read (the replay would undo that write). Returns nil when missing, else `{applied, id}`.
 pub static APPLY: LazyLock<Script> = write_script!("scripts/apply.lua");
 
 /// ARGV[6] rate, ARGV[7] now, ARGV[8] the user whose conversation reinforced it ("" = none),

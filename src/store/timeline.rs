@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use redis::Value;
 
+use super::element_record;
 use super::query::{self, vector_to_bytes};
 use super::record::field;
 use super::{
@@ -31,6 +32,9 @@ pub struct StoredTimeline {
     /// The record's revision when read ("" for a record without one): the write of a replay is
     /// refused if it moved meanwhile.
     pub revision: String,
+    /// The whole record as read, so a write at this revision can be encoded here
+    /// ([`element_record`]) instead of by Redis's one thread.
+    record: std::collections::HashMap<String, String>,
 }
 
 impl PreferenceStore {
@@ -124,6 +128,7 @@ impl PreferenceStore {
             },
             timeline: Timeline { baseline, voicings },
             revision: text(field::REV).to_string(),
+            record: fields,
         }))
     }
 
@@ -145,9 +150,28 @@ impl PreferenceStore {
             validate::embedding(vector, self.settings.store.embedding_dims)?;
             fields.push((field::EMBEDDING, vector_to_bytes(vector)));
         }
+        // An active record is encoded here: the script places it as it is when the record
+        // there is still the one read (no hash, the same revision), and encodes it itself
+        // otherwise.
+        let encoded = change
+            .preference
+            .active
+            .then(|| element_record::record_written_over(&stored.record, &fields))
+            .flatten()
+            .filter(|record| !record.contains_key(element_record::REVISION_SHORT_NAME))
+            .map(|record| element_record::encode_element(&record));
+        let old_users = stored
+            .record
+            .get(field::RELATED_USER_IDS)
+            .map_or("[]", String::as_str);
         let mut invocation =
             self.invocation(&scripts::APPLY, persona_id, &stored.identity.id, guard)?;
         invocation.arg(&stored.revision);
+        match &encoded {
+            Some(element) => invocation.arg(&element.whole).arg(&element.view),
+            None => invocation.arg("").arg(""),
+        };
+        invocation.arg(old_users);
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }

@@ -217,10 +217,12 @@ end
 -- Writes the record of preference `id` (`key`) back where it belongs (record.lua) and brings
 -- the persona's structures in step with it after a write: `old_users` are the related users
 -- before the write (their about-entries go). A vector this write gave (`write_record`) goes
--- into the vector set.
-local function sync(id, old_users, key)
+-- into the vector set. `encoded`, when given, is an active record the service encoded, whose
+-- element stays in the set (apply.lua): `record` its plain fields, `whole` its attributes,
+-- `view` injection's view of them.
+local function sync(id, old_users, key, encoded)
   key = key or KEYS[1]
-  local r = load_record(key, KEYS[4])
+  local r = (encoded and encoded.record) or load_record(key, KEYS[4])
   if not r then return end
   -- The vector to place: this write's, else one parked in the hash (or kept there by an
   -- earlier layout).
@@ -245,10 +247,12 @@ local function sync(id, old_users, key)
     -- migration) is not searchable; the hash keeps it for the migration to see.
     local stays = member and not written
     local searchable = stays or fits
-    local view = injection_view(r)
-    local attributes = cjson.encode(view)
+    local view = (encoded == nil) and injection_view(r)
+    local attributes = (encoded and encoded.view) or cjson.encode(view)
     local element = attributes
-    if searchable and not KEEP_HASH then element = cjson.encode(whole_attributes(r, view)) end
+    if searchable and not KEEP_HASH then
+      element = (encoded and encoded.whole) or cjson.encode(whole_attributes(r, view))
+    end
     if stays then
       redis.call('VSETATTR', KEYS[4], id, element)
     elseif fits then
