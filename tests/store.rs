@@ -2635,7 +2635,7 @@ async fn the_service_reads_and_encodes_an_elements_record_as_the_write_scripts_d
     let mut connection = t.connection();
     let vectors = t.keys().vectors("ada");
     if !t.has_text_index() {
-        // A write encodes the record in the service (apply.lua places it as it is): the
+        // A write encodes the record in the service (add.lua and apply.lua place it): the
         // service's encoding of every record above is record.lua's, and the element the
         // second voicing left is exactly the service's, which record.lua re-encoding in place
         // (a resync) leaves as it is, in the persona's set and in the related user's own.
@@ -2670,12 +2670,30 @@ async fn the_service_reads_and_encodes_an_elements_record_as_the_write_scripts_d
             encode_element(&record).whole,
             "the second voicing's element is the service's encoding"
         );
+        let added_once = written[2].clone();
+        let record = t.record_fields("ada", &[&added_once]).await.unwrap()[0]
+            .clone()
+            .unwrap();
+        assert_eq!(
+            raw_attributes(&mut connection, vectors.clone(), added_once).await,
+            encode_element(&record).whole,
+            "an added element is the service's encoding"
+        );
+        let record = t.record_fields("ada", &[&voiced]).await.unwrap()[0]
+            .clone()
+            .unwrap();
         let sams = t.keys().about_vectors("ada", "sam");
         let view = raw_attributes(&mut connection, sams.clone(), voiced.clone()).await;
         assert_eq!(view, encode_element(&record).view);
-        assert!(t.resync_preference("ada", &voiced).await.unwrap());
-        let resynced = raw_attributes(&mut connection, vectors.clone(), voiced.clone()).await;
-        assert_eq!(json(&resynced), json(&placed));
+        // Every element here, whether the service encoded it (an add, a replayed voicing) or
+        // a script did (a reinforcement, a change of mind), is what record.lua re-encoding it
+        // in place writes.
+        for id in &written {
+            let before = raw_attributes(&mut connection, vectors.clone(), id.clone()).await;
+            assert!(t.resync_preference("ada", id).await.unwrap());
+            let after = raw_attributes(&mut connection, vectors.clone(), id.clone()).await;
+            assert_eq!(json(&after), json(&before), "{id}");
+        }
         let resynced_view = raw_attributes(&mut connection, sams, voiced.clone()).await;
         assert_eq!(json(&resynced_view), json(&view));
 

@@ -302,15 +302,27 @@ pub fn record_written_over(
     read: &HashMap<String, String>,
     fields: &[(&str, Vec<u8>)],
 ) -> Option<HashMap<String, String>> {
-    let mut record = read.clone();
-    record.remove(field::EMBEDDING);
     let next_revision = read
         .get(field::REV)
         .and_then(|rev| lua_to_number(rev))
         .unwrap_or(0.0)
         + 1.0;
-    let revision = (field::REV, lua_number_text(next_revision).into_bytes());
-    for (name, value) in fields.iter().chain(std::iter::once(&revision)) {
+    let revision = [(field::REV, lua_number_text(next_revision).into_bytes())];
+    write_over(read.clone(), fields.iter().chain(&revision))
+}
+
+/// The record a new preference's `fields` make (add.lua's `write_record` on no record: the
+/// revision is among the fields, as the caller gives it).
+pub fn new_record(fields: &[(&str, Vec<u8>)]) -> Option<HashMap<String, String>> {
+    write_over(HashMap::new(), fields.iter())
+}
+
+fn write_over<'a>(
+    mut record: HashMap<String, String>,
+    fields: impl Iterator<Item = &'a (&'a str, Vec<u8>)>,
+) -> Option<HashMap<String, String>> {
+    record.remove(field::EMBEDDING);
+    for (name, value) in fields {
         if *name == field::EMBEDDING {
             continue;
         }

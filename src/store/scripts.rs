@@ -63,8 +63,11 @@ macro_rules! write_script {
     };
 }
 
-/// ARGV[6] the message's effect on the new preference, recorded too ("" = none); ARGV[7..]:
-/// field/value pairs of the new hash (id first, so `ARGV[8]` is the id).
+/// ARGV[6] the message's effect on the new preference, recorded too ("" = none); ARGV[7] the
+/// element's whole attributes as the service encoded the new record and ARGV[8] injection's
+/// view of them ("" both: none, the script encodes; placed as they are only where no record
+/// of that id is there), ARGV[9..]: field/value pairs of the new record (id first, so
+/// `ARGV[10]` is the id).
 /// Returns `{applied, id}`: with an effect id applied before, the id it created.
 pub static ADD: LazyLock<Script> = write_script!("scripts/add.lua");
 

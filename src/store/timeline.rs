@@ -247,6 +247,17 @@ impl PreferenceStore {
                 .map(|message| message.on_preference(&preference.id))
                 .unwrap_or_default(),
         );
+        // Encoded here, placed as it is by the script where no record is there yet.
+        let encoded = preference
+            .active
+            .then(|| element_record::new_record(&fields))
+            .flatten()
+            .filter(|record| !record.contains_key(element_record::REVISION_SHORT_NAME))
+            .map(|record| element_record::encode_element(&record));
+        match &encoded {
+            Some(element) => invocation.arg(&element.whole).arg(&element.view),
+            None => invocation.arg("").arg(""),
+        };
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }

@@ -217,9 +217,9 @@ end
 -- Writes the record of preference `id` (`key`) back where it belongs (record.lua) and brings
 -- the persona's structures in step with it after a write: `old_users` are the related users
 -- before the write (their about-entries go). A vector this write gave (`write_record`) goes
--- into the vector set. `encoded`, when given, is an active record the service encoded, whose
--- element stays in the set (apply.lua): `record` its plain fields, `whole` its attributes,
--- `view` injection's view of them.
+-- into the vector set. `encoded`, when given, is an active record the service encoded, which
+-- goes into the set or stays there (add.lua and apply.lua check it can): `record` its plain
+-- fields, `whole` its attributes, `view` injection's view of them.
 local function sync(id, old_users, key, encoded)
   key = key or KEYS[1]
   local r = (encoded and encoded.record) or load_record(key, KEYS[4])
