@@ -2332,6 +2332,18 @@ async fn the_registry_walk_pages_and_reaches_every_persona_present_throughout() 
     assert!(error.to_string().contains("cursor"), "{error}");
 }
 
+/// A change of mind, with evidence, whose texts are full of quotes and apostrophes.
+fn a_change_of_mind_full_of_quotes(new_embedding: &[f32]) -> Evolution<'_> {
+    Evolution {
+        new_opinion: r#"I've changed my mind: "meh"."#,
+        new_embedding,
+        reason: r#"they said "it's overrated""#,
+        new_stance: None,
+        expressed_at: None,
+        evidence_user_id: Some("user-9"),
+    }
+}
+
 /// Fields that hold JSON (history, evidence, voicings, …) are kept in an element's attributes
 /// with quotes and apostrophes swapped, so their structure costs no escapes: texts full of
 /// both read back exactly, and attributes written before (`w` 1, the JSON as it was) still
@@ -2345,14 +2357,7 @@ async fn texts_with_quotes_and_apostrophes_survive_the_compact_encoding_and_the_
         .await
         .unwrap();
     let new_vector = unit_vector(6);
-    let evolution = Evolution {
-        new_opinion: r#"I've changed my mind: "meh"."#,
-        new_embedding: &new_vector,
-        reason: r#"they said "it's overrated""#,
-        new_stance: None,
-        expressed_at: None,
-        evidence_user_id: Some("user-9"),
-    };
+    let evolution = a_change_of_mind_full_of_quotes(&new_vector);
     t.evolve_preference("ada", &added.id, &evolution, WriteGuard::default())
         .await
         .unwrap()
@@ -2413,21 +2418,17 @@ async fn texts_with_quotes_and_apostrophes_survive_the_compact_encoding_and_the_
     assert_eq!(reinforced.opinion, stored.opinion);
 }
 
-/// A preference voiced once holds that voicing twice: as its timeline and as its own fields,
-/// which the voicing created. Its element keeps the fields only (`vr` in the voicing's place,
-/// about 230 of 500 bytes), and the timeline reads back exactly, however awkward its texts
-/// and numbers. A second voicing keeps the timeline as it is.
-#[tokio::test]
-async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exactly() {
-    use persona_prefs::model::timeline::{Voiced, Voicing, voice};
-    use persona_prefs::store::Stance;
-    use persona_prefs::timestamp::Timestamp;
-
-    let t = TestStore::new("voiced-once").await;
-    let voicing = |at: &str, message: &str, opinion: &str| Voicing {
-        at: Timestamp::parse(at).unwrap(),
-        stance: Some(Stance::Against),
-        // Seventeen digits: the strength must come back to the last bit.
+/// A voicing whose texts and numbers are awkward to encode: quotes, apostrophes, a slash, and a
+/// strength of seventeen digits, which must come back to the last bit.
+fn an_awkward_voicing(
+    at: &str,
+    message: &str,
+    opinion: &str,
+    related_users: &[&str],
+) -> persona_prefs::model::timeline::Voicing {
+    persona_prefs::model::timeline::Voicing {
+        at: persona_prefs::timestamp::Timestamp::parse(at).unwrap(),
+        stance: Some(persona_prefs::store::Stance::Against),
         strength: 0.1 + 0.2,
         topic: "pineapple / pizza".into(),
         opinion: opinion.into(),
@@ -2439,8 +2440,22 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
             source_platform: "discord".into(),
             source_channel_id: "chan \"1\"".into(),
         },
-        related_user_ids: ids(&["sam", "o'neil"]),
+        related_user_ids: ids(related_users),
         related_kg_uuids: ids(&["kg-1"]),
+    }
+}
+
+/// A preference voiced once holds that voicing twice: as its timeline and as its own fields,
+/// which the voicing created. Its element keeps the fields only (`vr` in the voicing's place,
+/// about 230 of 500 bytes), and the timeline reads back exactly, however awkward its texts
+/// and numbers. A second voicing keeps the timeline as it is.
+#[tokio::test]
+async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exactly() {
+    use persona_prefs::model::timeline::{Voiced, voice};
+
+    let t = TestStore::new("voiced-once").await;
+    let voicing = |at: &str, message: &str, opinion: &str| {
+        an_awkward_voicing(at, message, opinion, &["sam", "o'neil"])
     };
     let first = t
         .checked_voicing(voicing(
@@ -2525,13 +2540,11 @@ async fn a_preference_voiced_once_keeps_its_voicing_once_and_reads_it_back_exact
 /// one thread no longer decodes every record ingest reads). It must read exactly what the
 /// write scripts read (`record_from_attributes` in record.lua): checked here against that Lua,
 /// run in Redis on the same elements, for records of every shape the scripts write and for
-/// attributes as earlier versions wrote them. A replayed voicing's write is encoded in the
-/// service too (`APPLY` places it), and must be what record.lua would write.
+/// attributes as earlier versions wrote them. An add's and a replayed voicing's writes are
+/// encoded in the service too (`ADD` and `APPLY` place them), and must be what record.lua
+/// would write.
 #[tokio::test]
 async fn the_service_reads_and_encodes_an_elements_record_as_the_write_scripts_do() {
-    use persona_prefs::model::timeline::Voicing;
-    use persona_prefs::timestamp::Timestamp;
-
     let t = TestStore::new("element-record").await;
     let mut written = Vec::new();
     // Awkward texts, related users and knowledge-graph ids, a change of mind with evidence.
@@ -2545,14 +2558,7 @@ async fn the_service_reads_and_encodes_an_elements_record_as_the_write_scripts_d
     tricky.related_kg_uuids = ids(&["kg-1", "kg/2"]);
     let tricky = t.add_preference(tricky).await.unwrap();
     let new_vector = unit_vector(12);
-    let evolution = Evolution {
-        new_opinion: r#"I've changed my mind: "meh"."#,
-        new_embedding: &new_vector,
-        reason: r#"they said "it's overrated""#,
-        new_stance: None,
-        expressed_at: None,
-        evidence_user_id: Some("user-9"),
-    };
+    let evolution = a_change_of_mind_full_of_quotes(&new_vector);
     t.evolve_preference("ada", &tricky.id, &evolution, WriteGuard::default())
         .await
         .unwrap()
@@ -2571,48 +2577,25 @@ async fn the_service_reads_and_encodes_an_elements_record_as_the_write_scripts_d
     }
     written.push(reinforced.id);
     // Voiced once through the timeline (the voicing kept once, `vr`), then a second voicing.
-    let voicing = |at: &str, message: &str| Voicing {
-        at: Timestamp::parse(at).unwrap(),
-        stance: Some(persona_prefs::store::Stance::Against),
-        strength: 0.1 + 0.2,
-        topic: "pineapple / pizza".into(),
-        opinion: "It's \"vile\" \\ truly".into(),
-        category: "culinary".into(),
-        provenance: Provenance {
-            triggering_user_id: "o'neil".into(),
-            triggering_message_id: format!("{message}-0"),
-            persona_message_id: format!("{message}-1"),
-            source_platform: "discord".into(),
-            source_channel_id: "chan \"1\"".into(),
-        },
-        related_user_ids: ids(&["sam"]),
-        related_kg_uuids: ids(&["kg-1"]),
+    let voicing = |at: &str, message: &str| {
+        an_awkward_voicing(at, message, "It's \"vile\" \\ truly", &["sam"])
     };
-    let once = t
-        .add_voiced(
+    let add_voiced = async |at: &str, message: &str, seed: u64| {
+        let first = t.checked_voicing(voicing(at, message)).unwrap();
+        t.add_voiced(
             "ada",
-            t.checked_voicing(voicing("2026-11-20T09:26:00.123456Z", "m1"))
-                .unwrap(),
+            first,
             None,
-            &unit_vector(14),
+            &unit_vector(seed),
             WriteGuard::default(),
         )
         .await
         .unwrap()
-        .preference;
+        .preference
+    };
+    let once = add_voiced("2026-11-20T09:26:00.123456Z", "m1", 14).await;
     written.push(once.id.clone());
-    let twice = t
-        .add_voiced(
-            "ada",
-            t.checked_voicing(voicing("2026-11-20T09:27:00Z", "m2"))
-                .unwrap(),
-            None,
-            &unit_vector(15),
-            WriteGuard::default(),
-        )
-        .await
-        .unwrap()
-        .preference;
+    let twice = add_voiced("2026-11-20T09:27:00Z", "m2", 15).await;
     let stored = t.timeline("ada", &twice.id).await.unwrap().unwrap();
     let second = t
         .checked_voicing(voicing("2026-11-21T10:00:00Z", "m3"))
