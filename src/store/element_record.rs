@@ -175,7 +175,7 @@ fn lua_value_text(value: &Value) -> Option<String> {
 }
 
 /// Lua 5.1's `tostring` of a number: C's `%.14g`.
-pub fn lua_number_text(x: f64) -> String {
+fn lua_number_text(x: f64) -> String {
     if x.is_nan() {
         return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
@@ -229,10 +229,7 @@ fn the_records_voicing(record: &HashMap<String, String>) -> String {
         }
     }
     for (short, long) in VOICING_LISTS {
-        let list = match record.get(long).map(String::as_str) {
-            None | Some("" | "[]" | "{}") => continue,
-            Some(raw) => serde_json::from_str::<Vec<Value>>(raw).unwrap_or_default(),
-        };
+        let list = decode_list(record.get(long));
         if !list.is_empty() {
             voicing.insert(short.into(), Value::Array(list));
         }
@@ -281,10 +278,6 @@ const VIEWED: [&str; 15] = [
     field::REINFORCEMENT_COUNT,
     field::CURATED,
 ];
-
-/// The revision's short name. A record holding a field of an earlier system by that very
-/// name (kept under `x`) is not encoded here: the script finds the revision by its text.
-pub const REVISION_SHORT_NAME: &str = "rv";
 
 /// A preference's element as a write leaves it, encoded in the service: its whole attributes
 /// and injection's view of them (what the users' own sets copy).
@@ -416,6 +409,13 @@ pub fn encode_element(r: &HashMap<String, String>) -> EncodedElement {
         whole: Value::Object(whole).to_string(),
         view: view_text,
     }
+}
+
+/// The element a write script may place as it is (add.lua, apply.lua): `record` encoded,
+/// unless it holds a field of an earlier system named `rv` (kept under `x`), since the
+/// script finds the revision by the text `"rv":"`.
+pub fn placeable_element(record: HashMap<String, String>) -> Option<EncodedElement> {
+    (!record.contains_key("rv")).then(|| encode_element(&record))
 }
 
 /// Whether the record's one voicing says exactly what its fields say (`voicing_is_the_records`

@@ -153,13 +153,11 @@ impl PreferenceStore {
         // An active record is encoded here: the script places it as it is when the record
         // there is still the one read (no hash, the same revision), and encodes it itself
         // otherwise.
-        let encoded = change
+        let written = change
             .preference
             .active
             .then(|| element_record::record_written_over(&stored.record, &fields))
-            .flatten()
-            .filter(|record| !record.contains_key(element_record::REVISION_SHORT_NAME))
-            .map(|record| element_record::encode_element(&record));
+            .flatten();
         let old_users = stored
             .record
             .get(field::RELATED_USER_IDS)
@@ -167,10 +165,7 @@ impl PreferenceStore {
         let mut invocation =
             self.invocation(&scripts::APPLY, persona_id, &stored.identity.id, guard)?;
         invocation.arg(&stored.revision);
-        match &encoded {
-            Some(element) => invocation.arg(&element.whole).arg(&element.view),
-            None => invocation.arg("").arg(""),
-        };
+        element_arguments(&mut invocation, written);
         invocation.arg(old_users);
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
@@ -248,16 +243,11 @@ impl PreferenceStore {
                 .unwrap_or_default(),
         );
         // Encoded here, placed as it is by the script where no record is there yet.
-        let encoded = preference
+        let record = preference
             .active
             .then(|| element_record::new_record(&fields))
-            .flatten()
-            .filter(|record| !record.contains_key(element_record::REVISION_SHORT_NAME))
-            .map(|record| element_record::encode_element(&record));
-        match &encoded {
-            Some(element) => invocation.arg(&element.whole).arg(&element.view),
-            None => invocation.arg("").arg(""),
-        };
+            .flatten();
+        element_arguments(&mut invocation, record);
         for (name, value) in &fields {
             invocation.arg(*name).arg(value.as_slice());
         }
@@ -314,6 +304,18 @@ fn fixed_past_of(record: &Preference, voiced_from: &str) -> Option<Timestamp> {
         .iter()
         .filter_map(|text| Timestamp::parse(text).ok())
         .max()
+}
+
+/// The element's two arguments of `ADD` and `APPLY`: `record` as the service encodes it, its
+/// whole attributes then injection's view, or "" both (none: the script encodes).
+fn element_arguments(
+    invocation: &mut redis::ScriptInvocation<'_>,
+    record: Option<std::collections::HashMap<String, String>>,
+) {
+    match record.and_then(element_record::placeable_element) {
+        Some(element) => invocation.arg(element.whole).arg(element.view),
+        None => invocation.arg("").arg(""),
+    };
 }
 
 /// The hash fields of a preference (all but its embedding and timeline), the id first.

@@ -5,18 +5,14 @@ local id = ARGV[10]
 -- no record of this id is there (apply.lua says why); anything else is written as before.
 if ARGV[7] ~= '' and not KEEP_HASH and redis.call('EXISTS', KEYS[1]) == 0
   and redis.call('VISMEMBER', KEYS[4], id) == 0 then
-  local r = {}
-  for i = 9, #ARGV, 2 do
-    if ARGV[i] == 'embedding' then written_vectors[KEYS[1]] = ARGV[i + 1] else r[ARGV[i]] = ARGV[i + 1] end
-  end
-  local vector = written_vectors[KEYS[1]]
+  local r, vector = argv_record(9)
   if vector and #vector == VECTOR_BYTES then
+    written_vectors[KEYS[1]] = vector
     record_effect(id)
     if ARGV[6] ~= '' then record_effect_as(ARGV[6], id) end
     sync(id, {}, nil, {record = r, whole = ARGV[7], view = ARGV[8]})
     return {1, id}
   end
-  written_vectors[KEYS[1]] = nil
 end
 local fields = {}
 for i = 9, #ARGV do fields[#fields + 1] = ARGV[i] end

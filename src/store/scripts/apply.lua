@@ -14,17 +14,13 @@ if ARGV[7] ~= '' and not KEEP_HASH and redis.call('EXISTS', KEYS[1]) == 0 then
     if (string.match(raw, '"rv":"([^"]*)"') or '') ~= ARGV[6] then
       return redis.error_reply('CONFLICT ' .. id)
     end
-    local r = {}
-    for i = 10, #ARGV, 2 do
-      if ARGV[i] == 'embedding' then written_vectors[KEYS[1]] = ARGV[i + 1] else r[ARGV[i]] = ARGV[i + 1] end
-    end
-    local vector = written_vectors[KEYS[1]]
+    local r, vector = argv_record(10)
     if not vector or #vector == VECTOR_BYTES then
+      written_vectors[KEYS[1]] = vector
       sync(id, decode_list(ARGV[9]), nil, {record = r, whole = ARGV[7], view = ARGV[8]})
       record_effect(id)
       return {1, id}
     end
-    written_vectors[KEYS[1]] = nil
   end
 end
 if not load_record(KEYS[1], KEYS[4]) then return nil end

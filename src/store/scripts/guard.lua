@@ -214,6 +214,15 @@ local function settle_about_vectors(user, rebuild)
     end
   end
 end
+-- The plain fields of ARGV[first..] (name, value pairs) and the vector among them, for a
+-- record the service encoded (`sync`'s `encoded`: add.lua, apply.lua).
+local function argv_record(first)
+  local r, vector = {}, nil
+  for i = first, #ARGV, 2 do
+    if ARGV[i] == 'embedding' then vector = ARGV[i + 1] else r[ARGV[i]] = ARGV[i + 1] end
+  end
+  return r, vector
+end
 -- Writes the record of preference `id` (`key`) back where it belongs (record.lua) and brings
 -- the persona's structures in step with it after a write: `old_users` are the related users
 -- before the write (their about-entries go). A vector this write gave (`write_record`) goes
