@@ -25,9 +25,20 @@ fn main() -> Result<(), String> {
         println!("tuning set {name}: {} utterances", rows.len());
         labelled.extend(rows);
     }
-    let out = Path::new("data/learned_extractor.safetensors");
+    let out_name = std::env::var("PERSONA_PREFS_TRAIN_OUT")
+        .unwrap_or_else(|_| "data/learned_extractor.safetensors".into());
+    let out = Path::new(&out_name);
+    // PERSONA_PREFS_TRAIN_ADAPT=1: train the head with its own adapted copy of the model's
+    // last layer.
+    let adapt = std::env::var("PERSONA_PREFS_TRAIN_ADAPT").is_ok_and(|v| v == "1");
     let started = std::time::Instant::now();
-    let report = training::train(&model, &labelled, out, epochs)?;
+    let report = training::train(
+        &model,
+        &labelled,
+        out,
+        epochs,
+        adapt.then_some(Path::new(&dir)),
+    )?;
     println!(
         "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development",
         started.elapsed().as_secs_f64(),

@@ -143,3 +143,37 @@ async fn the_gate_keeps_messages_without_an_opinion_from_the_model() {
         .unwrap();
     assert_eq!(fake.received().len(), 2, "0 sends every message");
 }
+
+/// The training experiment's copy of the last layer (`learned::adapted`), with its low-rank
+/// additions at rest, is the model's own last layer: the states after five layers, through
+/// it, are the states after six (within f32 rounding of two implementations).
+#[test]
+fn the_adapted_layer_at_rest_is_the_models_last_layer() {
+    use candle_nn::{VarBuilder, VarMap};
+    use persona_prefs::extract::learned::adapted;
+    let model = model();
+    let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &candle_core::Device::Cpu);
+    let layer = adapted::load(std::path::Path::new(&dir), vb).unwrap();
+    for var in varmap.all_vars() {
+        var.set(&var.as_tensor().zeros_like().unwrap()).unwrap();
+    }
+    for text in ["I love hiking, but crowds wear me out.", "ok"] {
+        let before = model
+            .token_states_through(text, adapted::ADAPTED_LAYER)
+            .unwrap();
+        let through = adapted::adapted_states(&layer, &before).unwrap();
+        let whole = model.token_states(text).unwrap();
+        assert_eq!(through.states.len(), whole.states.len());
+        let largest = through
+            .states
+            .iter()
+            .flatten()
+            .zip(whole.states.iter().flatten())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(largest < 1e-3, "{text}: states differ by up to {largest}");
+        assert_ne!(before.states, whole.states, "five layers are not six");
+    }
+}

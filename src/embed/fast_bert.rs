@@ -289,7 +289,25 @@ impl FastBert {
                 None => self.run_quantised(texts),
             };
         }
-        self.run_full(texts)
+        self.run_full(texts, self.layers.len())
+    }
+
+    /// Each token's state after the first `layers` layers only (F32, one text): the input of
+    /// a later layer that something else runs, such as the learned extractor's own copy of
+    /// the last one.
+    pub fn forward_through(&self, ids: &[u32], layers: usize) -> Result<Vec<f32>, BertError> {
+        if layers > self.layers.len() {
+            return Err(BertError(format!(
+                "{layers} layers asked for, the model has {}",
+                self.layers.len()
+            )));
+        }
+        Ok(self.run_full(&[ids], layers)?.pop().unwrap_or_default())
+    }
+
+    /// How many layers the model has.
+    pub fn layer_count(&self) -> usize {
+        self.layers.len()
     }
 
     /// Each token's input to the first layer (word, position and type embeddings, normalised),
@@ -331,7 +349,7 @@ impl FastBert {
 
     /// The F32 pass: each layer's products over every token at once (through `gemm`, which
     /// may split them between threads), attention text by text.
-    fn run_full(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, BertError> {
+    fn run_full(&self, texts: &[&[u32]], layers: usize) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let tokens: usize = texts.iter().map(|ids| ids.len()).sum();
         let longest = texts.iter().map(|ids| ids.len()).max().unwrap_or(0);
@@ -343,7 +361,7 @@ impl FastBert {
         let mut projected = vec![0f32; tokens * hidden];
         let intermediate_size = self.layers.first().map_or(0, |l| l.intermediate.outputs);
         let mut intermediate = vec![0f32; tokens * intermediate_size];
-        for layer in &self.layers {
+        for layer in &self.layers[..layers] {
             self.linear(
                 &states,
                 tokens,

@@ -224,12 +224,31 @@ impl LocalEmbedder {
     /// task). Long texts are cut as the embedder cuts them.
     pub fn token_states(&self, text: &str) -> Result<TokenStates, EmbedError> {
         self.inner
-            .token_states(&truncate_chars(text, self.max_input_chars))
+            .token_states(&truncate_chars(text, self.max_input_chars), None)
+    }
+
+    /// [`LocalEmbedder::token_states`] after the first `layers` layers only (the hand-written
+    /// pass, which the default load gives): what a copy of the later layers reads.
+    pub fn token_states_through(
+        &self,
+        text: &str,
+        layers: usize,
+    ) -> Result<TokenStates, EmbedError> {
+        self.inner
+            .token_states(&truncate_chars(text, self.max_input_chars), Some(layers))
+    }
+
+    /// How many layers the model has (the hand-written pass; `None` for the others).
+    pub fn layer_count(&self) -> Option<usize> {
+        match &self.inner.bert {
+            Network::HandWritten(bert) => Some(bert.layer_count()),
+            _ => None,
+        }
     }
 }
 
 impl Model {
-    fn token_states(&self, text: &str) -> Result<TokenStates, EmbedError> {
+    fn token_states(&self, text: &str, layers: Option<usize>) -> Result<TokenStates, EmbedError> {
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
         let encoding = self
             .tokenizer
@@ -237,9 +256,11 @@ impl Model {
             .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
         let ids = encoding.get_ids().to_vec();
         let (states, mean) = if let Network::HandWritten(bert) = &self.bert {
-            let flat = bert
-                .forward(&ids)
-                .map_err(|e| EmbedError::Model(e.to_string()))?;
+            let flat = match layers {
+                Some(layers) => bert.forward_through(&ids, layers),
+                None => bert.forward(&ids),
+            }
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
             let states: Vec<Vec<f32>> = flat
                 .chunks_exact(bert.hidden())
                 .map(<[f32]>::to_vec)
@@ -247,6 +268,11 @@ impl Model {
             let mean = mean_of_rows(&flat, bert.hidden());
             (states, mean)
         } else {
+            if layers.is_some() {
+                return Err(EmbedError::Model(
+                    "states after some layers only come from the hand-written pass".into(),
+                ));
+            }
             let columns = ids.len();
             let input_ids =
                 Tensor::from_vec(ids, (1, columns), &self.device).map_err(model_error)?;

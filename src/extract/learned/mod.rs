@@ -12,6 +12,7 @@
 //!   reaches that tuned threshold; the evidence is the sentence the span is in, verbatim.
 //! - [`training`] reproduces the weights.
 
+pub mod adapted;
 pub mod training;
 
 use std::sync::Arc;

@@ -80,6 +80,54 @@ pub fn word_tags(
     Some(tags)
 }
 
+/// An utterance of the tuning sets as the model read it, with the tags its labels give.
+pub(super) struct Read<'a> {
+    pub row: &'a Labelled,
+    pub states: TokenStates,
+    pub tags: Option<Vec<u32>>,
+}
+
+/// Sets every weight in `varmap` to a fixed start, so every run makes the same weights
+/// (candle initialises from an unseeded generator): uniform in ±1/√(the inputs it weighs),
+/// except a low-rank addition's second factor, zero, so an adapted layer starts as the
+/// shipped one.
+pub(super) fn fixed_start(varmap: &VarMap, state: &mut u64) -> Result<(), String> {
+    let error = |e: candle_core::Error| e.to_string();
+    let device = Device::Cpu;
+    let mut uniform = || {
+        *state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((*state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let vars = varmap
+        .data()
+        .lock()
+        .map_err(|_| "the weights' lock is poisoned".to_string())?;
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    for name in names {
+        let var = &vars[name];
+        let shape = var.as_tensor().dims().to_vec();
+        let fan_in = if name.ends_with("weight") || name.ends_with("down") {
+            shape[1]
+        } else {
+            shape[0]
+        };
+        let bound = if name.ends_with(".up") {
+            0.0
+        } else {
+            1.0 / (fan_in.max(1) as f32).sqrt()
+        };
+        let values: Vec<f32> = (0..var.as_tensor().elem_count())
+            .map(|_| uniform() * bound)
+            .collect();
+        var.set(&Tensor::from_vec(values, shape, &device).map_err(error)?)
+            .map_err(error)?;
+    }
+    Ok(())
+}
+
 /// Whether `text` is in the development split: a fixed sixth, by its digest.
 pub fn in_development(text: &str) -> bool {
     sha2::Sha256::digest(text.as_bytes())[0] % 6 == 0
@@ -92,19 +140,33 @@ pub fn train(
     labelled: &[Labelled],
     out: &Path,
     epochs: usize,
+    adapt: Option<&Path>,
 ) -> Result<Report, String> {
     let error = |e: candle_core::Error| e.to_string();
     let device = Device::Cpu;
     let dims = crate::embed::LOCAL_DIMS;
-    struct Read<'a> {
-        row: &'a Labelled,
-        states: TokenStates,
-        tags: Option<Vec<u32>>,
-    }
+    // With an adapted last layer, the states read once are those the layer reads (the
+    // layers before it, frozen); the layer runs in every step of the training.
+    let through = match adapt {
+        Some(_) if model.layer_count() == Some(super::adapted::ADAPTED_LAYER + 1) => {
+            Some(super::adapted::ADAPTED_LAYER)
+        }
+        Some(_) => {
+            return Err(format!(
+                "adapting the last layer needs the hand-written pass of a {}-layer model",
+                super::adapted::ADAPTED_LAYER + 1
+            ));
+        }
+        None => None,
+    };
     let mut training = Vec::new();
     let mut development = Vec::new();
     for row in labelled {
-        let states = model.token_states(&row.text).map_err(|e| e.to_string())?;
+        let states = match through {
+            Some(layers) => model.token_states_through(&row.text, layers),
+            None => model.token_states(&row.text),
+        }
+        .map_err(|e| e.to_string())?;
         let tags = word_tags(&row.text, &states.words, &row.opinions);
         let read = Read { row, states, tags };
         if in_development(&row.text) {
@@ -115,145 +177,128 @@ pub fn train(
     }
     let tagged = training.iter().filter(|r| r.tags.is_some()).count();
 
-    // Word rows (first-token states) with their tags, and sentence rows with their label.
-    let mut word_rows: Vec<f32> = Vec::new();
-    let mut word_tags_all: Vec<u32> = Vec::new();
-    for read in &training {
-        if let Some(tags) = &read.tags {
-            word_rows.extend(super::word_features(&read.states));
-            word_tags_all.extend(tags.iter().take(read.states.first_token.len()));
+    let (mut head, varmap, readings) = match adapt {
+        Some(checkpoint) => {
+            super::adapted::train_layer(checkpoint, &training, &development, epochs)?
         }
-    }
-    let sentence_rows: Vec<f32> = training
-        .iter()
-        .flat_map(|r| r.states.mean.iter().copied())
-        .collect();
-    let sentence_labels: Vec<f32> = training
-        .iter()
-        .map(|r| if r.row.opinions.is_empty() { 0.0 } else { 1.0 })
-        .collect();
-    let words_total = word_tags_all.len();
-    let sentences_total = sentence_labels.len();
-    let word_x = Tensor::from_vec(
-        word_rows,
-        (words_total, super::WORD_CONTEXT * dims),
-        &device,
-    )
-    .map_err(error)?;
-    let word_y = Tensor::from_vec(word_tags_all.clone(), words_total, &device).map_err(error)?;
-    // Topic words are a few in a hundred: weigh them up so the head does not learn "outside".
-    let weights: Vec<f32> = word_tags_all
-        .iter()
-        .map(|&tag| if tag == OUTSIDE { 1.0 } else { 4.0 })
-        .collect();
-    let word_w = Tensor::from_vec(weights, words_total, &device).map_err(error)?;
-    let sentence_x =
-        Tensor::from_vec(sentence_rows, (sentences_total, dims), &device).map_err(error)?;
-    let sentence_y = Tensor::from_vec(sentence_labels, sentences_total, &device).map_err(error)?;
-
-    let varmap = VarMap::new();
-    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-    let mut head = Head::new(vb, dims).map_err(error)?;
-    // candle initialises from an unseeded generator: start from fixed values instead (uniform
-    // in ±1/√(the inputs it weighs)), so every run makes the same weights.
-    let mut state: u64 = 20_261_125;
-    let mut uniform = || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    };
-    {
-        let vars = varmap
-            .data()
-            .lock()
-            .map_err(|_| "the weights' lock is poisoned".to_string())?;
-        let mut names: Vec<&String> = vars.keys().collect();
-        names.sort();
-        for name in names {
-            let var = &vars[name];
-            let shape = var.as_tensor().dims().to_vec();
-            let fan_in = if name.ends_with("weight") {
-                shape[1]
-            } else {
-                shape[0]
-            };
-            let bound = 1.0 / (fan_in.max(1) as f32).sqrt();
-            let values: Vec<f32> = (0..var.as_tensor().elem_count())
-                .map(|_| uniform() * bound)
+        None => {
+            // Word rows (first-token states) with their tags, and sentence rows with their label.
+            let mut word_rows: Vec<f32> = Vec::new();
+            let mut word_tags_all: Vec<u32> = Vec::new();
+            for read in &training {
+                if let Some(tags) = &read.tags {
+                    word_rows.extend(super::word_features(&read.states));
+                    word_tags_all.extend(tags.iter().take(read.states.first_token.len()));
+                }
+            }
+            let sentence_rows: Vec<f32> = training
+                .iter()
+                .flat_map(|r| r.states.mean.iter().copied())
                 .collect();
-            var.set(&Tensor::from_vec(values, shape, &device).map_err(error)?)
-                .map_err(error)?;
-        }
-    }
-    let mut optimiser = AdamW::new(
-        varmap.all_vars(),
-        ParamsAdamW {
-            lr: 1e-3,
-            weight_decay: 1e-2,
-            ..Default::default()
-        },
-    )
-    .map_err(error)?;
-    // A fixed order of minibatches per epoch (a linear congruential shuffle: no randomness
-    // crate in the build, and the same weights on every machine).
-    let batch = 512usize;
-    let mut order: Vec<usize> = (0..words_total).collect();
-    for _ in 0..epochs {
-        for i in (1..order.len()).rev() {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            order.swap(i, (state >> 33) as usize % (i + 1));
-        }
-        for chunk in order.chunks(batch) {
-            let index = Tensor::from_vec(
-                chunk.iter().map(|&i| i as u32).collect::<Vec<_>>(),
-                chunk.len(),
+            let sentence_labels: Vec<f32> = training
+                .iter()
+                .map(|r| if r.row.opinions.is_empty() { 0.0 } else { 1.0 })
+                .collect();
+            let words_total = word_tags_all.len();
+            let sentences_total = sentence_labels.len();
+            let word_x = Tensor::from_vec(
+                word_rows,
+                (words_total, super::WORD_CONTEXT * dims),
                 &device,
             )
             .map_err(error)?;
-            let x = word_x.index_select(&index, 0).map_err(error)?;
-            let y = word_y.index_select(&index, 0).map_err(error)?;
-            let w = word_w.index_select(&index, 0).map_err(error)?;
-            let logits = head.tag_logits(&x).map_err(error)?;
-            let log_probabilities =
-                candle_nn::ops::log_softmax(&logits, D::Minus1).map_err(error)?;
-            let picked = log_probabilities
-                .gather(&y.unsqueeze(1).map_err(error)?, 1)
-                .map_err(error)?
-                .squeeze(1)
-                .map_err(error)?;
-            let tag_loss = (picked
-                .mul(&w)
-                .map_err(error)?
-                .sum_all()
-                .map_err(error)?
-                .neg()
-                .map_err(error)?
-                / f64::from(
-                    w.sum_all()
-                        .map_err(error)?
-                        .to_scalar::<f32>()
-                        .map_err(error)?,
-                ))
+            let word_y =
+                Tensor::from_vec(word_tags_all.clone(), words_total, &device).map_err(error)?;
+            // Topic words are a few in a hundred: weigh them up so the head does not learn "outside".
+            let weights: Vec<f32> = word_tags_all
+                .iter()
+                .map(|&tag| if tag == OUTSIDE { 1.0 } else { 4.0 })
+                .collect();
+            let word_w = Tensor::from_vec(weights, words_total, &device).map_err(error)?;
+            let sentence_x =
+                Tensor::from_vec(sentence_rows, (sentences_total, dims), &device).map_err(error)?;
+            let sentence_y =
+                Tensor::from_vec(sentence_labels, sentences_total, &device).map_err(error)?;
+
+            let varmap = VarMap::new();
+            let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+            let head = Head::new(vb, dims).map_err(error)?;
+            let mut state: u64 = 20_261_125;
+            fixed_start(&varmap, &mut state)?;
+            let mut optimiser = AdamW::new(
+                varmap.all_vars(),
+                ParamsAdamW {
+                    lr: 1e-3,
+                    weight_decay: 1e-2,
+                    ..Default::default()
+                },
+            )
             .map_err(error)?;
-            let sentence_logits = head.sentence_logits(&sentence_x).map_err(error)?;
-            let sentence_loss =
-                candle_nn::loss::binary_cross_entropy_with_logit(&sentence_logits, &sentence_y)
+            // A fixed order of minibatches per epoch (a linear congruential shuffle: no randomness
+            // crate in the build, and the same weights on every machine).
+            let batch = 512usize;
+            let mut order: Vec<usize> = (0..words_total).collect();
+            for _ in 0..epochs {
+                for i in (1..order.len()).rev() {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    order.swap(i, (state >> 33) as usize % (i + 1));
+                }
+                for chunk in order.chunks(batch) {
+                    let index = Tensor::from_vec(
+                        chunk.iter().map(|&i| i as u32).collect::<Vec<_>>(),
+                        chunk.len(),
+                        &device,
+                    )
                     .map_err(error)?;
-            let loss = (tag_loss + sentence_loss).map_err(error)?;
-            optimiser.backward_step(&loss).map_err(error)?;
+                    let x = word_x.index_select(&index, 0).map_err(error)?;
+                    let y = word_y.index_select(&index, 0).map_err(error)?;
+                    let w = word_w.index_select(&index, 0).map_err(error)?;
+                    let logits = head.tag_logits(&x).map_err(error)?;
+                    let log_probabilities =
+                        candle_nn::ops::log_softmax(&logits, D::Minus1).map_err(error)?;
+                    let picked = log_probabilities
+                        .gather(&y.unsqueeze(1).map_err(error)?, 1)
+                        .map_err(error)?
+                        .squeeze(1)
+                        .map_err(error)?;
+                    let tag_loss = (picked
+                        .mul(&w)
+                        .map_err(error)?
+                        .sum_all()
+                        .map_err(error)?
+                        .neg()
+                        .map_err(error)?
+                        / f64::from(
+                            w.sum_all()
+                                .map_err(error)?
+                                .to_scalar::<f32>()
+                                .map_err(error)?,
+                        ))
+                    .map_err(error)?;
+                    let sentence_logits = head.sentence_logits(&sentence_x).map_err(error)?;
+                    let sentence_loss = candle_nn::loss::binary_cross_entropy_with_logit(
+                        &sentence_logits,
+                        &sentence_y,
+                    )
+                    .map_err(error)?;
+                    let loss = (tag_loss + sentence_loss).map_err(error)?;
+                    optimiser.backward_step(&loss).map_err(error)?;
+                }
+            }
+
+            let readings: Vec<Reading> = development
+                .iter()
+                .map(|read| head.read(&read.row.text, &read.states))
+                .collect::<candle_core::Result<_>>()
+                .map_err(error)?;
+            (head, varmap, readings)
         }
-    }
+    };
 
     // Thresholds: on the development split, the pair with the best F0.5 (precision weighed
     // twice as much as recall: a wrong memory persists, a missed opinion is said again).
-    let readings: Vec<Reading> = development
-        .iter()
-        .map(|read| head.read(&read.row.text, &read.states))
-        .collect::<candle_core::Result<_>>()
-        .map_err(error)?;
     let development_rows: Vec<Labelled> = development.iter().map(|r| r.row.clone()).collect();
     let mut best: Option<(f64, f32, f32, Score)> = None;
     for confidence in (6..=19).map(|n| n as f32 * 0.05) {

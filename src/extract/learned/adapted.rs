@@ -1,0 +1,412 @@
+//! An experiment in training, not shipped: the learned extractor's head trained with its own
+//! adapted copy of MiniLM's last layer (`PERSONA_PREFS_TRAIN_ADAPT=1
+//! scripts/train-learned-extractor`, written where `PERSONA_PREFS_TRAIN_OUT` says).
+//!
+//! The embedder's MiniLM was trained towards sentence similarity, and its last layer most of
+//! all: a head over its frozen states reads the meaning of a message well and its form
+//! (which words are the topic, whether it is a statement) less well. This copy of the last
+//! layer keeps the shipped weights frozen and adds to each of its six dense products a
+//! low-rank product trained with the head (`W x + B (A x)`, rank [`RANK`]; LoRA); at rest
+//! (`B` = 0) it is the shipped layer. Measured on the tuning sets' development sixth
+//! (2026-11-28): after 12 epochs the learned reader alone read 0.673 / 0.486 (the frozen
+//! head: 0.832 / 0.436), and rules then learned reached at most 0.878 / 0.700, nowhere within
+//! 0.02 of the rules' precision (the frozen head: 0.928 / 0.659 there); after one epoch, 0.940
+//! / 0.659, no better than the frozen head. It learns the tuning sets' words (the loss fell
+//! to 0.03) more than their form, so the extractor does not load it.
+
+use candle_core::{D, DType, Device, Module, Tensor};
+use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use candle_nn::{VarBuilder, VarMap};
+
+use super::training::{Read, fixed_start};
+use super::{Head, NEIGHBOURS, OUTSIDE, Reading, WORD_CONTEXT};
+use crate::embed::local::TokenStates;
+
+/// The rank of each low-rank addition.
+pub const RANK: usize = 8;
+
+/// The dense products of a BERT layer, by their names in the checkpoint.
+pub const PRODUCTS: [(&str, &str); 6] = [
+    ("query", "attention.self.query"),
+    ("key", "attention.self.key"),
+    ("value", "attention.self.value"),
+    ("attention_output", "attention.output.dense"),
+    ("intermediate", "intermediate.dense"),
+    ("output", "output.dense"),
+];
+
+/// A frozen dense product with a trained low-rank addition.
+struct AdaptedLinear {
+    /// `[out, in]`, frozen.
+    weight: Tensor,
+    bias: Tensor,
+    /// `[RANK, in]` and `[out, RANK]`, trained.
+    down: Tensor,
+    up: Tensor,
+}
+
+impl Module for AdaptedLinear {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let base = x
+            .broadcast_matmul(&self.weight.t()?)?
+            .broadcast_add(&self.bias)?;
+        let low = x
+            .broadcast_matmul(&self.down.t()?)?
+            .broadcast_matmul(&self.up.t()?)?;
+        base + low
+    }
+}
+
+/// The last layer of the model, adapted.
+pub struct AdaptedLayer {
+    query: AdaptedLinear,
+    key: AdaptedLinear,
+    value: AdaptedLinear,
+    attention_output: AdaptedLinear,
+    intermediate: AdaptedLinear,
+    output: AdaptedLinear,
+    attention_norm: (Tensor, Tensor),
+    output_norm: (Tensor, Tensor),
+    heads: usize,
+    epsilon: f64,
+}
+
+/// The layer this copy replaces: the checkpoint's last (index 5 of MiniLM-L6's six).
+pub const ADAPTED_LAYER: usize = 5;
+
+impl AdaptedLayer {
+    /// The checkpoint's layer [`ADAPTED_LAYER`] from `checkpoint` (frozen), with its additions
+    /// from `adaptation` (trained, or to be trained: under `adapt.<product>.down` and `.up`).
+    pub fn new(
+        checkpoint: &VarBuilder,
+        adaptation: VarBuilder,
+        hidden: usize,
+        intermediate: usize,
+        heads: usize,
+        epsilon: f64,
+    ) -> candle_core::Result<AdaptedLayer> {
+        let prefix = if checkpoint.contains_tensor(&format!(
+            "encoder.layer.{ADAPTED_LAYER}.attention.self.query.weight"
+        )) {
+            format!("encoder.layer.{ADAPTED_LAYER}")
+        } else {
+            format!("bert.encoder.layer.{ADAPTED_LAYER}")
+        };
+        let layer = checkpoint.pp(prefix);
+        let adaptation = adaptation.pp("adapt");
+        let linear = |name: &str, path: &str, inputs: usize, outputs: usize| {
+            Ok::<_, candle_core::Error>(AdaptedLinear {
+                weight: layer.pp(path).get((outputs, inputs), "weight")?.detach(),
+                bias: layer.pp(path).get(outputs, "bias")?.detach(),
+                down: adaptation.pp(name).get((RANK, inputs), "down")?,
+                up: adaptation.pp(name).get((outputs, RANK), "up")?,
+            })
+        };
+        let norm = |path: &str| {
+            Ok::<_, candle_core::Error>((
+                layer.pp(path).get(hidden, "weight")?.detach(),
+                layer.pp(path).get(hidden, "bias")?.detach(),
+            ))
+        };
+        Ok(AdaptedLayer {
+            query: linear("query", PRODUCTS[0].1, hidden, hidden)?,
+            key: linear("key", PRODUCTS[1].1, hidden, hidden)?,
+            value: linear("value", PRODUCTS[2].1, hidden, hidden)?,
+            attention_output: linear("attention_output", PRODUCTS[3].1, hidden, hidden)?,
+            intermediate: linear("intermediate", PRODUCTS[4].1, hidden, intermediate)?,
+            output: linear("output", PRODUCTS[5].1, intermediate, hidden)?,
+            attention_norm: norm("attention.output.LayerNorm")?,
+            output_norm: norm("output.LayerNorm")?,
+            heads,
+            epsilon,
+        })
+    }
+
+    /// The layer over `states` (`[texts, tokens, hidden]`, the previous layer's output);
+    /// `padding` (`[texts, tokens]`, 1 for a real token, 0 for padding) keeps attention off
+    /// the padding when texts of different lengths share a batch.
+    pub fn forward(
+        &self,
+        states: &Tensor,
+        padding: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        let (texts, tokens, hidden) = states.dims3()?;
+        let width = hidden / self.heads;
+        let by_head = |x: Tensor| {
+            x.reshape((texts, tokens, self.heads, width))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let query = by_head(self.query.forward(states)?)?;
+        let key = by_head(self.key.forward(states)?)?;
+        let value = by_head(self.value.forward(states)?)?;
+        let mut scores = (query.matmul(&key.t()?.contiguous()?)? / (width as f64).sqrt())?;
+        if let Some(padding) = padding {
+            // 0 where a token is real, −10 000 where it is padding: nothing attends to it.
+            let bias = ((padding.to_dtype(DType::F32)? - 1.0)? * 10_000.0)?
+                .reshape((texts, 1, 1, tokens))?;
+            scores = scores.broadcast_add(&bias)?;
+        }
+        let attention = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let context = attention
+            .matmul(&value)?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((texts, tokens, hidden))?;
+        let attended = layer_norm(
+            &(self.attention_output.forward(&context)? + states)?,
+            &self.attention_norm,
+            self.epsilon,
+        )?;
+        let widened = self.intermediate.forward(&attended)?.gelu_erf()?;
+        layer_norm(
+            &(self.output.forward(&widened)? + &attended)?,
+            &self.output_norm,
+            self.epsilon,
+        )
+    }
+
+    /// One text's states (`tokens × hidden`, row-major) through the layer.
+    pub fn forward_text(&self, states: &[f32], hidden: usize) -> candle_core::Result<Vec<f32>> {
+        let tokens = states.len() / hidden;
+        let x = Tensor::from_slice(states, (1, tokens, hidden), &Device::Cpu)?;
+        self.forward(&x, None)?.flatten_all()?.to_vec1::<f32>()
+    }
+}
+
+/// Layer normalisation in plain tensor operations (candle's fused one has no gradient).
+fn layer_norm(
+    x: &Tensor,
+    (weight, bias): &(Tensor, Tensor),
+    epsilon: f64,
+) -> candle_core::Result<Tensor> {
+    let mean = x.mean_keepdim(D::Minus1)?;
+    let centred = x.broadcast_sub(&mean)?;
+    let variance = centred.sqr()?.mean_keepdim(D::Minus1)?;
+    centred
+        .broadcast_div(&(variance + epsilon)?.sqrt()?)?
+        .broadcast_mul(weight)?
+        .broadcast_add(bias)
+}
+
+/// The checkpoint in `dir` (`config.json`, `model.safetensors`) and the layer built over it
+/// with its additions from `adaptation`.
+pub fn load(dir: &std::path::Path, adaptation: VarBuilder) -> Result<AdaptedLayer, String> {
+    let config: candle_transformers::models::bert::Config = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("config.json")).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("config.json: {e}"))?;
+    // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
+    let checkpoint = unsafe {
+        VarBuilder::from_mmaped_safetensors(
+            &[dir.join("model.safetensors")],
+            DType::F32,
+            &Device::Cpu,
+        )
+    }
+    .map_err(|e| format!("model.safetensors: {e}"))?;
+    AdaptedLayer::new(
+        &checkpoint,
+        adaptation,
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_attention_heads,
+        config.layer_norm_eps,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// `states` (the layers before the adapted one) through it: the states the head reads.
+pub fn adapted_states(
+    layer: &AdaptedLayer,
+    states: &TokenStates,
+) -> candle_core::Result<TokenStates> {
+    let hidden = states.mean.len();
+    let flat: Vec<f32> = states.states.concat();
+    let out = layer.forward_text(&flat, hidden)?;
+    let rows: Vec<Vec<f32>> = out.chunks_exact(hidden).map(<[f32]>::to_vec).collect();
+    let mut mean = vec![0f32; hidden];
+    for row in &rows {
+        for (m, v) in mean.iter_mut().zip(row) {
+            *m += v;
+        }
+    }
+    let count = rows.len().max(1) as f32;
+    mean.iter_mut().for_each(|m| *m /= count);
+    Ok(TokenStates {
+        words: states.words.clone(),
+        first_token: states.first_token.clone(),
+        states: rows,
+        mean,
+    })
+}
+
+/// Utterances a training step reads.
+const BATCH: usize = 24;
+
+/// Trains the head and the layer's additions together on `training` (states read through the
+/// layers before it) and reads `development` with the result.
+pub(super) fn train_layer(
+    dir: &std::path::Path,
+    training: &[Read],
+    development: &[Read],
+    epochs: usize,
+) -> Result<(Head, VarMap, Vec<Reading>), String> {
+    let error = |e: candle_core::Error| e.to_string();
+    let device = Device::Cpu;
+    let dims = crate::embed::LOCAL_DIMS;
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+    let head = Head::new(vb.clone(), dims).map_err(error)?;
+    let layer = load(dir, vb)?;
+    let mut state: u64 = 20_261_125;
+    fixed_start(&varmap, &mut state)?;
+    let learning_rate: f64 = std::env::var("PERSONA_PREFS_ADAPT_LR")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1e-3);
+    let mut optimiser = AdamW::new(
+        varmap.all_vars(),
+        ParamsAdamW {
+            lr: learning_rate,
+            weight_decay: 1e-2,
+            ..Default::default()
+        },
+    )
+    .map_err(error)?;
+    // Batches of utterances of like length (less padding), in an order shuffled per epoch.
+    let mut by_length: Vec<usize> = (0..training.len()).collect();
+    by_length.sort_by_key(|&i| (training[i].states.states.len(), i));
+    let batches: Vec<Vec<usize>> = by_length.chunks(BATCH).map(<[usize]>::to_vec).collect();
+    let mut order: Vec<usize> = (0..batches.len()).collect();
+    for epoch in 0..epochs {
+        let started = std::time::Instant::now();
+        for i in (1..order.len()).rev() {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            order.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        let (mut total, mut steps) = (0f64, 0usize);
+        for &b in &order {
+            let batch: Vec<&Read> = batches[b].iter().map(|&i| &training[i]).collect();
+            let loss = batch_loss(&head, &layer, &batch, dims).map_err(error)?;
+            total += f64::from(loss.to_scalar::<f32>().map_err(error)?);
+            steps += 1;
+            optimiser.backward_step(&loss).map_err(error)?;
+        }
+        eprintln!(
+            "epoch {}: loss {:.4} in {:.0} s",
+            epoch + 1,
+            total / steps.max(1) as f64,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let readings = development
+        .iter()
+        .map(|read| {
+            let states = adapted_states(&layer, &read.states)?;
+            head.read(&read.row.text, &states)
+        })
+        .collect::<candle_core::Result<Vec<_>>>()
+        .map_err(error)?;
+    Ok((head, varmap, readings))
+}
+
+/// One step's loss: the weighted tag loss over the batch's tagged words and the sentence
+/// loss over its utterances, the words' features built as [`super::word_features`] builds
+/// them, but from the layer's output so the gradient reaches it.
+fn batch_loss(
+    head: &Head,
+    layer: &AdaptedLayer,
+    batch: &[&Read],
+    dims: usize,
+) -> candle_core::Result<Tensor> {
+    let device = Device::Cpu;
+    let texts = batch.len();
+    let tokens = batch
+        .iter()
+        .map(|r| r.states.states.len())
+        .max()
+        .unwrap_or(1);
+    let mut input = vec![0f32; texts * tokens * dims];
+    let mut padding = vec![0f32; texts * tokens];
+    let mut lengths = Vec::with_capacity(texts);
+    let mut labels = Vec::with_capacity(texts);
+    for (t, read) in batch.iter().enumerate() {
+        for (k, row) in read.states.states.iter().enumerate() {
+            let at = (t * tokens + k) * dims;
+            input[at..at + dims].copy_from_slice(row);
+            padding[t * tokens + k] = 1.0;
+        }
+        lengths.push(read.states.states.len() as f32);
+        labels.push(if read.row.opinions.is_empty() {
+            0.0f32
+        } else {
+            1.0
+        });
+    }
+    let zero_row = (texts * tokens) as u32;
+    let (mut picks, mut owners, mut tags, mut weights) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (t, read) in batch.iter().enumerate() {
+        let Some(word_tags) = &read.tags else {
+            continue;
+        };
+        let first = &read.states.first_token;
+        let row_of = |word: Option<usize>| match word.and_then(|w| first.get(w)) {
+            Some(&token) => (t * tokens + token) as u32,
+            None => zero_row,
+        };
+        for (word, &tag) in word_tags.iter().enumerate().take(first.len()) {
+            picks.push(row_of(Some(word)));
+            for offset in NEIGHBOURS {
+                picks.push(row_of(word.checked_add_signed(offset)));
+            }
+            owners.push(t as u32);
+            tags.push(tag);
+            weights.push(if tag == OUTSIDE { 1.0f32 } else { 4.0 });
+        }
+    }
+    let x = Tensor::from_vec(input, (texts, tokens, dims), &device)?;
+    let mask = Tensor::from_vec(padding, (texts, tokens), &device)?;
+    let out = layer.forward(&x, Some(&mask))?;
+    let means = out
+        .broadcast_mul(&mask.unsqueeze(2)?)?
+        .sum(1)?
+        .broadcast_div(&Tensor::from_vec(lengths, (texts, 1), &device)?)?;
+    let sentence_logits = head.sentence_logits(&means)?;
+    let y = Tensor::from_vec(labels, texts, &device)?;
+    // max(x, 0) − x·y + ln(1 + e^−|x|): candle's own form takes the log of a sigmoid that
+    // saturates to exactly 1 in f32.
+    let sentence_loss = (sentence_logits.relu()? - (&sentence_logits * &y)?
+        + (sentence_logits.abs()?.neg()?.exp()? + 1.0)?.log()?)?
+    .mean_all()?;
+    if tags.is_empty() {
+        return Ok(sentence_loss);
+    }
+    let words = tags.len();
+    let flat = Tensor::cat(
+        &[
+            out.reshape((texts * tokens, dims))?,
+            Tensor::zeros((1, dims), DType::F32, &device)?,
+        ],
+        0,
+    )?;
+    let picked = flat
+        .index_select(
+            &Tensor::from_vec(picks, words * (WORD_CONTEXT - 1), &device)?,
+            0,
+        )?
+        .reshape((words, (WORD_CONTEXT - 1) * dims))?;
+    let owner_means = means.index_select(&Tensor::from_vec(owners, words, &device)?, 0)?;
+    let features = Tensor::cat(&[picked, owner_means], 1)?;
+    let logits = head.tag_logits(&features)?;
+    let log_probabilities = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
+    let y = Tensor::from_vec(tags, words, &device)?;
+    let w = Tensor::from_vec(weights, words, &device)?;
+    let picked = log_probabilities.gather(&y.unsqueeze(1)?, 1)?.squeeze(1)?;
+    let tag_loss =
+        (picked.mul(&w)?.sum_all()?.neg()? / f64::from(w.sum_all()?.to_scalar::<f32>()?))?;
+    tag_loss + sentence_loss
+}
