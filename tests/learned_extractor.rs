@@ -176,4 +176,23 @@ fn the_adapted_layer_at_rest_is_the_models_last_layer() {
         assert!(largest < 1e-3, "{text}: states differ by up to {largest}");
         assert_ne!(before.states, whole.states, "five layers are not six");
     }
+    // And the additions are live: once trained away from zero, the layer reads otherwise.
+    for var in varmap.all_vars() {
+        var.set(&(var.as_tensor().ones_like().unwrap() * 0.05).unwrap())
+            .unwrap();
+    }
+    let text = "I love hiking.";
+    let before = model
+        .token_states_through(text, adapted::ADAPTED_LAYER)
+        .unwrap();
+    let moved = adapted::adapted_states(&layer, &before).unwrap();
+    let whole = model.token_states(text).unwrap();
+    let largest = moved
+        .states
+        .iter()
+        .flatten()
+        .zip(whole.states.iter().flatten())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(largest > 0.01, "the additions changed nothing ({largest})");
 }
