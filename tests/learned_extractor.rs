@@ -166,13 +166,7 @@ fn the_adapted_layer_at_rest_is_the_models_last_layer() {
         let through = adapted::adapted_states(&layer, &before).unwrap();
         let whole = model.token_states(text).unwrap();
         assert_eq!(through.states.len(), whole.states.len());
-        let largest = through
-            .states
-            .iter()
-            .flatten()
-            .zip(whole.states.iter().flatten())
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
+        let largest = largest_difference(&through.states, &whole.states);
         assert!(largest < 1e-3, "{text}: states differ by up to {largest}");
         assert_ne!(before.states, whole.states, "five layers are not six");
     }
@@ -187,12 +181,15 @@ fn the_adapted_layer_at_rest_is_the_models_last_layer() {
         .unwrap();
     let moved = adapted::adapted_states(&layer, &before).unwrap();
     let whole = model.token_states(text).unwrap();
-    let largest = moved
-        .states
-        .iter()
-        .flatten()
-        .zip(whole.states.iter().flatten())
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
+    let largest = largest_difference(&moved.states, &whole.states);
     assert!(largest > 0.01, "the additions changed nothing ({largest})");
+}
+
+/// The largest difference between two texts' token states, value by value.
+fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max)
 }
