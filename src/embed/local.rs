@@ -400,7 +400,7 @@ impl Model {
 }
 
 /// The mean of `rows`-wide rows of `flat`.
-fn mean_of_rows(flat: &[f32], width: usize) -> Vec<f32> {
+pub(crate) fn mean_of_rows(flat: &[f32], width: usize) -> Vec<f32> {
     let mut mean = vec![0f32; width];
     let rows = flat.len() / width;
     for row in flat.chunks_exact(width) {

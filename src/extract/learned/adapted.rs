@@ -20,22 +20,12 @@ use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 use candle_nn::{VarBuilder, VarMap};
 
-use super::training::{Read, fixed_start};
+use super::training::{Read, fixed_start, shuffle};
 use super::{Head, NEIGHBOURS, OUTSIDE, Reading, WORD_CONTEXT};
 use crate::embed::local::TokenStates;
 
 /// The rank of each low-rank addition.
 pub const RANK: usize = 8;
-
-/// The dense products of a BERT layer, by their names in the checkpoint.
-pub const PRODUCTS: [(&str, &str); 6] = [
-    ("query", "attention.self.query"),
-    ("key", "attention.self.key"),
-    ("value", "attention.self.value"),
-    ("attention_output", "attention.output.dense"),
-    ("intermediate", "intermediate.dense"),
-    ("output", "output.dense"),
-];
 
 /// A frozen dense product with a trained low-rank addition.
 struct AdaptedLinear {
@@ -111,12 +101,12 @@ impl AdaptedLayer {
             ))
         };
         Ok(AdaptedLayer {
-            query: linear("query", PRODUCTS[0].1, hidden, hidden)?,
-            key: linear("key", PRODUCTS[1].1, hidden, hidden)?,
-            value: linear("value", PRODUCTS[2].1, hidden, hidden)?,
-            attention_output: linear("attention_output", PRODUCTS[3].1, hidden, hidden)?,
-            intermediate: linear("intermediate", PRODUCTS[4].1, hidden, intermediate)?,
-            output: linear("output", PRODUCTS[5].1, intermediate, hidden)?,
+            query: linear("query", "attention.self.query", hidden, hidden)?,
+            key: linear("key", "attention.self.key", hidden, hidden)?,
+            value: linear("value", "attention.self.value", hidden, hidden)?,
+            attention_output: linear("attention_output", "attention.output.dense", hidden, hidden)?,
+            intermediate: linear("intermediate", "intermediate.dense", hidden, intermediate)?,
+            output: linear("output", "output.dense", intermediate, hidden)?,
             attention_norm: norm("attention.output.LayerNorm")?,
             output_norm: norm("output.LayerNorm")?,
             heads,
@@ -226,20 +216,11 @@ pub fn adapted_states(
     let hidden = states.mean.len();
     let flat: Vec<f32> = states.states.concat();
     let out = layer.forward_text(&flat, hidden)?;
-    let rows: Vec<Vec<f32>> = out.chunks_exact(hidden).map(<[f32]>::to_vec).collect();
-    let mut mean = vec![0f32; hidden];
-    for row in &rows {
-        for (m, v) in mean.iter_mut().zip(row) {
-            *m += v;
-        }
-    }
-    let count = rows.len().max(1) as f32;
-    mean.iter_mut().for_each(|m| *m /= count);
     Ok(TokenStates {
         words: states.words.clone(),
         first_token: states.first_token.clone(),
-        states: rows,
-        mean,
+        states: out.chunks_exact(hidden).map(<[f32]>::to_vec).collect(),
+        mean: crate::embed::local::mean_of_rows(&out, hidden),
     })
 }
 
@@ -263,14 +244,10 @@ pub(super) fn train_layer(
     let layer = load(dir, vb)?;
     let mut state: u64 = 20_261_125;
     fixed_start(&varmap, &mut state)?;
-    let learning_rate: f64 = std::env::var("PERSONA_PREFS_ADAPT_LR")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1e-3);
     let mut optimiser = AdamW::new(
         varmap.all_vars(),
         ParamsAdamW {
-            lr: learning_rate,
+            lr: 1e-3,
             weight_decay: 1e-2,
             ..Default::default()
         },
@@ -283,12 +260,7 @@ pub(super) fn train_layer(
     let mut order: Vec<usize> = (0..batches.len()).collect();
     for epoch in 0..epochs {
         let started = std::time::Instant::now();
-        for i in (1..order.len()).rev() {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            order.swap(i, (state >> 33) as usize % (i + 1));
-        }
+        shuffle(&mut order, &mut state);
         let (mut total, mut steps) = (0f64, 0usize);
         for &b in &order {
             let batch: Vec<&Read> = batches[b].iter().map(|&i| &training[i]).collect();

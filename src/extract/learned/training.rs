@@ -87,6 +87,22 @@ pub(super) struct Read<'a> {
     pub tags: Option<Vec<u32>>,
 }
 
+/// The next value of the training's linear congruential generator (no randomness crate in
+/// the build, and the same weights on every machine).
+fn step(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    *state
+}
+
+/// Shuffles `order` in place (Fisher–Yates over [`step`]).
+pub(super) fn shuffle(order: &mut [usize], state: &mut u64) {
+    for i in (1..order.len()).rev() {
+        order.swap(i, (step(state) >> 33) as usize % (i + 1));
+    }
+}
+
 /// Sets every weight in `varmap` to a fixed start, so every run makes the same weights
 /// (candle initialises from an unseeded generator): uniform in ±1/√(the inputs it weighs),
 /// except a low-rank addition's second factor, zero, so an adapted layer starts as the
@@ -94,12 +110,7 @@ pub(super) struct Read<'a> {
 pub(super) fn fixed_start(varmap: &VarMap, state: &mut u64) -> Result<(), String> {
     let error = |e: candle_core::Error| e.to_string();
     let device = Device::Cpu;
-    let mut uniform = || {
-        *state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((*state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    };
+    let mut uniform = || ((step(state) >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
     let vars = varmap
         .data()
         .lock()
@@ -239,12 +250,7 @@ pub fn train(
             let batch = 512usize;
             let mut order: Vec<usize> = (0..words_total).collect();
             for _ in 0..epochs {
-                for i in (1..order.len()).rev() {
-                    state = state
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    order.swap(i, (state >> 33) as usize % (i + 1));
-                }
+                shuffle(&mut order, &mut state);
                 for chunk in order.chunks(batch) {
                     let index = Tensor::from_vec(
                         chunk.iter().map(|&i| i as u32).collect::<Vec<_>>(),
