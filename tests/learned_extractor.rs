@@ -11,7 +11,7 @@ use common::fake_openai::{FakeOpenAi, Reply};
 use persona_prefs::config::Config;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::evaluate::{SHIPPED_SETS, evaluate, parse_labelled};
-use persona_prefs::extract::learned::{LearnedExtractor, RulesThenLearned, training};
+use persona_prefs::extract::learned::{Head, LearnedExtractor, RulesThenLearned, training};
 use persona_prefs::extract::rules::RulesExtractor;
 use persona_prefs::extract::{ExtractionInput, Extractor, ExtractorKind};
 use serde_json::json;
@@ -33,9 +33,9 @@ fn input(message: &str) -> ExtractionInput<'_> {
 
 /// On the development sixth of the tuning sets (1 345 utterances, 220 opinions since the third
 /// people's-chat sample joined them), which its training did not fit: the learned extractor
-/// alone measured precision 0.832, recall 0.436 since it reads each word beside its neighbours
-/// (0.711 / 0.268 on its own state alone; on the 822 before that sample: 0.746 / 0.329; on the
-/// 480 before the second: 0.62 / 0.39); the rules then the learned extractor where they find
+/// alone measured precision 0.845, recall 0.432 since it skips questions and views reported
+/// (0.832 / 0.436 before that; 0.711 / 0.268 reading each word's own state alone; on the 822
+/// before that sample: 0.746 / 0.329; on the 480 before the second: 0.62 / 0.39); the rules then the learned extractor where they find
 /// nothing raise the rules' recall there (0.927 / 0.645 to 0.863 / 0.700). Floors under those
 /// measurements.
 #[tokio::test(flavor = "multi_thread")]
@@ -98,6 +98,39 @@ async fn it_reads_a_plain_opinion() {
         reading.sentence_score < 0.5,
         "a question holds no opinion: {}",
         reading.sentence_score
+    );
+}
+
+/// A span the head reads in a question, or in a view someone else holds, is not the persona's
+/// view: the labels hold none there, and the extractor leaves it out where the head alone would
+/// have kept it. The same words as a statement are kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn it_finds_no_view_in_a_question_or_a_view_reported() {
+    let head = Head::shipped(persona_prefs::embed::LOCAL_DIMS).unwrap();
+    let learned = LearnedExtractor::new(model(), 8).unwrap();
+    for message in [
+        "Are you sick of super hero movies or something?",
+        "Everyone tells me the new museum is stunning.",
+    ] {
+        let reading = learned.read(message).await.unwrap();
+        assert!(
+            reading.sentence_score >= head.min_sentence_score
+                && reading
+                    .spans
+                    .iter()
+                    .any(|span| span.confidence >= head.min_confidence),
+            "the head alone reads a view in {message:?}: {reading:?}"
+        );
+        let found = learned.extract(&input(message)).await.unwrap();
+        assert!(found.is_empty(), "{message:?}: {found:?}");
+    }
+    let found = learned
+        .extract(&input("I'm so sick of super hero movies."))
+        .await
+        .unwrap();
+    assert!(
+        found.iter().any(|o| o.name.contains("super hero movies")),
+        "{found:?}"
     );
 }
 

@@ -314,7 +314,7 @@ pub fn train(
             let found: Vec<_> = development
                 .iter()
                 .zip(&readings)
-                .map(|(read, reading)| opinions_for(&head, &read.row.text, reading))
+                .map(|(read, reading)| head.opinions(&read.row.text, reading, usize::MAX))
                 .collect();
             let scored = score(&development_rows, &found);
             let (p, r) = (scored.precision, scored.recall);
@@ -351,7 +351,7 @@ pub fn train(
                 .zip(&ruled)
                 .map(|((read, reading), ruled)| {
                     if ruled.is_empty() {
-                        opinions_for(&head, &read.row.text, reading)
+                        head.opinions(&read.row.text, reading, usize::MAX)
                     } else {
                         ruled.clone()
                     }
@@ -386,29 +386,6 @@ pub fn train(
         rules_development,
         after_rules,
     })
-}
-
-/// The opinions `head` reads in `text`, as the extractor would return them.
-fn opinions_for(
-    head: &Head,
-    text: &str,
-    reading: &Reading,
-) -> Vec<crate::extract::ExtractedOpinion> {
-    if reading.sentence_score < head.min_sentence_score {
-        return Vec::new();
-    }
-    let mut found: Vec<crate::extract::ExtractedOpinion> = Vec::new();
-    for span in &reading.spans {
-        if span.confidence < head.min_confidence {
-            continue;
-        }
-        if let Some(opinion) = super::opinion_of(text, span)
-            && !found.iter().any(|o| o.name == opinion.name)
-        {
-            found.push(opinion);
-        }
-    }
-    found
 }
 
 #[cfg(test)]

@@ -228,3 +228,26 @@ impl Extractor for RulesExtractor {
 
 #[cfg(test)]
 mod tests;
+
+/// Why a sentence voices no view of the speaker's own, whoever reads it: a question, someone
+/// else's view reported, a hypothetical, or a view held once ("I used to love trains"). `None`
+/// when none of these. The labels hold none of these as opinions (`evaluate::Labelled`); the
+/// rules skip them clause by clause, and the learned extractor, whose head reads words, not
+/// sentence forms, skips a span in such a sentence.
+pub fn not_the_speakers_view(sentence: &str) -> Option<&'static str> {
+    let trimmed = sentence.trim();
+    if trimmed.ends_with('?') {
+        return Some("question");
+    }
+    let clause = LEADING_FILLER.replace(&normalise(trimmed), "").into_owned();
+    if OthersView::read(trimmed).is_some() || is_reported(&clause) {
+        return Some("reported");
+    }
+    if is_hypothetical(&clause) {
+        return Some("hypothetical");
+    }
+    if is_a_past_view(&clause) {
+        return Some("past");
+    }
+    None
+}

@@ -1085,3 +1085,31 @@ fn topics_the_conversation_points_at_are_not_kept() {
         ),
     ]);
 }
+
+/// What the learned extractor's finds are checked against (`not_the_speakers_view`): the
+/// sentence forms the labels hold no opinion in, named; a plain view is none of them.
+#[test]
+fn sentences_that_voice_no_view_of_the_speakers_own() {
+    for (sentence, expected) in [
+        (
+            "Are you sick of super hero movies or something?",
+            Some("question"),
+        ),
+        (
+            "Everyone tells me the new museum is stunning.",
+            Some("reported"),
+        ),
+        ("My friend says golf is boring.", Some("reported")),
+        ("So you're saying tea is better.", Some("reported")),
+        (
+            "If I had the time, I would love pottery.",
+            Some("hypothetical"),
+        ),
+        ("As a child, I loved trains.", Some("past")),
+        ("Honestly, I absolutely love green tea.", None),
+        ("Thunder makes me feel safe, oddly.", None),
+        ("I'm sick of super hero movies.", None),
+    ] {
+        assert_eq!(not_the_speakers_view(sentence), expected, "{sentence}");
+    }
+}
