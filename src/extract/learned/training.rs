@@ -187,10 +187,41 @@ pub fn train(
         }
     }
     let tagged = training.iter().filter(|r| r.tags.is_some()).count();
+    let rules = crate::extract::rules::RulesExtractor::new(8);
+    let ruled: Vec<Vec<crate::extract::ExtractedOpinion>> = development
+        .iter()
+        .map(|read| rules.extract_text(&read.row.text))
+        .collect();
 
     let (mut head, varmap, readings) = match adapt {
         Some(checkpoint) => {
-            super::adapted::train_layer(checkpoint, &training, &development, epochs)?
+            // Each epoch's reader on the development split, after the rules: the epoch to stop
+            // at is chosen from these (the training is deterministic, so fewer epochs rerun
+            // reproduce it).
+            let development_rows: Vec<Labelled> =
+                development.iter().map(|r| r.row.clone()).collect();
+            let rules_precision = score(&development_rows, &ruled).precision;
+            let report_epoch = |epoch: usize, head: &mut Head, readings: &[Reading]| {
+                let grid = after_rules_grid(head, &development, readings, &ruled);
+                let best = grid
+                    .iter()
+                    .filter(|(_, _, scored)| scored.precision >= rules_precision - 0.02)
+                    .max_by(|a, b| {
+                        (a.2.recall, a.2.precision)
+                            .partial_cmp(&(b.2.recall, b.2.precision))
+                            .unwrap_or(std::cmp::Ordering::Equal)
+                    });
+                match best {
+                    Some((confidence, sentence, scored)) => eprintln!(
+                        "epoch {epoch}: rules then learned, most recall within 0.02 of the rules' precision: {:.3} / {:.3} at {confidence:.2} / {sentence:.2}",
+                        scored.precision, scored.recall
+                    ),
+                    None => eprintln!(
+                        "epoch {epoch}: rules then learned: no pair within 0.02 of the rules' precision"
+                    ),
+                }
+            };
+            super::adapted::train_layer(checkpoint, &training, &development, epochs, report_epoch)?
         }
         None => {
             // Word rows (first-token states) with their tags, and sentence rows with their label.
@@ -334,34 +365,10 @@ pub fn train(
     // The combination with the rules, over a wider range of sentence scores: where the rules
     // find nothing, an addition must be right about as often as the rules are to keep their
     // precision.
-    let rules = crate::extract::rules::RulesExtractor::new(8);
-    let ruled: Vec<Vec<crate::extract::ExtractedOpinion>> = development
-        .iter()
-        .map(|read| rules.extract_text(&read.row.text))
-        .collect();
     let rules_development = score(&development_rows, &ruled);
-    let mut after_rules = Vec::new();
-    for confidence in (6..=19).map(|n| n as f32 * 0.05) {
-        for sentence in [0.0f32, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95] {
-            head.min_confidence = confidence;
-            head.min_sentence_score = sentence;
-            let combined: Vec<_> = development
-                .iter()
-                .zip(&readings)
-                .zip(&ruled)
-                .map(|((read, reading), ruled)| {
-                    if ruled.is_empty() {
-                        head.opinions(&read.row.text, reading, usize::MAX)
-                    } else {
-                        ruled.clone()
-                    }
-                })
-                .collect();
-            let mut scored = score(&development_rows, &combined);
-            scored.misses.clear();
-            after_rules.push((confidence, sentence, scored));
-        }
-    }
+    let after_rules = after_rules_grid(&mut head, &development, &readings, &ruled);
+    head.min_confidence = min_confidence;
+    head.min_sentence_score = min_sentence_score;
 
     let mut tensors: HashMap<String, Tensor> = varmap
         .data()
@@ -386,6 +393,41 @@ pub fn train(
         rules_development,
         after_rules,
     })
+}
+
+/// The rules, then `head` where they find nothing (`rules_then_learned`), on the development
+/// split at each pair of thresholds (span confidence, sentence score). Leaves `head`'s
+/// thresholds at the last pair.
+fn after_rules_grid(
+    head: &mut Head,
+    development: &[Read],
+    readings: &[Reading],
+    ruled: &[Vec<crate::extract::ExtractedOpinion>],
+) -> Vec<(f32, f32, Score)> {
+    let development_rows: Vec<Labelled> = development.iter().map(|r| r.row.clone()).collect();
+    let mut grid = Vec::new();
+    for confidence in (6..=19).map(|n| n as f32 * 0.05) {
+        for sentence in [0.0f32, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95] {
+            head.min_confidence = confidence;
+            head.min_sentence_score = sentence;
+            let combined: Vec<_> = development
+                .iter()
+                .zip(readings)
+                .zip(ruled)
+                .map(|((read, reading), ruled)| {
+                    if ruled.is_empty() {
+                        head.opinions(&read.row.text, reading, usize::MAX)
+                    } else {
+                        ruled.clone()
+                    }
+                })
+                .collect();
+            let mut scored = score(&development_rows, &combined);
+            scored.misses.clear();
+            grid.push((confidence, sentence, scored));
+        }
+    }
+    grid
 }
 
 #[cfg(test)]
