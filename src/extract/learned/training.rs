@@ -192,17 +192,17 @@ pub fn train(
         .iter()
         .map(|read| rules.extract_text(&read.row.text))
         .collect();
+    let development_rows: Vec<Labelled> = development.iter().map(|r| r.row.clone()).collect();
+    let rules_development = score(&development_rows, &ruled);
 
     let (mut head, varmap, readings) = match adapt {
         Some(checkpoint) => {
             // Each epoch's reader on the development split, after the rules: the epoch to stop
             // at is chosen from these (the training is deterministic, so fewer epochs rerun
             // reproduce it).
-            let development_rows: Vec<Labelled> =
-                development.iter().map(|r| r.row.clone()).collect();
-            let rules_precision = score(&development_rows, &ruled).precision;
+            let rules_precision = rules_development.precision;
             let report_epoch = |epoch: usize, head: &mut Head, readings: &[Reading]| {
-                let grid = after_rules_grid(head, &development, readings, &ruled);
+                let grid = after_rules_grid(head, &development_rows, readings, &ruled);
                 let best = grid
                     .iter()
                     .filter(|(_, _, scored)| scored.precision >= rules_precision - 0.02)
@@ -336,7 +336,6 @@ pub fn train(
 
     // Thresholds: on the development split, the pair with the best F0.5 (precision weighed
     // twice as much as recall: a wrong memory persists, a missed opinion is said again).
-    let development_rows: Vec<Labelled> = development.iter().map(|r| r.row.clone()).collect();
     let mut best: Option<(f64, f32, f32, Score)> = None;
     for confidence in (6..=19).map(|n| n as f32 * 0.05) {
         for sentence in [0.0f32, 0.2, 0.35, 0.5, 0.65] {
@@ -365,8 +364,7 @@ pub fn train(
     // The combination with the rules, over a wider range of sentence scores: where the rules
     // find nothing, an addition must be right about as often as the rules are to keep their
     // precision.
-    let rules_development = score(&development_rows, &ruled);
-    let after_rules = after_rules_grid(&mut head, &development, &readings, &ruled);
+    let after_rules = after_rules_grid(&mut head, &development_rows, &readings, &ruled);
     head.min_confidence = min_confidence;
     head.min_sentence_score = min_sentence_score;
 
@@ -400,11 +398,10 @@ pub fn train(
 /// thresholds at the last pair.
 fn after_rules_grid(
     head: &mut Head,
-    development: &[Read],
+    development: &[Labelled],
     readings: &[Reading],
     ruled: &[Vec<crate::extract::ExtractedOpinion>],
 ) -> Vec<(f32, f32, Score)> {
-    let development_rows: Vec<Labelled> = development.iter().map(|r| r.row.clone()).collect();
     let mut grid = Vec::new();
     for confidence in (6..=19).map(|n| n as f32 * 0.05) {
         for sentence in [0.0f32, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95] {
@@ -414,15 +411,15 @@ fn after_rules_grid(
                 .iter()
                 .zip(readings)
                 .zip(ruled)
-                .map(|((read, reading), ruled)| {
+                .map(|((row, reading), ruled)| {
                     if ruled.is_empty() {
-                        head.opinions(&read.row.text, reading, usize::MAX)
+                        head.opinions(&row.text, reading, usize::MAX)
                     } else {
                         ruled.clone()
                     }
                 })
                 .collect();
-            let mut scored = score(&development_rows, &combined);
+            let mut scored = score(development, &combined);
             scored.misses.clear();
             grid.push((confidence, sentence, scored));
         }
