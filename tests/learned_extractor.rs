@@ -1,5 +1,5 @@
-//! The learned extractor (`extract/learned`): the shipped head over the shipped MiniLM, on its
-//! own, after the rules, and as the gate in front of an LLM. What it must keep doing, measured
+//! The learned extractor (`extract/learned`): the shipped reader over the shipped MiniLM, on
+//! its own, after the rules, and as the gate in front of an LLM. What it must keep doing, measured
 //! on the part of the tuning sets its training kept apart (its development sixth), never on a
 //! held-out set.
 
@@ -31,13 +31,12 @@ fn input(message: &str) -> ExtractionInput<'_> {
     }
 }
 
-/// On the development sixth of the tuning sets (1 345 utterances, 220 opinions since the third
-/// people's-chat sample joined them), which its training did not fit: the learned extractor
-/// alone measured precision 0.845, recall 0.432 since it skips questions and views reported
-/// (0.832 / 0.436 before that; 0.711 / 0.268 reading each word's own state alone; on the 822
-/// before that sample: 0.746 / 0.329; on the 480 before the second: 0.62 / 0.39); the rules then the learned extractor where they find
-/// nothing raise the rules' recall there (0.927 / 0.645 to 0.863 / 0.700). Floors under those
-/// measurements.
+/// On the development sixth of the tuning sets (1 345 utterances, 220 opinions), which its
+/// training did not fit: the shipped reader (its own additions to the model's last layer)
+/// alone measured precision 0.807, recall 0.482 (the head over the frozen model before it:
+/// 0.845 / 0.432); the rules then the reader where they find nothing, at the pair chosen to
+/// keep the rules' precision, 0.949 / 0.695 against the rules' 0.946 / 0.645. Floors under
+/// those measurements.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
     let mut development = Vec::new();
@@ -68,7 +67,7 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         .unwrap();
     let combined = RulesThenLearned {
         rules: RulesExtractor::new(8),
-        learned: LearnedExtractor::new(model, 8).unwrap(),
+        learned: LearnedExtractor::after_rules(model, 8).unwrap(),
     };
     let both = evaluate(&combined, &development, 2).await.unwrap();
     println!(
@@ -78,6 +77,10 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
     assert!(
         both.recall >= rules.recall + 0.03,
         "the learned extractor adds recall where the rules find nothing"
+    );
+    assert!(
+        both.precision >= rules.precision - 0.02,
+        "after the rules it reads at a pair that keeps their precision"
     );
 }
 
@@ -101,33 +104,46 @@ async fn it_reads_a_plain_opinion() {
     );
 }
 
-/// A span the head reads in a question, or in a view someone else holds, is not the persona's
-/// view: the labels hold none there, and the extractor leaves it out where the head alone would
-/// have kept it. The same words as a statement are kept.
+/// A span in a question, or in a view someone else holds, is not the persona's view: the
+/// labels hold none there. Whatever the reader's confidence, `Head::opinions` leaves such a
+/// span out, and keeps the same span where the words are a statement; end to end, the
+/// extractor finds nothing in those messages and the statement's view in the statement.
 #[tokio::test(flavor = "multi_thread")]
 async fn it_finds_no_view_in_a_question_or_a_view_reported() {
+    use persona_prefs::extract::learned::{Reading, Span};
     let head = Head::shipped(persona_prefs::embed::LOCAL_DIMS).unwrap();
+    // A reading as sure as a reading gets: one span over the topic, at full confidence.
+    let sure = |message: &str, topic: &str| {
+        let start = message.find(topic).unwrap();
+        Reading {
+            spans: vec![Span {
+                range: start..start + topic.len(),
+                stance: persona_prefs::store::Stance::Against,
+                confidence: 1.0,
+            }],
+            sentence_score: 1.0,
+        }
+    };
     let learned = LearnedExtractor::new(model(), 8).unwrap();
-    for message in [
-        "Are you sick of super hero movies or something?",
-        "Everyone tells me the new museum is stunning.",
+    for (message, topic) in [
+        (
+            "Are you sick of super hero movies or something?",
+            "super hero movies",
+        ),
+        (
+            "Everyone tells me the new museum is stunning.",
+            "new museum",
+        ),
     ] {
-        let reading = learned.read(message).await.unwrap();
-        assert!(
-            reading.sentence_score >= head.min_sentence_score
-                && reading
-                    .spans
-                    .iter()
-                    .any(|span| span.confidence >= head.min_confidence),
-            "the head alone reads a view in {message:?}: {reading:?}"
-        );
+        let kept = head.opinions(message, &sure(message, topic), 8);
+        assert!(kept.is_empty(), "{message:?}: {kept:?}");
         let found = learned.extract(&input(message)).await.unwrap();
         assert!(found.is_empty(), "{message:?}: {found:?}");
     }
-    let found = learned
-        .extract(&input("I'm so sick of super hero movies."))
-        .await
-        .unwrap();
+    let statement = "I'm so sick of super hero movies.";
+    let kept = head.opinions(statement, &sure(statement, "super hero movies"), 8);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let found = learned.extract(&input(statement)).await.unwrap();
     assert!(
         found.iter().any(|o| o.name.contains("super hero movies")),
         "{found:?}"
@@ -153,7 +169,7 @@ async fn the_gate_keeps_messages_without_an_opinion_from_the_model() {
         persona_prefs::extract::from_config(&config.extract, &config.store.categories, local)
             .unwrap();
     extractor
-        .extract(&input("ok see you tomorrow at ten"))
+        .extract(&input("so how can someone get a job like that?"))
         .await
         .unwrap();
     assert_eq!(fake.received().len(), 0, "kept from the model");
@@ -171,7 +187,7 @@ async fn the_gate_keeps_messages_without_an_opinion_from_the_model() {
         persona_prefs::extract::from_config(&config.extract, &config.store.categories, local)
             .unwrap();
     ungated
-        .extract(&input("ok see you tomorrow at ten"))
+        .extract(&input("so how can someone get a job like that?"))
         .await
         .unwrap();
     assert_eq!(fake.received().len(), 2, "0 sends every message");
@@ -225,4 +241,71 @@ fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .zip(b.iter().flatten())
         .map(|(a, b)| (a - b).abs())
         .fold(0f32, f32::max)
+}
+
+/// The shipped reader was trained with low-rank additions to the model's last layer; the
+/// extractor merges them into that layer's weights once (`LocalEmbedder::last_layer_with`)
+/// rather than running the training's copy of the layer on every message. Both read the
+/// same states, within f32 rounding of two implementations, and they are not the plain
+/// model's: the additions are in the shipped file and they take effect.
+#[test]
+fn the_merged_last_layer_reads_what_the_trained_layer_read() {
+    use candle_nn::VarBuilder;
+    use persona_prefs::extract::learned::{SHIPPED_HEAD, adapted, last_layer_additions};
+    let model = model();
+    let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
+    let additions = last_layer_additions(SHIPPED_HEAD)
+        .unwrap()
+        .expect("the shipped reader carries additions to the last layer");
+    let merged = model.last_layer_with(&additions).unwrap();
+    let vb = VarBuilder::from_buffered_safetensors(
+        SHIPPED_HEAD.to_vec(),
+        candle_core::DType::F32,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let trained = adapted::load(std::path::Path::new(&dir), vb).unwrap();
+    for text in [
+        "I love hiking, but crowds wear me out.",
+        "ok",
+        "Honestly the new museum wing is a bit of a letdown compared to the old one.",
+    ] {
+        let read = model.token_states_with_last(text, &merged).unwrap();
+        let before = model
+            .token_states_through(text, adapted::ADAPTED_LAYER)
+            .unwrap();
+        let expected = adapted::adapted_states(&trained, &before).unwrap();
+        let largest = largest_difference(&read.states, &expected.states);
+        assert!(largest < 1e-3, "{text}: states differ by up to {largest}");
+        let plain = model.token_states(text).unwrap();
+        let moved = largest_difference(&read.states, &plain.states);
+        assert!(
+            moved > 0.01,
+            "{text}: the additions changed nothing ({moved})"
+        );
+    }
+    // Additions that do not fit the layer are refused, not read out of bounds.
+    let mut wrong = additions.clone();
+    wrong.get_mut("query").unwrap().1.pop();
+    assert!(model.last_layer_with(&wrong).is_err());
+    wrong.remove("query");
+    assert!(model.last_layer_with(&wrong).is_err());
+}
+
+/// `rules_then_learned` reads at the pair its training chose for after the rules (the most
+/// recall that kept the rules' precision on the development sixth), `learned` at its own
+/// (the best F0.5 there): the combination exists to add to the rules' recall, not to trade
+/// their precision for it.
+#[test]
+fn after_the_rules_the_reader_reads_at_its_own_pair() {
+    let model = model();
+    let alone = LearnedExtractor::new(model.clone(), 8).unwrap();
+    let after_rules = LearnedExtractor::after_rules(model, 8).unwrap();
+    let stored = Head::after_rules_thresholds(persona_prefs::extract::learned::SHIPPED_HEAD)
+        .unwrap()
+        .expect("the shipped reader stores a pair for after the rules");
+    assert_eq!(after_rules.thresholds(), stored);
+    assert_ne!(alone.thresholds(), after_rules.thresholds());
+    let (confidence, sentence) = stored;
+    assert!((0.0..=1.0).contains(&confidence) && (0.0..=1.0).contains(&sentence));
 }

@@ -944,7 +944,12 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled, wilson_interval};
     let model = persona_prefs::embed::load_local(&config.embed)?;
     let rules = persona_prefs::extract::rules::RulesExtractor::new(8);
-    let learned = persona_prefs::extract::learned::LearnedExtractor::new(model, 8)?;
+    let learned = persona_prefs::extract::learned::LearnedExtractor::from_file(
+        model,
+        8,
+        &config.extract.learned_reader_bytes()?,
+        persona_prefs::extract::learned::Reads::Alone,
+    )?;
     // Per message: which group, read by the rules, sentence score, labelled opinions. The
     // tuning sets split as the learned head's training did: what it was trained on, and the
     // development sixth it was not (the honest place to choose a threshold).
@@ -1143,11 +1148,16 @@ async fn evaluate_extraction(
             scores.insert(name, entry);
             continue;
         }
+        // A model call takes seconds, the rules and the learned reader milliseconds.
+        let time_each = if seconds_each >= 1.0 {
+            format!("{seconds_each:.2} s")
+        } else {
+            format!("{:.1} ms", seconds_each * 1000.0)
+        };
         println!(
-            "{name}: {} utterances, {}; {:.2} s an utterance{}",
+            "{name}: {} utterances, {}; {time_each} an utterance{}",
             score.utterances,
             figures(&score),
-            seconds_each,
             addressee.map_or(String::new(), |who| format!(
                 "; {} found about {who}",
                 score.related

@@ -59,6 +59,9 @@ struct Layer {
     output_norm: LayerNorm,
 }
 
+/// A copy of a model's last layer with changed weights ([`FastBert::changed_last_layer`]).
+pub struct ChangedLayer(Layer);
+
 pub struct FastBert {
     word_embeddings: Vec<f32>,
     position_embeddings: Vec<f32>,
@@ -310,6 +313,72 @@ impl FastBert {
         self.layers.len()
     }
 
+    /// A copy of the last layer with each of its dense products changed by `change`, which
+    /// gets the product's name (`query`, `key`, `value`, `attention_output`, `intermediate`,
+    /// `output`), its `outputs × inputs` weight (row-major) and those two sizes. For a reader
+    /// trained with low-rank additions to that layer: merged into the weights once, the layer
+    /// costs what the shipped one does.
+    pub fn changed_last_layer(
+        &self,
+        mut change: impl FnMut(&str, &mut [f32], usize, usize) -> Result<(), BertError>,
+    ) -> Result<ChangedLayer, BertError> {
+        let last = self
+            .layers
+            .last()
+            .ok_or_else(|| BertError("the model has no layers".into()))?;
+        let hidden = self.hidden;
+        let changed = |linear: &Linear| Linear {
+            weight: linear.weight.clone(),
+            bias: linear.bias.clone(),
+            inputs: linear.inputs,
+            outputs: linear.outputs,
+            quantised: None,
+        };
+        let mut layer = Layer {
+            query_key_value: changed(&last.query_key_value),
+            attention_output: changed(&last.attention_output),
+            attention_norm: LayerNorm {
+                weight: last.attention_norm.weight.clone(),
+                bias: last.attention_norm.bias.clone(),
+            },
+            intermediate: changed(&last.intermediate),
+            output: changed(&last.output),
+            output_norm: LayerNorm {
+                weight: last.output_norm.weight.clone(),
+                bias: last.output_norm.bias.clone(),
+            },
+        };
+        // Query, key and value are stacked by rows: each its own block of `hidden` outputs.
+        for (index, name) in ["query", "key", "value"].into_iter().enumerate() {
+            let block = &mut layer.query_key_value.weight
+                [index * hidden * hidden..(index + 1) * hidden * hidden];
+            change(name, block, hidden, hidden)?;
+        }
+        for (name, linear) in [
+            ("attention_output", &mut layer.attention_output),
+            ("intermediate", &mut layer.intermediate),
+            ("output", &mut layer.output),
+        ] {
+            change(name, &mut linear.weight, linear.outputs, linear.inputs)?;
+        }
+        Ok(ChangedLayer(layer))
+    }
+
+    /// Each token's state (F32, one text) through every layer but the last, then `last` in
+    /// its place.
+    pub fn forward_with_last(
+        &self,
+        ids: &[u32],
+        last: &ChangedLayer,
+    ) -> Result<Vec<f32>, BertError> {
+        let mut layers: Vec<&Layer> = self.layers.iter().collect();
+        match layers.last_mut() {
+            Some(slot) => *slot = &last.0,
+            None => return Err(BertError("the model has no layers".into())),
+        }
+        Ok(self.run_layers(&[ids], &layers)?.pop().unwrap_or_default())
+    }
+
     /// Each token's input to the first layer (word, position and type embeddings, normalised),
     /// stacked: `tokens × hidden`.
     fn embed_tokens(&self, texts: &[&[u32]]) -> Result<Vec<f32>, BertError> {
@@ -350,6 +419,12 @@ impl FastBert {
     /// The F32 pass: each layer's products over every token at once (through `gemm`, which
     /// may split them between threads), attention text by text.
     fn run_full(&self, texts: &[&[u32]], layers: usize) -> Result<Vec<Vec<f32>>, BertError> {
+        let layers: Vec<&Layer> = self.layers[..layers].iter().collect();
+        self.run_layers(texts, &layers)
+    }
+
+    /// The F32 pass through `layers`, in order.
+    fn run_layers(&self, texts: &[&[u32]], layers: &[&Layer]) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let tokens: usize = texts.iter().map(|ids| ids.len()).sum();
         let longest = texts.iter().map(|ids| ids.len()).max().unwrap_or(0);
@@ -359,9 +434,9 @@ impl FastBert {
         let mut context = vec![0f32; tokens * hidden];
         let mut scores = vec![0f32; longest * longest];
         let mut projected = vec![0f32; tokens * hidden];
-        let intermediate_size = self.layers.first().map_or(0, |l| l.intermediate.outputs);
+        let intermediate_size = layers.first().map_or(0, |l| l.intermediate.outputs);
         let mut intermediate = vec![0f32; tokens * intermediate_size];
-        for layer in &self.layers[..layers] {
+        for layer in layers {
             self.linear(
                 &states,
                 tokens,

@@ -12,7 +12,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use super::fast_bert::{FastBert, Precision};
+use super::fast_bert::{BertError, ChangedLayer, FastBert, Precision};
 use super::quantized_bert::QuantisedBert;
 use super::{EmbedError, Embedder, LOCAL_DIMS, normalise};
 use crate::telemetry;
@@ -224,7 +224,58 @@ impl LocalEmbedder {
     /// task). Long texts are cut as the embedder cuts them.
     pub fn token_states(&self, text: &str) -> Result<TokenStates, EmbedError> {
         self.inner
-            .token_states(&truncate_chars(text, self.max_input_chars), None)
+            .token_states(&truncate_chars(text, self.max_input_chars), Pass::Every)
+    }
+
+    /// The model's last layer with low-rank additions merged into its dense weights:
+    /// `additions` maps a product's name ([`FastBert::changed_last_layer`]) to its two
+    /// factors, `down` (`rank × inputs`) and `up` (`outputs × rank`), row-major; the weight
+    /// becomes `W + up · down`. Needs the hand-written pass, which the default load gives.
+    pub fn last_layer_with(&self, additions: &LayerAdditions) -> Result<ChangedLayer, EmbedError> {
+        let Network::HandWritten(bert) = &self.inner.bert else {
+            return Err(EmbedError::Model(
+                "a changed last layer needs the hand-written pass (the default load)".into(),
+            ));
+        };
+        bert.changed_last_layer(|name, weight, outputs, inputs| {
+            let (down, up) = additions
+                .get(name)
+                .ok_or_else(|| BertError(format!("no addition for the last layer's {name}")))?;
+            if inputs == 0 || down.len() % inputs != 0 {
+                return Err(BertError(format!(
+                    "{name}: its down factor is not rank × {inputs}"
+                )));
+            }
+            let rank = down.len() / inputs;
+            if up.len() != outputs * rank {
+                return Err(BertError(format!(
+                    "{name}: its up factor is not {outputs} × {rank}"
+                )));
+            }
+            for (row, weights) in weight.chunks_exact_mut(inputs).enumerate() {
+                let up_row = &up[row * rank..(row + 1) * rank];
+                for (r, &u) in up_row.iter().enumerate() {
+                    let down_row = &down[r * inputs..(r + 1) * inputs];
+                    for (w, &d) in weights.iter_mut().zip(down_row) {
+                        *w += u * d;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| EmbedError::Model(format!("changing the last layer: {e}")))
+    }
+
+    /// [`LocalEmbedder::token_states`] with `last` in place of the model's last layer.
+    pub fn token_states_with_last(
+        &self,
+        text: &str,
+        last: &ChangedLayer,
+    ) -> Result<TokenStates, EmbedError> {
+        self.inner.token_states(
+            &truncate_chars(text, self.max_input_chars),
+            Pass::WithLast(last),
+        )
     }
 
     /// [`LocalEmbedder::token_states`] after the first `layers` layers only (the hand-written
@@ -234,8 +285,10 @@ impl LocalEmbedder {
         text: &str,
         layers: usize,
     ) -> Result<TokenStates, EmbedError> {
-        self.inner
-            .token_states(&truncate_chars(text, self.max_input_chars), Some(layers))
+        self.inner.token_states(
+            &truncate_chars(text, self.max_input_chars),
+            Pass::Through(layers),
+        )
     }
 
     /// How many layers the model has (the hand-written pass; `None` for the others).
@@ -247,8 +300,22 @@ impl LocalEmbedder {
     }
 }
 
+/// Low-rank additions to a layer's dense products, by product name: `(down, up)`, row-major
+/// (`LocalEmbedder::last_layer_with`).
+pub type LayerAdditions = std::collections::HashMap<String, (Vec<f32>, Vec<f32>)>;
+
+/// Which layers a reading of token states runs.
+#[derive(Clone, Copy)]
+enum Pass<'a> {
+    Every,
+    /// The first this many only.
+    Through(usize),
+    /// Every one but the last, then this one in its place.
+    WithLast(&'a ChangedLayer),
+}
+
 impl Model {
-    fn token_states(&self, text: &str, layers: Option<usize>) -> Result<TokenStates, EmbedError> {
+    fn token_states(&self, text: &str, pass: Pass) -> Result<TokenStates, EmbedError> {
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
         let encoding = self
             .tokenizer
@@ -256,9 +323,10 @@ impl Model {
             .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
         let ids = encoding.get_ids().to_vec();
         let (states, mean) = if let Network::HandWritten(bert) = &self.bert {
-            let flat = match layers {
-                Some(layers) => bert.forward_through(&ids, layers),
-                None => bert.forward(&ids),
+            let flat = match pass {
+                Pass::Every => bert.forward(&ids),
+                Pass::Through(layers) => bert.forward_through(&ids, layers),
+                Pass::WithLast(last) => bert.forward_with_last(&ids, last),
             }
             .map_err(|e| EmbedError::Model(e.to_string()))?;
             let states: Vec<Vec<f32>> = flat
@@ -268,9 +336,9 @@ impl Model {
             let mean = mean_of_rows(&flat, bert.hidden());
             (states, mean)
         } else {
-            if layers.is_some() {
+            if !matches!(pass, Pass::Every) {
                 return Err(EmbedError::Model(
-                    "states after some layers only come from the hand-written pass".into(),
+                    "states after some layers, or through a changed one, only come from the hand-written pass".into(),
                 ));
             }
             let columns = ids.len();

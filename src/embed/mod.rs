@@ -10,7 +10,7 @@
 pub mod batcher;
 pub mod cache;
 #[cfg(feature = "local-embedder")]
-mod fast_bert;
+pub mod fast_bert;
 #[cfg(feature = "local-embedder")]
 pub mod local;
 pub mod openai;

@@ -137,7 +137,12 @@ fn gated(
     Ok(Arc::new(learned::Gated {
         gate: learned::Gate {
             rules: rules::RulesExtractor::new(config.max_opinions_per_message),
-            learned: learned::LearnedExtractor::new(model, config.max_opinions_per_message)?,
+            learned: learned::LearnedExtractor::from_file(
+                model,
+                config.max_opinions_per_message,
+                &config.learned_reader_bytes()?,
+                learned::Reads::Alone,
+            )?,
             min_score: config.llm.gate_min_score as f32,
         },
         inner: llm,
@@ -165,12 +170,23 @@ fn learned_from_config(
                 .into(),
         )
     })?;
-    let learned = learned::LearnedExtractor::new(model, config.max_opinions_per_message)?;
+    let max = config.max_opinions_per_message;
+    let reader = config.learned_reader_bytes()?;
     Ok(match config.kind {
-        ExtractorKind::Learned => Arc::new(learned),
+        ExtractorKind::Learned => Arc::new(learned::LearnedExtractor::from_file(
+            model,
+            max,
+            &reader,
+            learned::Reads::Alone,
+        )?),
         _ => Arc::new(learned::RulesThenLearned {
-            rules: rules::RulesExtractor::new(config.max_opinions_per_message),
-            learned,
+            rules: rules::RulesExtractor::new(max),
+            learned: learned::LearnedExtractor::from_file(
+                model,
+                max,
+                &reader,
+                learned::Reads::AfterRules,
+            )?,
         }),
     })
 }
@@ -203,6 +219,11 @@ pub fn evidence_in_message(evidence: &str, message: &str) -> bool {
 pub struct ExtractConfig {
     pub kind: ExtractorKind,
     pub max_opinions_per_message: usize,
+    /// A learned reader's file (what `scripts/train-learned-extractor` writes) to read with
+    /// instead of the shipped one; empty: the shipped one. For `learned`,
+    /// `rules_then_learned` and the LLM's gate.
+    #[serde(default)]
+    pub learned_reader: String,
     pub llm: LlmConfig,
     pub adjudication: AdjudicationConfig,
 }
@@ -266,6 +287,22 @@ pub struct LlmConfig {
 }
 
 impl ExtractConfig {
+    /// The learned reader's file: `extract.learned_reader`, or the shipped one.
+    #[cfg(feature = "local-embedder")]
+    pub fn learned_reader_bytes(&self) -> Result<std::borrow::Cow<'static, [u8]>, ExtractError> {
+        if self.learned_reader.is_empty() {
+            return Ok(std::borrow::Cow::Borrowed(learned::SHIPPED_HEAD));
+        }
+        std::fs::read(&self.learned_reader)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| {
+                ExtractError::Rejected(format!(
+                    "extract.learned_reader {:?}: {e}",
+                    self.learned_reader
+                ))
+            })
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid {
             key: key.into(),
@@ -275,6 +312,13 @@ impl ExtractConfig {
             return Err(invalid(
                 "extract.max_opinions_per_message",
                 "must be positive".into(),
+            ));
+        }
+        if !self.learned_reader.is_empty() && !std::path::Path::new(&self.learned_reader).is_file()
+        {
+            return Err(invalid(
+                "extract.learned_reader",
+                format!("{:?} is not a file", self.learned_reader),
             ));
         }
         if !self.llm.base_url.starts_with("http://") && !self.llm.base_url.starts_with("https://") {

@@ -1,15 +1,21 @@
-//! A learned extractor: the shipped MiniLM reads the persona's message (frozen: the same
-//! weights the embedder uses), and a small head trained on the tuning sets tags the words that
-//! name a topic, with their stance, and scores whether the message holds an opinion at all.
+//! A learned extractor: the shipped MiniLM reads the persona's message, and a small reader
+//! trained on the tuning sets tags the words that name a topic, with their stance, and scores
+//! whether the message holds an opinion at all.
 //!
-//! - The head ([`Head`]) is two layers over each word's features ([`word_features`]: its
+//! - The reader is two parts, trained together ([`adapted`]): rank-8 additions to each dense
+//!   product of MiniLM's last layer (the first five layers are the embedder's, frozen), and
+//!   the head ([`Head`]): two layers over each word's features ([`word_features`]: its
 //!   first-token state, those of the words up to two away, the message's mean state; tags:
 //!   outside, or the beginning or inside of a topic held for or against) and one over the
-//!   message's mean state (the sentence score). Its weights, and the confidence it was tuned
-//!   to, are a small shipped file (`data/learned_extractor.safetensors`, 1.2 MB, compiled in),
-//!   made by `scripts/train-learned-extractor` from the tuning sets only.
-//! - [`LearnedExtractor`] reads topics as the spans of tagged words whose mean confidence
-//!   reaches that tuned threshold; the evidence is the sentence the span is in, verbatim.
+//!   message's mean state (the sentence score). Its weights and two pairs of thresholds (its
+//!   own, and for reading after the rules) are a small shipped file
+//!   (`data/learned_extractor.safetensors`, 1.4 MB, compiled in), made by
+//!   `scripts/train-learned-extractor` from the tuning sets only; `extract.learned_reader`
+//!   names another.
+//! - [`LearnedExtractor`] merges the additions into a copy of the last layer once
+//!   (`LocalEmbedder::last_layer_with`), so a message costs one pass of the model, as an
+//!   embedding does; it reads topics as the spans of tagged words whose mean confidence
+//!   reaches the threshold; the evidence is the sentence the span is in, verbatim.
 //! - [`training`] reproduces the weights.
 
 pub mod adapted;
@@ -22,11 +28,17 @@ use candle_nn::{Linear, VarBuilder};
 use futures::future::BoxFuture;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
-use crate::embed::local::{LocalEmbedder, TokenStates};
+use crate::embed::fast_bert::ChangedLayer;
+use crate::embed::local::{LayerAdditions, LocalEmbedder, TokenStates};
 use crate::model::Stance;
 
 /// The shipped head: weights, and the confidence threshold its training chose.
 pub const SHIPPED_HEAD: &[u8] = include_bytes!("../../../data/learned_extractor.safetensors");
+
+/// The name, in a reader's file, of the pair of thresholds (span confidence, sentence score)
+/// its training chose for it after the rules (`rules_then_learned`); `thresholds` holds its
+/// own, for reading alone.
+pub const AFTER_RULES_THRESHOLDS: &str = "thresholds_after_rules";
 
 /// Tags a word can get.
 pub const TAGS: usize = 5;
@@ -68,18 +80,33 @@ impl Head {
 
     /// The shipped head, with the thresholds stored beside its weights.
     pub fn shipped(dims: usize) -> Result<Head, ExtractError> {
-        let model = |e: candle_core::Error| ExtractError::Rejected(format!("learned head: {e}"));
-        let vb =
-            VarBuilder::from_buffered_safetensors(SHIPPED_HEAD.to_vec(), DType::F32, &Device::Cpu)
-                .map_err(model)?;
+        Head::from_file(SHIPPED_HEAD, dims)
+    }
+
+    /// A head from a reader's file (the training's output), at its own thresholds.
+    pub fn from_file(bytes: &[u8], dims: usize) -> Result<Head, ExtractError> {
+        let vb = reader_file(bytes)?;
         let thresholds = vb
             .get(2, "thresholds")
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(model)?;
-        let mut head = Head::new(vb, dims).map_err(model)?;
+            .map_err(reader_error)?;
+        let mut head = Head::new(vb, dims).map_err(reader_error)?;
         head.min_confidence = thresholds[0];
         head.min_sentence_score = thresholds[1];
         Ok(head)
+    }
+
+    /// The pair of thresholds a reader's file holds for reading after the rules, if any.
+    pub fn after_rules_thresholds(bytes: &[u8]) -> Result<Option<(f32, f32)>, ExtractError> {
+        let vb = reader_file(bytes)?;
+        if !vb.contains_tensor(AFTER_RULES_THRESHOLDS) {
+            return Ok(None);
+        }
+        let pair = vb
+            .get(2, AFTER_RULES_THRESHOLDS)
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(reader_error)?;
+        Ok(Some((pair[0], pair[1])))
     }
 
     /// Tag logits of each row of word features ([`word_features`]: `[rows, WORD_CONTEXT ×
@@ -259,32 +286,140 @@ pub fn spans(text: &str, words: &[std::ops::Range<usize>], tags: &[(u32, f32)]) 
     found
 }
 
-/// The learned extractor: the shipped head over the local model's states.
+fn reader_error(e: candle_core::Error) -> ExtractError {
+    ExtractError::Rejected(format!("learned reader: {e}"))
+}
+
+fn reader_file(bytes: &[u8]) -> Result<VarBuilder<'static>, ExtractError> {
+    VarBuilder::from_buffered_safetensors(bytes.to_vec(), DType::F32, &Device::Cpu)
+        .map_err(reader_error)
+}
+
+/// The low-rank additions to the model's last layer a reader's file holds (a reader trained
+/// with [`adapted`]), by product: `(down, up)`, row-major. `None` for a head over the frozen
+/// model.
+pub fn last_layer_additions(bytes: &[u8]) -> Result<Option<LayerAdditions>, ExtractError> {
+    let vb = reader_file(bytes)?;
+    if !vb.contains_tensor("adapt.query.down") {
+        return Ok(None);
+    }
+    let mut additions = LayerAdditions::new();
+    for name in adapted::PRODUCTS {
+        let factor = |which: &str| {
+            let tensor = vb
+                .get_unchecked(&format!("adapt.{name}.{which}"))
+                .map_err(reader_error)?;
+            if tensor.rank() != 2 {
+                return Err(ExtractError::Rejected(format!(
+                    "learned reader: adapt.{name}.{which} is not a matrix"
+                )));
+            }
+            tensor
+                .flatten_all()
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(reader_error)
+        };
+        additions.insert(name.to_string(), (factor("down")?, factor("up")?));
+    }
+    Ok(Some(additions))
+}
+
+/// Which of its reader's two pairs of thresholds a [`LearnedExtractor`] reads at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Alone (`extract.kind = "learned"`): the pair with the best F0.5 on the training's
+    /// development sixth.
+    Alone,
+    /// Where the rules found nothing (`rules_then_learned`): the pair with the most recall
+    /// that kept the rules' precision on that sixth.
+    AfterRules,
+}
+
+/// The learned extractor: the shipped reader (its head, and the additions to the model's last
+/// layer it was trained with) over the local model.
 pub struct LearnedExtractor {
     model: Arc<LocalEmbedder>,
     head: Arc<Head>,
+    /// The model's last layer with the reader's additions merged in, when it has them.
+    last_layer: Option<Arc<ChangedLayer>>,
     max_opinions: usize,
 }
 
 impl LearnedExtractor {
+    /// The shipped reader at its own thresholds.
     pub fn new(
         model: Arc<LocalEmbedder>,
         max_opinions: usize,
     ) -> Result<LearnedExtractor, ExtractError> {
+        LearnedExtractor::from_file(model, max_opinions, SHIPPED_HEAD, Reads::Alone)
+    }
+
+    /// The shipped reader, reading where the rules found nothing.
+    pub fn after_rules(
+        model: Arc<LocalEmbedder>,
+        max_opinions: usize,
+    ) -> Result<LearnedExtractor, ExtractError> {
+        LearnedExtractor::from_file(model, max_opinions, SHIPPED_HEAD, Reads::AfterRules)
+    }
+
+    /// A reader from its file (the training's output): `reads` picks its thresholds; a file
+    /// without a pair for after the rules reads at its own there too.
+    pub fn from_file(
+        model: Arc<LocalEmbedder>,
+        max_opinions: usize,
+        bytes: &[u8],
+        reads: Reads,
+    ) -> Result<LearnedExtractor, ExtractError> {
+        let mut head = Head::from_file(bytes, crate::embed::LOCAL_DIMS)?;
+        if reads == Reads::AfterRules
+            && let Some((confidence, sentence)) = Head::after_rules_thresholds(bytes)?
+        {
+            head.min_confidence = confidence;
+            head.min_sentence_score = sentence;
+        }
+        let last_layer = match last_layer_additions(bytes)? {
+            Some(additions) => {
+                if model.layer_count() != Some(adapted::ADAPTED_LAYER + 1) {
+                    return Err(ExtractError::Rejected(format!(
+                        "the learned reader was trained on a {}-layer model's last layer; this model has {:?} (or not the hand-written pass)",
+                        adapted::ADAPTED_LAYER + 1,
+                        model.layer_count()
+                    )));
+                }
+                let layer = model
+                    .last_layer_with(&additions)
+                    .map_err(|e| ExtractError::Rejected(format!("learned reader: {e}")))?;
+                Some(Arc::new(layer))
+            }
+            None => None,
+        };
         Ok(LearnedExtractor {
-            head: Arc::new(Head::shipped(crate::embed::LOCAL_DIMS)?),
+            head: Arc::new(head),
+            last_layer,
             model,
             max_opinions,
         })
     }
 
-    /// What the head reads in `message` (CPU work on the blocking pool).
+    /// The thresholds it reads at (span confidence, sentence score).
+    pub fn thresholds(&self) -> (f32, f32) {
+        (self.head.min_confidence, self.head.min_sentence_score)
+    }
+
+    /// What the reader reads in `message` (CPU work on the blocking pool).
     pub async fn read(&self, message: &str) -> Result<Reading, ExtractError> {
-        let (model, head, text) = (self.model.clone(), self.head.clone(), message.to_string());
+        let (model, head, last_layer, text) = (
+            self.model.clone(),
+            self.head.clone(),
+            self.last_layer.clone(),
+            message.to_string(),
+        );
         tokio::task::spawn_blocking(move || {
-            let states = model
-                .token_states(&text)
-                .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?;
+            let states = match &last_layer {
+                Some(last) => model.token_states_with_last(&text, last),
+                None => model.token_states(&text),
+            }
+            .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?;
             head.read(&text, &states)
                 .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))
         })

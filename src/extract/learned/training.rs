@@ -12,7 +12,10 @@ use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 use candle_nn::{VarBuilder, VarMap};
 use sha2::Digest;
 
-use super::{BEGIN_AGAINST, BEGIN_FOR, Head, INSIDE_AGAINST, INSIDE_FOR, OUTSIDE, Reading, TAGS};
+use super::{
+    AFTER_RULES_THRESHOLDS, BEGIN_AGAINST, BEGIN_FOR, Head, INSIDE_AGAINST, INSIDE_FOR, OUTSIDE,
+    Reading, TAGS,
+};
 use crate::embed::local::{LocalEmbedder, TokenStates};
 use crate::extract::evaluate::{Labelled, Score, score};
 use crate::model::Stance;
@@ -33,9 +36,28 @@ pub struct Report {
     pub rules_development: Score,
     /// The rules, then the learned extractor where they find nothing (`rules_then_learned`),
     /// on the development split at each pair of thresholds (span confidence, sentence score):
-    /// what the combination trades, for choosing how to combine. Not used to choose the
-    /// shipped thresholds, which are the learned extractor's own.
+    /// what the combination trades.
     pub after_rules: Vec<(f32, f32, Score)>,
+    /// The combination's own pair from that grid ([`keeping_precision`] at the rules'
+    /// precision), stored beside the learned extractor's: `None` when no pair keeps it.
+    pub after_rules_thresholds: Option<(f32, f32)>,
+}
+
+/// The pair of `grid` with the most recall whose precision is at least `floor` (of equal
+/// recall, the more precise; of equal both, the first: the grid runs from the least strict).
+pub fn keeping_precision(grid: &[(f32, f32, Score)], floor: f64) -> Option<&(f32, f32, Score)> {
+    let mut best: Option<&(f32, f32, Score)> = None;
+    for cell in grid
+        .iter()
+        .filter(|(_, _, scored)| scored.precision >= floor)
+    {
+        let better = best
+            .is_none_or(|(_, _, b)| (cell.2.recall, cell.2.precision) > (b.recall, b.precision));
+        if better {
+            best = Some(cell);
+        }
+    }
+    best
 }
 
 /// Tags for each word of `text` from its labelled opinions: the first run of words that names
@@ -203,22 +225,20 @@ pub fn train(
             let rules_precision = rules_development.precision;
             let report_epoch = |epoch: usize, head: &mut Head, readings: &[Reading]| {
                 let grid = after_rules_grid(head, &development_rows, readings, &ruled);
-                let best = grid
-                    .iter()
-                    .filter(|(_, _, scored)| scored.precision >= rules_precision - 0.02)
-                    .max_by(|a, b| {
-                        (a.2.recall, a.2.precision)
-                            .partial_cmp(&(b.2.recall, b.2.precision))
-                            .unwrap_or(std::cmp::Ordering::Equal)
-                    });
-                match best {
-                    Some((confidence, sentence, scored)) => eprintln!(
-                        "epoch {epoch}: rules then learned, most recall within 0.02 of the rules' precision: {:.3} / {:.3} at {confidence:.2} / {sentence:.2}",
-                        scored.precision, scored.recall
+                for (what, floor) in [
+                    (
+                        "within 0.02 of the rules' precision",
+                        rules_precision - 0.02,
                     ),
-                    None => eprintln!(
-                        "epoch {epoch}: rules then learned: no pair within 0.02 of the rules' precision"
-                    ),
+                    ("at the rules' precision", rules_precision),
+                ] {
+                    match keeping_precision(&grid, floor) {
+                        Some((confidence, sentence, scored)) => eprintln!(
+                            "epoch {epoch}: rules then learned, most recall {what}: {:.3} / {:.3} at {confidence:.2} / {sentence:.2}",
+                            scored.precision, scored.recall
+                        ),
+                        None => eprintln!("epoch {epoch}: rules then learned: no pair {what}"),
+                    }
                 }
             };
             super::adapted::train_layer(checkpoint, &training, &development, epochs, report_epoch)?
@@ -363,8 +383,11 @@ pub fn train(
 
     // The combination with the rules, over a wider range of sentence scores: where the rules
     // find nothing, an addition must be right about as often as the rules are to keep their
-    // precision.
+    // precision. Its own pair is the most recall that keeps the rules' precision: the
+    // combination exists to add recall to the rules, not to trade their precision for it.
     let after_rules = after_rules_grid(&mut head, &development_rows, &readings, &ruled);
+    let after_rules_thresholds = keeping_precision(&after_rules, rules_development.precision)
+        .map(|(confidence, sentence, _)| (*confidence, *sentence));
     head.min_confidence = min_confidence;
     head.min_sentence_score = min_sentence_score;
 
@@ -379,6 +402,12 @@ pub fn train(
         "thresholds".into(),
         Tensor::from_vec(vec![min_confidence, min_sentence_score], 2, &device).map_err(error)?,
     );
+    if let Some((confidence, sentence)) = after_rules_thresholds {
+        tensors.insert(
+            AFTER_RULES_THRESHOLDS.into(),
+            Tensor::from_vec(vec![confidence, sentence], 2, &device).map_err(error)?,
+        );
+    }
     candle_core::safetensors::save(&tensors, out).map_err(error)?;
     let _ = TAGS;
     Ok(Report {
@@ -390,6 +419,7 @@ pub fn train(
         development: development_score,
         rules_development,
         after_rules,
+        after_rules_thresholds,
     })
 }
 
