@@ -32,7 +32,8 @@ use crate::embed::fast_bert::ChangedLayer;
 use crate::embed::local::{LayerAdditions, LocalEmbedder, TokenStates};
 use crate::model::Stance;
 
-/// The shipped head: weights, and the confidence threshold its training chose.
+/// The shipped reader: the head's weights, the additions to the model's last layer it was
+/// trained with, and its two pairs of thresholds (alone, and after the rules).
 pub const SHIPPED_HEAD: &[u8] = include_bytes!("../../../data/learned_extractor.safetensors");
 
 /// The name, in a reader's file, of the pair of thresholds (span confidence, sentence score)
