@@ -44,6 +44,7 @@ struct Linear {
     quantised: Option<QuantisedWeights>,
 }
 
+#[derive(Clone)]
 struct LayerNorm {
     weight: Vec<f32>,
     bias: Vec<f32>,
@@ -327,7 +328,8 @@ impl FastBert {
             .last()
             .ok_or_else(|| BertError("the model has no layers".into()))?;
         let hidden = self.hidden;
-        let changed = |linear: &Linear| Linear {
+        // The 8-bit copy is left out: it would be of the weights before the change.
+        let copy = |linear: &Linear| Linear {
             weight: linear.weight.clone(),
             bias: linear.bias.clone(),
             inputs: linear.inputs,
@@ -335,18 +337,12 @@ impl FastBert {
             quantised: None,
         };
         let mut layer = Layer {
-            query_key_value: changed(&last.query_key_value),
-            attention_output: changed(&last.attention_output),
-            attention_norm: LayerNorm {
-                weight: last.attention_norm.weight.clone(),
-                bias: last.attention_norm.bias.clone(),
-            },
-            intermediate: changed(&last.intermediate),
-            output: changed(&last.output),
-            output_norm: LayerNorm {
-                weight: last.output_norm.weight.clone(),
-                bias: last.output_norm.bias.clone(),
-            },
+            query_key_value: copy(&last.query_key_value),
+            attention_output: copy(&last.attention_output),
+            attention_norm: last.attention_norm.clone(),
+            intermediate: copy(&last.intermediate),
+            output: copy(&last.output),
+            output_norm: last.output_norm.clone(),
         };
         // Query, key and value are stacked by rows: each its own block of `hidden` outputs.
         for (index, name) in ["query", "key", "value"].into_iter().enumerate() {

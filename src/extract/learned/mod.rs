@@ -86,12 +86,15 @@ impl Head {
 
     /// A head from a reader's file (the training's output), at its own thresholds.
     pub fn from_file(bytes: &[u8], dims: usize) -> Result<Head, ExtractError> {
-        let vb = reader_file(bytes)?;
+        Head::from_reader(&reader_file(bytes)?, dims)
+    }
+
+    fn from_reader(vb: &VarBuilder<'static>, dims: usize) -> Result<Head, ExtractError> {
         let thresholds = vb
             .get(2, "thresholds")
             .and_then(|t| t.to_vec1::<f32>())
             .map_err(reader_error)?;
-        let mut head = Head::new(vb, dims).map_err(reader_error)?;
+        let mut head = Head::new(vb.clone(), dims).map_err(reader_error)?;
         head.min_confidence = thresholds[0];
         head.min_sentence_score = thresholds[1];
         Ok(head)
@@ -99,7 +102,10 @@ impl Head {
 
     /// The pair of thresholds a reader's file holds for reading after the rules, if any.
     pub fn after_rules_thresholds(bytes: &[u8]) -> Result<Option<(f32, f32)>, ExtractError> {
-        let vb = reader_file(bytes)?;
+        Head::after_rules_thresholds_in(&reader_file(bytes)?)
+    }
+
+    fn after_rules_thresholds_in(vb: &VarBuilder) -> Result<Option<(f32, f32)>, ExtractError> {
         if !vb.contains_tensor(AFTER_RULES_THRESHOLDS) {
             return Ok(None);
         }
@@ -300,7 +306,10 @@ fn reader_file(bytes: &[u8]) -> Result<VarBuilder<'static>, ExtractError> {
 /// with [`adapted`]), by product: `(down, up)`, row-major. `None` for a head over the frozen
 /// model.
 pub fn last_layer_additions(bytes: &[u8]) -> Result<Option<LayerAdditions>, ExtractError> {
-    let vb = reader_file(bytes)?;
+    last_layer_additions_in(&reader_file(bytes)?)
+}
+
+fn last_layer_additions_in(vb: &VarBuilder) -> Result<Option<LayerAdditions>, ExtractError> {
     if !vb.contains_tensor("adapt.query.down") {
         return Ok(None);
     }
@@ -371,14 +380,15 @@ impl LearnedExtractor {
         bytes: &[u8],
         reads: Reads,
     ) -> Result<LearnedExtractor, ExtractError> {
-        let mut head = Head::from_file(bytes, crate::embed::LOCAL_DIMS)?;
+        let file = reader_file(bytes)?;
+        let mut head = Head::from_reader(&file, crate::embed::LOCAL_DIMS)?;
         if reads == Reads::AfterRules
-            && let Some((confidence, sentence)) = Head::after_rules_thresholds(bytes)?
+            && let Some((confidence, sentence)) = Head::after_rules_thresholds_in(&file)?
         {
             head.min_confidence = confidence;
             head.min_sentence_score = sentence;
         }
-        let last_layer = match last_layer_additions(bytes)? {
+        let last_layer = match last_layer_additions_in(&file)? {
             Some(additions) => {
                 if model.layer_count() != Some(adapted::ADAPTED_LAYER + 1) {
                     return Err(ExtractError::Rejected(format!(
