@@ -3,12 +3,15 @@
 //! is the head trained with its own low-rank additions to MiniLM's last layer, six epochs;
 //! PERSONA_PREFS_TRAIN_ADAPT=0 trains the head alone over the frozen model (16 epochs), as the
 //! reader before it was. PERSONA_PREFS_MODEL_DIR names the MiniLM folder;
-//! PERSONA_PREFS_TRAIN_EPOCHS the epochs; PERSONA_PREFS_TRAIN_OUT another file to write.
+//! PERSONA_PREFS_TRAIN_EPOCHS the epochs; PERSONA_PREFS_TRAIN_OUT another file to write;
+//! PERSONA_PREFS_TRAIN_RANK, PERSONA_PREFS_TRAIN_DROPOUT and PERSONA_PREFS_TRAIN_DECAY the
+//! adapted layer's settings (`adapted::Adaptation`; unset, the shipped reader's).
 
 use std::path::Path;
 
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
+use persona_prefs::extract::learned::adapted::Adaptation;
 use persona_prefs::extract::learned::training;
 
 fn main() -> Result<(), String> {
@@ -19,6 +22,33 @@ fn main() -> Result<(), String> {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(if adapt { 6 } else { 16 });
+    let shipped = Adaptation::default();
+    let setting = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let settings = Adaptation {
+        rank: match setting("PERSONA_PREFS_TRAIN_RANK") {
+            Some(v) => v
+                .parse()
+                .map_err(|e| format!("PERSONA_PREFS_TRAIN_RANK: {e}"))?,
+            None => shipped.rank,
+        },
+        dropout: match setting("PERSONA_PREFS_TRAIN_DROPOUT") {
+            Some(v) => v
+                .parse()
+                .map_err(|e| format!("PERSONA_PREFS_TRAIN_DROPOUT: {e}"))?,
+            None => shipped.dropout,
+        },
+        weight_decay: match setting("PERSONA_PREFS_TRAIN_DECAY") {
+            Some(v) => v
+                .parse()
+                .map_err(|e| format!("PERSONA_PREFS_TRAIN_DECAY: {e}"))?,
+            None => shipped.weight_decay,
+        },
+    };
+    if !(settings.rank >= 1 && (0.0..1.0).contains(&settings.dropout)) {
+        return Err(format!(
+            "PERSONA_PREFS_TRAIN_RANK must be at least 1 and PERSONA_PREFS_TRAIN_DROPOUT in [0, 1): {settings:?}"
+        ));
+    }
     let model = LocalEmbedder::load(Path::new(&dir), 2000).map_err(|e| e.to_string())?;
     let mut labelled = Vec::new();
     for (name, text) in SHIPPED_SETS {
@@ -38,7 +68,7 @@ fn main() -> Result<(), String> {
         &labelled,
         out,
         epochs,
-        adapt.then_some(Path::new(&dir)),
+        adapt.then_some((Path::new(&dir), settings)),
     )?;
     println!(
         "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development",

@@ -204,7 +204,7 @@ fn the_adapted_layer_at_rest_is_the_models_last_layer() {
     let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, candle_core::DType::F32, &candle_core::Device::Cpu);
-    let layer = adapted::load(std::path::Path::new(&dir), vb).unwrap();
+    let layer = adapted::load(std::path::Path::new(&dir), vb, adapted::RANK).unwrap();
     for var in varmap.all_vars() {
         var.set(&var.as_tensor().zeros_like().unwrap()).unwrap();
     }
@@ -264,7 +264,7 @@ fn the_merged_last_layer_reads_what_the_trained_layer_read() {
         &candle_core::Device::Cpu,
     )
     .unwrap();
-    let trained = adapted::load(std::path::Path::new(&dir), vb).unwrap();
+    let trained = adapted::load(std::path::Path::new(&dir), vb, adapted::RANK).unwrap();
     for text in [
         "I love hiking, but crowds wear me out.",
         "ok",

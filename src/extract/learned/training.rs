@@ -118,6 +118,11 @@ fn step(state: &mut u64) -> u64 {
     *state
 }
 
+/// A draw in [0, 1) from [`step`].
+pub(super) fn uniform(state: &mut u64) -> f32 {
+    (step(state) >> 40) as f32 / (1u64 << 24) as f32
+}
+
 /// Shuffles `order` in place (Fisher–Yates over [`step`]).
 pub(super) fn shuffle(order: &mut [usize], state: &mut u64) {
     for i in (1..order.len()).rev() {
@@ -132,7 +137,7 @@ pub(super) fn shuffle(order: &mut [usize], state: &mut u64) {
 pub(super) fn fixed_start(varmap: &VarMap, state: &mut u64) -> Result<(), String> {
     let error = |e: candle_core::Error| e.to_string();
     let device = Device::Cpu;
-    let mut uniform = || ((step(state) >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+    let mut centred = || uniform(state) * 2.0 - 1.0;
     let vars = varmap
         .data()
         .lock()
@@ -153,7 +158,7 @@ pub(super) fn fixed_start(varmap: &VarMap, state: &mut u64) -> Result<(), String
             1.0 / (fan_in.max(1) as f32).sqrt()
         };
         let values: Vec<f32> = (0..var.as_tensor().elem_count())
-            .map(|_| uniform() * bound)
+            .map(|_| centred() * bound)
             .collect();
         var.set(&Tensor::from_vec(values, shape, &device).map_err(error)?)
             .map_err(error)?;
@@ -173,7 +178,7 @@ pub fn train(
     labelled: &[Labelled],
     out: &Path,
     epochs: usize,
-    adapt: Option<&Path>,
+    adapt: Option<(&Path, super::adapted::Adaptation)>,
 ) -> Result<Report, String> {
     let error = |e: candle_core::Error| e.to_string();
     let device = Device::Cpu;
@@ -218,7 +223,7 @@ pub fn train(
     let rules_development = score(&development_rows, &ruled);
 
     let (mut head, varmap, readings) = match adapt {
-        Some(checkpoint) => {
+        Some((checkpoint, settings)) => {
             // Each epoch's reader on the development split, after the rules: the epoch to stop
             // at is chosen from these (the training is deterministic, so fewer epochs rerun
             // reproduce it).
@@ -241,7 +246,14 @@ pub fn train(
                     }
                 }
             };
-            super::adapted::train_layer(checkpoint, &training, &development, epochs, report_epoch)?
+            super::adapted::train_layer(
+                checkpoint,
+                settings,
+                &training,
+                &development,
+                epochs,
+                report_epoch,
+            )?
         }
         None => {
             // Word rows (first-token states) with their tags, and sentence rows with their label.
