@@ -23,26 +23,10 @@ fn main() -> Result<(), String> {
         .and_then(|n| n.parse().ok())
         .unwrap_or(if adapt { 6 } else { 16 });
     let shipped = Adaptation::default();
-    let setting = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let settings = Adaptation {
-        rank: match setting("PERSONA_PREFS_TRAIN_RANK") {
-            Some(v) => v
-                .parse()
-                .map_err(|e| format!("PERSONA_PREFS_TRAIN_RANK: {e}"))?,
-            None => shipped.rank,
-        },
-        dropout: match setting("PERSONA_PREFS_TRAIN_DROPOUT") {
-            Some(v) => v
-                .parse()
-                .map_err(|e| format!("PERSONA_PREFS_TRAIN_DROPOUT: {e}"))?,
-            None => shipped.dropout,
-        },
-        weight_decay: match setting("PERSONA_PREFS_TRAIN_DECAY") {
-            Some(v) => v
-                .parse()
-                .map_err(|e| format!("PERSONA_PREFS_TRAIN_DECAY: {e}"))?,
-            None => shipped.weight_decay,
-        },
+        rank: setting("PERSONA_PREFS_TRAIN_RANK", shipped.rank)?,
+        dropout: setting("PERSONA_PREFS_TRAIN_DROPOUT", shipped.dropout)?,
+        weight_decay: setting("PERSONA_PREFS_TRAIN_DECAY", shipped.weight_decay)?,
     };
     if !(settings.rank >= 1 && (0.0..1.0).contains(&settings.dropout)) {
         return Err(format!(
@@ -118,4 +102,15 @@ fn main() -> Result<(), String> {
     }
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// The environment's `name`, parsed, or `shipped` where it is unset or empty.
+fn setting<T: std::str::FromStr>(name: &str, shipped: T) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    match std::env::var(name).ok().filter(|v| !v.is_empty()) {
+        Some(v) => v.parse().map_err(|e| format!("{name}: {e}")),
+        None => Ok(shipped),
+    }
 }

@@ -312,11 +312,8 @@ pub(super) fn train_layer(
         let (mut total, mut steps) = (0f64, 0usize);
         for &b in &order {
             let batch: Vec<&Read> = batches[b].iter().map(|&i| &training[i]).collect();
-            // The mask covers the layer's output for the batch: texts × its longest × dims.
-            let longest = batch.iter().map(|r| r.states.states.len()).max();
-            let values = batch.len() * longest.unwrap_or(1) * dims;
-            let dropped = dropout_mask(values, settings.dropout, &mut state);
-            let loss = batch_loss(&head, &layer, &batch, dims, dropped).map_err(error)?;
+            let loss = batch_loss(&head, &layer, &batch, dims, settings.dropout, &mut state)
+                .map_err(error)?;
             total += f64::from(loss.to_scalar::<f32>().map_err(error)?);
             steps += 1;
             optimiser.backward_step(&loss).map_err(error)?;
@@ -369,14 +366,15 @@ fn dropout_mask(values: usize, rate: f32, state: &mut u64) -> Option<Vec<f32>> {
 
 /// One step's loss: the weighted tag loss over the batch's tagged words and the sentence
 /// loss over its utterances, the words' features built as [`super::word_features`] builds
-/// them, but from the layer's output so the gradient reaches it (times `dropped`, a dropout
-/// mask, where there is one).
+/// them, but from the layer's output so the gradient reaches it (with `dropout` of that
+/// output zeroed, drawn from `state`).
 fn batch_loss(
     head: &Head,
     layer: &AdaptedLayer,
     batch: &[&Read],
     dims: usize,
-    dropped: Option<Vec<f32>>,
+    dropout: f32,
+    state: &mut u64,
 ) -> candle_core::Result<Tensor> {
     let device = Device::Cpu;
     let texts = batch.len();
@@ -427,7 +425,7 @@ fn batch_loss(
     let x = Tensor::from_vec(input, (texts, tokens, dims), &device)?;
     let mask = Tensor::from_vec(padding, (texts, tokens), &device)?;
     let mut out = layer.forward(&x, Some(&mask))?;
-    if let Some(keep) = dropped {
+    if let Some(keep) = dropout_mask(texts * tokens * dims, dropout, state) {
         out = out.mul(&Tensor::from_vec(keep, (texts, tokens, dims), &device)?)?;
     }
     let means = out
