@@ -1,4 +1,5 @@
-//! Trains the learned reader on the tuning sets (never the held-out ones) and writes it to
+//! Trains the learned reader on the tuning sets (never the held-out ones, nor the development
+//! set, which it reads beside the tuning sets' sixth and reports epoch by epoch) and writes it to
 //! `data/learned_extractor.safetensors`: `scripts/train-learned-extractor`. The shipped reader
 //! is the head trained with its own low-rank additions to MiniLM's last layer, six epochs;
 //! PERSONA_PREFS_TRAIN_ADAPT=0 trains the head alone over the frozen model (16 epochs), as the
@@ -10,7 +11,7 @@
 use std::path::Path;
 
 use persona_prefs::embed::local::LocalEmbedder;
-use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
+use persona_prefs::extract::evaluate::{DEVELOPMENT_SET, SHIPPED_SETS, parse_labelled};
 use persona_prefs::extract::learned::adapted::Adaptation;
 use persona_prefs::extract::learned::training;
 
@@ -43,6 +44,12 @@ fn main() -> Result<(), String> {
         println!("tuning set {name}: {} utterances", rows.len());
         labelled.extend(rows);
     }
+    let (name, text) = DEVELOPMENT_SET;
+    let kept_apart = parse_labelled(text)?;
+    println!(
+        "{name}: {} utterances, read beside the sixth, never trained on",
+        kept_apart.len()
+    );
     let out_name = std::env::var("PERSONA_PREFS_TRAIN_OUT")
         .unwrap_or_else(|_| "data/learned_extractor.safetensors".into());
     let out = Path::new(&out_name);
@@ -50,12 +57,13 @@ fn main() -> Result<(), String> {
     let report = training::train(
         &model,
         &labelled,
+        &kept_apart,
         out,
         epochs,
         adapt.then_some((Path::new(&dir), settings)),
     )?;
     println!(
-        "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development",
+        "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development (the sixth)",
         started.elapsed().as_secs_f64(),
         report.training_utterances,
         report.tagged_utterances,
@@ -99,6 +107,29 @@ fn main() -> Result<(), String> {
             "after the rules: span confidence {confidence:.2}, sentence score {sentence:.2} (the most recall at the rules' precision)"
         ),
         None => println!("after the rules: no pair keeps the rules' precision; none stored"),
+    }
+    let kept = &report.rules_kept_apart;
+    println!(
+        "{}: rules alone {:.3} ({}/{}) / {:.3} ({}/{})",
+        DEVELOPMENT_SET.0,
+        kept.precision,
+        kept.matched,
+        kept.found,
+        kept.recall,
+        kept.recalled,
+        kept.expected
+    );
+    if let Some(both) = &report.after_rules_kept_apart {
+        println!(
+            "{}: rules then learned at the pair stored for after the rules {:.3} ({}/{}) / {:.3} ({}/{})",
+            DEVELOPMENT_SET.0,
+            both.precision,
+            both.matched,
+            both.found,
+            both.recall,
+            both.recalled,
+            both.expected
+        );
     }
     println!("wrote {}", out.display());
     Ok(())

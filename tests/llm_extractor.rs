@@ -531,8 +531,8 @@ async fn grey_zone_matches_are_adjudicated_by_the_llm_and_cached() {
     running.stop().await;
 }
 
-/// The LLM extractor's prompt path over the whole labelled set (the 5 000-odd utterances the
-/// rules are measured on), through `persona-prefs evaluate-extraction` as an operator runs it
+/// The LLM extractor's prompt path over every labelled set (the 20 000-odd utterances the
+/// rules are measured on, the development set's 8 000 among them), through `persona-prefs evaluate-extraction` as an operator runs it
 /// against a real model. The fake replays the answers a model gives for each utterance, in the
 /// shapes real models produce: fenced JSON, topics capitalised or with an article, evidence
 /// re-spaced and re-cased. Every third answer also carries an opinion whose evidence the
@@ -542,9 +542,10 @@ async fn grey_zone_matches_are_adjudicated_by_the_llm_and_cached() {
 /// every invention: precision and recall 1.000 on each set, or the validation is wrong.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_labelled_set_replayed_through_the_llm_path_scores_what_the_answers_hold() {
-    use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled};
+    use persona_prefs::extract::evaluate::{DEVELOPMENT_SET, SHIPPED_SETS, parse_labelled};
+    let every_set: Vec<(&str, &str)> = SHIPPED_SETS.into_iter().chain([DEVELOPMENT_SET]).collect();
     let mut answers = std::collections::HashMap::new();
-    for (_, text) in SHIPPED_SETS {
+    for (_, text) in &every_set {
         for (n, row) in parse_labelled(text).unwrap().into_iter().enumerate() {
             let mut opinions: Vec<serde_json::Value> = row
                 .opinions
@@ -607,8 +608,8 @@ async fn the_labelled_set_replayed_through_the_llm_path_scores_what_the_answers_
         common::cli::stderr(&output)
     );
     let scores: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    for (name, _) in SHIPPED_SETS {
-        let score = &scores[name];
+    for (name, _) in &every_set {
+        let score = &scores[*name];
         assert_eq!(
             (score["precision"].as_f64(), score["recall"].as_f64()),
             (Some(1.0), Some(1.0)),

@@ -941,7 +941,9 @@ async fn publish(file: Option<PathBuf>, config: &Config) -> anyhow::Result<ExitC
 /// labelled opinions they hold.
 #[cfg(feature = "local-embedder")]
 async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
-    use persona_prefs::extract::evaluate::{SHIPPED_SETS, parse_labelled, wilson_interval};
+    use persona_prefs::extract::evaluate::{
+        DEVELOPMENT_SET, SHIPPED_SETS, parse_labelled, wilson_interval,
+    };
     let model = persona_prefs::embed::load_local(&config.embed)?;
     let rules = persona_prefs::extract::rules::RulesExtractor::new(8);
     let learned = persona_prefs::extract::learned::LearnedExtractor::from_file(
@@ -952,13 +954,16 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     )?;
     // Per message: which group, read by the rules, sentence score, labelled opinions. The
     // tuning sets split as the learned head's training did: what it was trained on, and the
-    // development sixth it was not (the honest place to choose a threshold).
+    // development sixth it was not, with the development set (the honest place to choose a
+    // threshold).
     let mut rows: Vec<(usize, bool, f32, usize)> = Vec::new();
-    for (name, text) in SHIPPED_SETS {
+    for (name, text) in SHIPPED_SETS.iter().chain([&DEVELOPMENT_SET]) {
         for row in parse_labelled(text).map_err(|e| anyhow::anyhow!("{name}: {e}"))? {
             let group = if name.contains("held-out") {
                 2
-            } else if persona_prefs::extract::learned::training::in_development(&row.text) {
+            } else if *name == DEVELOPMENT_SET.0
+                || persona_prefs::extract::learned::training::in_development(&row.text)
+            {
                 1
             } else {
                 0
@@ -975,7 +980,7 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
         (0, "tuning sets, the part the learned head was trained on"),
         (
             1,
-            "tuning sets, the development sixth it was not trained on",
+            "the tuning sets' development sixth and the development set, which it was not trained on",
         ),
         (2, "held-out sets"),
     ] {
@@ -987,7 +992,8 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
             opinions
         );
         for threshold in [
-            0.0025f32, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7,
+            0.0005f32, 0.001, 0.0015, 0.002, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2,
+            0.3, 0.5, 0.7,
         ] {
             let kept_from_model: Vec<_> = set.iter().filter(|r| !r.1 && r.2 < threshold).collect();
             let lost: usize = kept_from_model.iter().map(|r| r.3).sum();
@@ -1024,12 +1030,13 @@ async fn evaluate_extraction(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{
-        SHIPPED_SETS, Score, evaluate_addressed as evaluate, evenly_spaced, parse_labelled,
-        register_of, wilson_interval,
+        DEVELOPMENT_SET, SHIPPED_SETS, Score, evaluate_addressed as evaluate, evenly_spaced,
+        parse_labelled, register_of, wilson_interval,
     };
     let named: Vec<(String, String)> = if sets.is_empty() {
         SHIPPED_SETS
             .iter()
+            .chain([&DEVELOPMENT_SET])
             .map(|(name, text)| (name.to_string(), text.to_string()))
             .collect()
     } else {
@@ -1104,10 +1111,12 @@ async fn evaluate_extraction(
             None => None,
         };
         let register = register_of(&name);
-        // Tuning sets and held-out ones pool apart: only the held-out ones say how the
-        // extractor does on text it was not tuned to.
+        // Tuning sets, the development set and held-out ones pool apart: only the held-out
+        // ones say how the extractor does on text nothing was chosen by.
         let kind = if name.contains("held-out") {
             "held-out"
+        } else if name == DEVELOPMENT_SET.0 {
+            "development"
         } else {
             "tuning"
         };
