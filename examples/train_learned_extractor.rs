@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use persona_prefs::embed::local::LocalEmbedder;
-use persona_prefs::extract::evaluate::{DEVELOPMENT_SET, SHIPPED_SETS, parse_labelled};
+use persona_prefs::extract::evaluate::{DEVELOPMENT_SET, SHIPPED_SETS, Score, parse_labelled};
 use persona_prefs::extract::learned::adapted::Adaptation;
 use persona_prefs::extract::learned::training;
 
@@ -70,20 +70,14 @@ fn main() -> Result<(), String> {
         report.development_utterances
     );
     println!(
-        "thresholds: span confidence {:.2}, sentence score {:.2}; on the development split: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
+        "thresholds: span confidence {:.2}, sentence score {:.2}; on the development split: {}",
         report.min_confidence,
         report.min_sentence_score,
-        report.development.precision,
-        report.development.matched,
-        report.development.found,
-        report.development.recall,
-        report.development.recalled,
-        report.development.expected
+        figures(&report.development)
     );
-    let rules = &report.rules_development;
     println!(
-        "rules alone on the development split: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
-        rules.precision, rules.matched, rules.found, rules.recall, rules.recalled, rules.expected
+        "rules alone on the development split: {}",
+        figures(&report.rules_development)
     );
     println!(
         "rules then learned on the development split (precision / recall), by span confidence and sentence score:"
@@ -108,31 +102,28 @@ fn main() -> Result<(), String> {
         ),
         None => println!("after the rules: no pair keeps the rules' precision; none stored"),
     }
-    let kept = &report.rules_kept_apart;
     println!(
-        "{}: rules alone {:.3} ({}/{}) / {:.3} ({}/{})",
+        "{}: rules alone {}",
         DEVELOPMENT_SET.0,
-        kept.precision,
-        kept.matched,
-        kept.found,
-        kept.recall,
-        kept.recalled,
-        kept.expected
+        figures(&report.rules_kept_apart)
     );
     if let Some(both) = &report.after_rules_kept_apart {
         println!(
-            "{}: rules then learned at the pair stored for after the rules {:.3} ({}/{}) / {:.3} ({}/{})",
+            "{}: rules then learned at the pair stored for after the rules {}",
             DEVELOPMENT_SET.0,
-            both.precision,
-            both.matched,
-            both.found,
-            both.recall,
-            both.recalled,
-            both.expected
+            figures(both)
         );
     }
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// A score's precision and recall with their counts.
+fn figures(score: &Score) -> String {
+    format!(
+        "precision {:.3} ({}/{}), recall {:.3} ({}/{})",
+        score.precision, score.matched, score.found, score.recall, score.recalled, score.expected
+    )
 }
 
 /// The environment's `name`, parsed, or `shipped` where it is unset or empty.

@@ -438,19 +438,11 @@ pub fn train(
     let after_rules_kept_apart = after_rules_thresholds.map(|(confidence, sentence)| {
         head.min_confidence = confidence;
         head.min_sentence_score = sentence;
-        let combined: Vec<_> = development[sixth..]
-            .iter()
-            .zip(&readings[sixth..])
-            .zip(&ruled[sixth..])
-            .map(|((read, reading), ruled)| {
-                if ruled.is_empty() {
-                    head.opinions(&read.row.text, reading, usize::MAX)
-                } else {
-                    ruled.clone()
-                }
-            })
-            .collect();
-        score(&development_rows[sixth..], &combined)
+        let rows = &development_rows[sixth..];
+        score(
+            rows,
+            &rules_then_head(&head, rows, &readings[sixth..], &ruled[sixth..]),
+        )
     });
     head.min_confidence = min_confidence;
     head.min_sentence_score = min_sentence_score;
@@ -503,24 +495,34 @@ fn after_rules_grid(
         for sentence in [0.0f32, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95] {
             head.min_confidence = confidence;
             head.min_sentence_score = sentence;
-            let combined: Vec<_> = development
-                .iter()
-                .zip(readings)
-                .zip(ruled)
-                .map(|((row, reading), ruled)| {
-                    if ruled.is_empty() {
-                        head.opinions(&row.text, reading, usize::MAX)
-                    } else {
-                        ruled.clone()
-                    }
-                })
-                .collect();
+            let combined = rules_then_head(head, development, readings, ruled);
             let mut scored = score(development, &combined);
             scored.misses.clear();
             grid.push((confidence, sentence, scored));
         }
     }
     grid
+}
+
+/// What `rules_then_learned` finds in each of `rows`: the rules' findings (`ruled`), or
+/// `head`'s at its thresholds where the rules find nothing.
+fn rules_then_head(
+    head: &Head,
+    rows: &[Labelled],
+    readings: &[Reading],
+    ruled: &[Vec<crate::extract::ExtractedOpinion>],
+) -> Vec<Vec<crate::extract::ExtractedOpinion>> {
+    rows.iter()
+        .zip(readings)
+        .zip(ruled)
+        .map(|((row, reading), ruled)| {
+            if ruled.is_empty() {
+                head.opinions(&row.text, reading, usize::MAX)
+            } else {
+                ruled.clone()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
