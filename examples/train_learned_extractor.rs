@@ -6,7 +6,9 @@
 //! reader before it was. PERSONA_PREFS_MODEL_DIR names the MiniLM folder;
 //! PERSONA_PREFS_TRAIN_EPOCHS the epochs; PERSONA_PREFS_TRAIN_OUT another file to write;
 //! PERSONA_PREFS_TRAIN_RANK, PERSONA_PREFS_TRAIN_DROPOUT and PERSONA_PREFS_TRAIN_DECAY the
-//! adapted layer's settings (`adapted::Adaptation`; unset, the shipped reader's).
+//! adapted layer's settings (`adapted::Adaptation`; unset, the shipped reader's);
+//! PERSONA_PREFS_TRAIN_EVERY_SET=1 trains on the tuning sets the shipped reader is not trained
+//! on too (`training::NOT_TRAINED_ON`).
 
 use std::path::Path;
 
@@ -36,8 +38,15 @@ fn main() -> Result<(), String> {
     }
     let model = LocalEmbedder::load(Path::new(&dir), 2000).map_err(|e| e.to_string())?;
     let mut labelled = Vec::new();
+    // Unset, the shipped reader's training: every tuning set but those it is not trained on
+    // (`training::NOT_TRAINED_ON`, and why).
+    let every_set = std::env::var("PERSONA_PREFS_TRAIN_EVERY_SET").is_ok_and(|v| v == "1");
     for (name, text) in SHIPPED_SETS {
         if name.contains("held-out") {
+            continue;
+        }
+        if !(every_set || training::trained_on(name)) {
+            println!("tuning set {name}: not trained on (PERSONA_PREFS_TRAIN_EVERY_SET=1 does)");
             continue;
         }
         let rows = parse_labelled(text)?;

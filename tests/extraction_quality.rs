@@ -5,6 +5,7 @@
 
 use persona_prefs::extract::evaluate::{parse_labelled, score};
 use persona_prefs::extract::rules::RulesExtractor;
+use persona_prefs::model::ExtractedOpinion;
 
 /// Whether `measure` names each miss, or only counts them.
 #[derive(PartialEq)]
@@ -216,6 +217,77 @@ fn rules_extractor_on_the_third_peoples_chat_tuning_set() {
     let (precision, recall) = measure("rules_extraction_chitchat_3.jsonl", 3000, Misses::Shown);
     assert!(precision >= 0.82, "precision {precision:.3} < 0.82");
     assert!(recall >= 0.34, "recall {recall:.3} < 0.34");
+}
+
+/// A fourth tuning sample of people's chat (8 000 messages, 941 opinions; `THIRD_PARTY.md`),
+/// the next 8 000 of the development set's shuffle, labelled by eight readers who had not seen
+/// the extractor and committed before it ran. No rule has been changed against it (it joined
+/// the learned reader's training): precision 0.790 [0.75–0.82], recall 0.404 [0.37–0.44], what
+/// the rules do on fresh people's chat, beside the development set's 0.823 / 0.472. Floors
+/// under that; misses shown (a tuning set).
+#[test]
+fn rules_extractor_on_the_fourth_peoples_chat_tuning_set() {
+    let (precision, recall) = measure("rules_extraction_chitchat_4.jsonl", 8000, Misses::Shown);
+    assert!(precision >= 0.76, "precision {precision:.3} < 0.76");
+    assert!(recall >= 0.38, "recall {recall:.3} < 0.38");
+}
+
+/// How far apart two readings of the same people's chat are: the fourth tuning set's first
+/// 2 000 messages read again by two more readers with the same instructions, who had not seen
+/// the first labels (`THIRD_PARTY.md`). Scored as the extractors are, the second reading as
+/// the finds: precision 0.934 (185/198), recall 0.911 (185/203). The chat target (precision
+/// 0.90) sits under what a second reading reaches. Floors under the measurement, so a label
+/// changed in one reading and not weighed against the other shows here.
+#[test]
+fn a_second_reading_of_peoples_chat_agrees_with_the_first() {
+    let read = |file: &str| {
+        let data =
+            std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap();
+        parse_labelled(&data).unwrap_or_else(|error| panic!("{file}: {error}"))
+    };
+    let second = read("rules_extraction_chitchat_4_second_reading.jsonl");
+    let first: Vec<_> = read("rules_extraction_chitchat_4.jsonl")
+        .into_iter()
+        .take(second.len())
+        .collect();
+    assert_eq!(second.len(), 2000);
+    let as_found: Vec<Vec<ExtractedOpinion>> = first
+        .iter()
+        .zip(&second)
+        .map(|(labelled, again)| {
+            assert_eq!(
+                labelled.text, again.text,
+                "the same messages in the same order"
+            );
+            again
+                .opinions
+                .iter()
+                .map(|opinion| ExtractedOpinion {
+                    name: opinion.topic.clone(),
+                    opinion: String::new(),
+                    category: String::new(),
+                    stance: opinion.stance,
+                    strength: 1.0,
+                    related_user_ids: vec![],
+                    evidence: again.text.clone(),
+                    found_by: None,
+                })
+                .collect()
+        })
+        .collect();
+    let agreement = score(&first, &as_found);
+    println!(
+        "the second reading against the first: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
+        agreement.precision,
+        agreement.matched,
+        agreement.found,
+        agreement.recall,
+        agreement.recalled,
+        agreement.expected
+    );
+    assert!(agreement.precision >= 0.90, "{}", agreement.precision);
+    assert!(agreement.recall >= 0.88, "{}", agreement.recall);
 }
 
 /// The other half (600 messages, 53 opinions), labelled and committed before the rules read

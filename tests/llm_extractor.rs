@@ -531,7 +531,7 @@ async fn grey_zone_matches_are_adjudicated_by_the_llm_and_cached() {
     running.stop().await;
 }
 
-/// The LLM extractor's prompt path over every labelled set (the 20 000-odd utterances the
+/// The LLM extractor's prompt path over every labelled set (the 28 000-odd utterances the
 /// rules are measured on, the development set's 8 000 among them), through `persona-prefs
 /// evaluate-extraction` as an operator runs it against a real model. The fake replays the answers a model gives for each utterance, in the
 /// shapes real models produce: fenced JSON, topics capitalised or with an article, evidence

@@ -962,6 +962,7 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
             let group = if name.contains("held-out") {
                 2
             } else if *name == DEVELOPMENT_SET.0
+                || !persona_prefs::extract::learned::training::trained_on(name)
                 || persona_prefs::extract::learned::training::in_development(&row.text)
             {
                 1

@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 15] = [
+pub const SHIPPED_SETS: [(&str, &str); 16] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -58,6 +58,10 @@ pub const SHIPPED_SETS: [(&str, &str); 15] = [
     (
         "people's chat (tuning 3)",
         include_str!("../../tests/data/rules_extraction_chitchat_3.jsonl"),
+    ),
+    (
+        "people's chat (tuning 4)",
+        include_str!("../../tests/data/rules_extraction_chitchat_4.jsonl"),
     ),
     (
         "held-out 7 (people's chat)",
