@@ -953,9 +953,9 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
         persona_prefs::extract::learned::Reads::Alone,
     )?;
     // Per message: which group, read by the rules, sentence score, labelled opinions. The
-    // tuning sets split as the learned head's training did: what it was trained on, and the
-    // development sixth it was not, with the development set (the honest place to choose a
-    // threshold).
+    // tuning sets split as the learned head's training did: what it was trained on, and what
+    // it was not (the development sixth, the sets it leaves out), with the development set
+    // (the honest place to choose a threshold).
     let mut rows: Vec<(usize, bool, f32, usize)> = Vec::new();
     for (name, text) in SHIPPED_SETS.iter().chain([&DEVELOPMENT_SET]) {
         for row in parse_labelled(text).map_err(|e| anyhow::anyhow!("{name}: {e}"))? {
@@ -981,7 +981,7 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
         (0, "tuning sets, the part the learned head was trained on"),
         (
             1,
-            "the tuning sets' development sixth and the development set, which it was not trained on",
+            "what it was not trained on: the tuning sets' development sixth, the tuning sets it leaves out and the development set",
         ),
         (2, "held-out sets"),
     ] {
