@@ -16,11 +16,16 @@ enum Misses {
     Counted,
 }
 
-/// Precision and recall of the rules extractor on one labelled file.
-fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
+/// One labelled file of `tests/data`, parsed.
+fn labelled_set(file: &str) -> Vec<persona_prefs::extract::evaluate::Labelled> {
     let data = std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
         .unwrap();
-    let labelled = parse_labelled(&data).unwrap_or_else(|error| panic!("{file}: {error}"));
+    parse_labelled(&data).unwrap_or_else(|error| panic!("{file}: {error}"))
+}
+
+/// Precision and recall of the rules extractor on one labelled file.
+fn measure(file: &str, min_rows: usize, show: Misses) -> (f64, f64) {
+    let labelled = labelled_set(file);
     assert!(
         labelled.len() >= min_rows,
         "{file} has at least {min_rows} utterances"
@@ -240,14 +245,8 @@ fn rules_extractor_on_the_fourth_peoples_chat_tuning_set() {
 /// changed in one reading and not weighed against the other shows here.
 #[test]
 fn a_second_reading_of_peoples_chat_agrees_with_the_first() {
-    let read = |file: &str| {
-        let data =
-            std::fs::read_to_string(format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR")))
-                .unwrap();
-        parse_labelled(&data).unwrap_or_else(|error| panic!("{file}: {error}"))
-    };
-    let second = read("rules_extraction_chitchat_4_second_reading.jsonl");
-    let first: Vec<_> = read("rules_extraction_chitchat_4.jsonl")
+    let second = labelled_set("rules_extraction_chitchat_4_second_reading.jsonl");
+    let first: Vec<_> = labelled_set("rules_extraction_chitchat_4.jsonl")
         .into_iter()
         .take(second.len())
         .collect();
