@@ -63,8 +63,31 @@ fn read_in_code(rule: Rule, clause: &str) -> Read {
             let second = rest.split_whitespace().nth(1).unwrap_or("");
             let conversation =
                 CONVERSATION.contains(&first) && !(first == "be" && polarity(second).is_some());
+            // "It is very friendly to my wallet": "to" leads a thing, not a doing.
+            let not_a_doing = matches!(
+                first,
+                "my" | "your"
+                    | "our"
+                    | "his"
+                    | "her"
+                    | "their"
+                    | "the"
+                    | "a"
+                    | "an"
+                    | "me"
+                    | "us"
+                    | "you"
+                    | "him"
+                    | "them"
+            );
+            // "It is really fun to use": the doing's object is the "it", named earlier.
+            const TAKES_AN_OBJECT: &[&str] = &[
+                "use", "watch", "play", "eat", "read", "make", "drive", "wear", "handle", "cook",
+                "ride", "drink", "build", "learn",
+            ];
+            let object_left_out = second.is_empty() && TAKES_AN_OBJECT.contains(&first);
             match polarity(&c["judgement"]) {
-                Some(stance) if !conversation => opinion(
+                Some(stance) if !conversation && !not_a_doing && !object_left_out => opinion(
                     rest.to_string(),
                     (stance == Stance::Against) ^ c.name("negation").is_some(),
                 ),
@@ -170,7 +193,28 @@ fn read_in_code(rule: Rule, clause: &str) -> Read {
             // "Ironic for sure", "true, always": agreement with a description, not a topic.
             let a_description =
                 subject.split_whitespace().count() == 1 && is_a_description(&subject);
-            if a_clause || a_description {
+            // "during the summer semester yes", "but then running not so much": a time or a
+            // turn of the talk, not a topic.
+            let a_circumstance = subject.split_whitespace().next().is_some_and(|first| {
+                matches!(
+                    first,
+                    "during"
+                        | "in"
+                        | "on"
+                        | "at"
+                        | "after"
+                        | "before"
+                        | "then"
+                        | "when"
+                        | "while"
+                        | "since"
+                        | "until"
+                        | "by"
+                        | "with"
+                        | "from"
+                )
+            });
+            if a_clause || a_description || a_circumstance {
                 return Read::Nothing;
             }
             opinion(subject, c.name("disliked").is_some())

@@ -307,6 +307,9 @@ pub(super) fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> S
     };
     if let Some(c) = SUBJECT_PRONOUN.captures(clause) {
         let whole = c.get(0).expect("group 0 always matches");
+        if c["pronoun"].starts_with("it") && is_dummy_it(&clause[whole.end()..]) {
+            return clause.to_string();
+        }
         let verb = match &c["pronoun"] {
             "it was" => "was",
             "they were" => "were",
@@ -329,6 +332,17 @@ pub(super) fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> S
         return format!("{}{replaced}{}", &c["before"], &clause[whole.end()..]);
     }
     clause.to_string()
+}
+
+/// Whether what follows "it is" judges a doing named after it ("nice meeting you", "awesome
+/// to see the people"), so the "it" stands for that doing (`dummy_it`). Not "worth seeing",
+/// nor "so boring" or "amazing seeing it", whose -ing word judges.
+pub(super) fn is_dummy_it(rest: &str) -> bool {
+    DUMMY_IT.captures(rest).is_some_and(|c| {
+        c["judgement"] != *"worth"
+            && c.name("verb")
+                .is_none_or(|verb| polarity(verb.as_str()).is_none())
+    })
 }
 
 /// "I used to hate olives, but now I adore them": a past view names the topic a later

@@ -219,6 +219,10 @@ pub(super) fn make(
     {
         return None;
     }
+    // "I like to play both", "listening to almost anything": what is liked is left unnamed.
+    if words.len() > 1 && matches!(words.last(), Some(&("both" | "anything"))) {
+        return None;
+    }
     // "anime I do have to admit", "the parts I saw": a subject pronoun starts a clause of
     // its own; the topic ends before it (and "the parts" is then one being talked about).
     // (One that ends the topic is a subject cut in the wrong place: "except he (is better)".)
