@@ -269,6 +269,18 @@ impl Config {
                 "must be 0 (no decay) or a positive number of days".into(),
             ));
         }
+        unit(
+            "extract.rules_min_sentence_score",
+            self.extract.rules_min_sentence_score,
+        )?;
+        if self.extract.rules_min_sentence_score > 0.0
+            && self.embed.kind != crate::embed::EmbedderKind::Local
+        {
+            return Err(invalid(
+                "extract.rules_min_sentence_score",
+                "reads with the local model: set embed.kind = \"local\", or 0".into(),
+            ));
+        }
         let adjudication = &self.extract.adjudication;
         if !(0.0..1.0).contains(&adjudication.grey_zone_low)
             || adjudication.grey_zone_low >= self.embed.match_threshold()
@@ -679,6 +691,42 @@ mod tests {
         assert_eq!(config.store.reinforce_rate, 0.2);
         assert_eq!(config.redis.key_prefix, "demo");
         assert_eq!(config.redis.url, "redis://10.0.0.1:7000");
+    }
+
+    #[test]
+    fn the_check_on_the_rules_is_a_score_and_needs_the_local_model() {
+        for bad in ["-0.1", "1.5", "NaN"] {
+            let error = Config::load_from(
+                None,
+                &env(&[("PERSONA_PREFS__EXTRACT__RULES_MIN_SENTENCE_SCORE", bad)]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains("extract.rules_min_sentence_score"),
+                "{bad}: {error}"
+            );
+        }
+        let error = Config::load_from(
+            None,
+            &env(&[
+                ("PERSONA_PREFS__EXTRACT__RULES_MIN_SENTENCE_SCORE", "0.05"),
+                ("PERSONA_PREFS__EMBED__KIND", "openai"),
+            ]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("extract.rules_min_sentence_score") && error.contains("local"),
+            "{error}"
+        );
+        let config = Config::load_from(
+            None,
+            &env(&[("PERSONA_PREFS__EXTRACT__RULES_MIN_SENTENCE_SCORE", "0.05")]),
+        )
+        .unwrap();
+        assert_eq!(config.extract.rules_min_sentence_score, 0.05);
+        assert_eq!(Config::defaults().extract.rules_min_sentence_score, 0.0);
     }
 
     #[test]

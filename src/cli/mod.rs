@@ -1054,6 +1054,11 @@ async fn evaluate_extraction(
         | persona_prefs::extract::ExtractorKind::RulesThenLearned => {
             persona_prefs::embed::from_config_sharing(&config.embed)?.local
         }
+        persona_prefs::extract::ExtractorKind::Rules
+            if config.extract.rules_min_sentence_score > 0.0 =>
+        {
+            persona_prefs::embed::from_config_sharing(&config.embed)?.local
+        }
         _ => None,
     };
     let extractor = persona_prefs::extract::from_config(

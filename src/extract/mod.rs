@@ -96,6 +96,9 @@ pub fn stages_from_config(
     local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
     Ok(match config.kind {
+        ExtractorKind::Rules if config.rules_min_sentence_score > 0.0 => {
+            (learned_from_config(config, local)?, None)
+        }
         ExtractorKind::Rules => (
             Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
             None,
@@ -165,13 +168,14 @@ fn learned_from_config(
 ) -> Result<Arc<dyn Extractor>, ExtractError> {
     let model = local.ok_or_else(|| {
         ExtractError::Rejected(
-            "extract.kind learned and rules_then_learned read with the local model: set \
-             embed.kind = \"local\""
+            "extract.kind learned and rules_then_learned, and extract.rules_min_sentence_score, \
+             read with the local model: set embed.kind = \"local\""
                 .into(),
         )
     })?;
     let max = config.max_opinions_per_message;
     let reader = config.learned_reader_bytes()?;
+    let min_sentence_score = config.rules_min_sentence_score as f32;
     Ok(match config.kind {
         ExtractorKind::Learned => Arc::new(learned::LearnedExtractor::from_file(
             model,
@@ -179,14 +183,27 @@ fn learned_from_config(
             &reader,
             learned::Reads::Alone,
         )?),
-        _ => Arc::new(learned::RulesThenLearned {
+        ExtractorKind::Rules => Arc::new(learned::CheckedRules {
             rules: rules::RulesExtractor::new(max),
             learned: learned::LearnedExtractor::from_file(
                 model,
                 max,
                 &reader,
-                learned::Reads::AfterRules,
+                learned::Reads::Alone,
             )?,
+            min_sentence_score,
+        }),
+        _ => Arc::new(learned::RulesThenLearned {
+            rules: learned::CheckedRules {
+                rules: rules::RulesExtractor::new(max),
+                learned: learned::LearnedExtractor::from_file(
+                    model,
+                    max,
+                    &reader,
+                    learned::Reads::AfterRules,
+                )?,
+                min_sentence_score,
+            },
         }),
     })
 }
@@ -224,6 +241,12 @@ pub struct ExtractConfig {
     /// `rules_then_learned` and the LLM's gate.
     #[serde(default)]
     pub learned_reader: String,
+    /// With the local model, a finding of the rules is kept only when the learned reader's
+    /// sentence score of its message is at least this: a check on the rules' precision, paid
+    /// for in recall (`learned::CheckedRules`). 0: the rules' findings as they are. For
+    /// `rules` and `rules_then_learned`.
+    #[serde(default)]
+    pub rules_min_sentence_score: f64,
     pub llm: LlmConfig,
     pub adjudication: AdjudicationConfig,
 }

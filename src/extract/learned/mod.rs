@@ -502,11 +502,52 @@ impl Extractor for LearnedExtractor {
     }
 }
 
-/// The rules first, the learned extractor where they find nothing: the rules' precision where
-/// they read something, the learned recall where they read nothing.
-pub struct RulesThenLearned {
+/// The rules' findings, kept only where the learned reader's sentence score of the message is
+/// at least `min_sentence_score` (`extract.rules_min_sentence_score`; 0 keeps them all and
+/// reads nothing more). The rules read phrasings; the score reads the whole message, trained
+/// on which messages hold a view of the speaker's own, so it tells "it was nice meeting you"
+/// or "everything canadian is nice" from a view where no phrasing does. Only messages the
+/// rules find something in are read, most chat messages not at all.
+pub struct CheckedRules {
     pub rules: super::rules::RulesExtractor,
+    /// Its reading gives the sentence score (and, after the rules, its own findings).
     pub learned: LearnedExtractor,
+    pub min_sentence_score: f32,
+}
+
+impl CheckedRules {
+    /// The rules' findings that pass the check, and the reading when one was made.
+    async fn checked(
+        &self,
+        input: &ExtractionInput<'_>,
+    ) -> Result<(Vec<ExtractedOpinion>, Option<Reading>), ExtractError> {
+        let ruled = self.rules.extract(input).await?;
+        if ruled.is_empty() || self.min_sentence_score <= 0.0 {
+            return Ok((ruled, None));
+        }
+        let reading = self.learned.read(input.persona_message).await?;
+        if reading.sentence_score >= self.min_sentence_score {
+            Ok((ruled, Some(reading)))
+        } else {
+            Ok((Vec::new(), Some(reading)))
+        }
+    }
+}
+
+impl Extractor for CheckedRules {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+        Box::pin(async move { Ok(self.checked(input).await?.0) })
+    }
+}
+
+/// The rules first (checked, when `extract.rules_min_sentence_score` asks), the learned
+/// extractor where they find nothing: the rules' precision where they read something, the
+/// learned recall where they read nothing. The reader here is the rules' check's.
+pub struct RulesThenLearned {
+    pub rules: CheckedRules,
 }
 
 impl Extractor for RulesThenLearned {
@@ -515,11 +556,15 @@ impl Extractor for RulesThenLearned {
         input: &'a ExtractionInput<'a>,
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move {
-            let ruled = self.rules.extract(input).await?;
+            let (ruled, reading) = self.rules.checked(input).await?;
             if !ruled.is_empty() {
                 return Ok(ruled);
             }
-            self.learned.extract(input).await
+            let learned = &self.rules.learned;
+            match reading {
+                Some(reading) => Ok(learned.opinions(input.persona_message, &reading)),
+                None => learned.extract(input).await,
+            }
         })
     }
 }
