@@ -335,8 +335,8 @@ pub(super) fn resolve_pronoun(clause: &str, previous_subject: Option<&str>) -> S
 }
 
 /// Whether what follows "it is" judges a doing named after it ("nice meeting you", "awesome
-/// to see the people"), so the "it" stands for that doing (`dummy_it`). Not "worth seeing",
-/// nor "so boring" or "amazing seeing it", whose -ing word judges.
+/// to see the people"), so the "it" stands for that doing (`dummy_it`). Not "worth seeing
+/// again", nor "so boring to me", whose -ing word is the verdict, not a doing.
 pub(super) fn is_dummy_it(rest: &str) -> bool {
     DUMMY_IT.captures(rest).is_some_and(|c| {
         c["judgement"] != *"worth"

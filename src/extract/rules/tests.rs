@@ -1113,3 +1113,59 @@ fn sentences_that_voice_no_view_of_the_speakers_own() {
         assert_eq!(not_the_speakers_view(sentence), expected, "{sentence}");
     }
 }
+
+/// Readings refused in stop 61, each written from a wrong find of the chat tuning sets, beside
+/// the readings next to them that must stay.
+#[test]
+fn shares_tautologies_passives_and_an_it_that_stands_for_a_doing_judge_nothing() {
+    use Stance::{Against, For};
+    let cases: &[(&str, &[(&str, Stance)])] = &[
+        // A share or an any-at-all is not a thing held a view of; the thing itself is.
+        ("To be fair most people on campus are pretty fit", &[]),
+        (
+            "But wherever is good, as long as that's where I'm needed",
+            &[],
+        ),
+        ("Everything canadian is nice.", &[]),
+        ("Canadian geese are nice.", &[("canadian geese", For)]),
+        // The same thing named twice; what was done to it.
+        ("Hahaha. A friend list is a friend list!", &[]),
+        (
+            "and Toby was almost killed by her because he underestimated",
+            &[],
+        ),
+        // "it" stands for the doing after it, not for what came before.
+        ("gotta go but it was nice meeting you!", &[]),
+        (
+            "We watched Inception last night. It was so boring.",
+            &[("inception", Against)],
+        ),
+        (
+            "I watched Dune, and it was worth seeing again",
+            &[("dune", For)],
+        ),
+        ("It's so fun to bake bread.", &[("bake bread", For)]),
+        ("but it is very friendly to my wallet", &[]),
+        // Remarks of the moment, answers to a question not seen, what comes to mind.
+        ("That's great! We need more people like you.", &[]),
+        ("The world needs more kindness.", &[("kindness", For)]),
+        ("Oh okay, that's awesome then! Playing games all day!", &[]),
+        ("during the summer semester yes", &[]),
+        ("Podcasts, not so much.", &[("podcasts", Against)]),
+        (
+            "I think of ASDF, when the cake is sad about losing his family.",
+            &[],
+        ),
+        (
+            "I think North Korea is smart enough to not try anything",
+            &[],
+        ),
+        ("I think my best friends are cool with that.", &[]),
+        ("I think lying is wrong.", &[("lying", Against)]),
+        // A liking of a past, and one left unnamed.
+        ("I LOVED Christmas when I was younger", &[]),
+        ("I like to play both.", &[]),
+        ("I love Christmas.", &[("christmas", For)]),
+    ];
+    assert_reads(cases);
+}
