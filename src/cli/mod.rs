@@ -1049,17 +1049,10 @@ async fn evaluate_extraction(
             })
             .collect::<anyhow::Result<_>>()?
     };
-    let local_model = match config.extract.kind {
-        persona_prefs::extract::ExtractorKind::Learned
-        | persona_prefs::extract::ExtractorKind::RulesThenLearned => {
-            persona_prefs::embed::from_config_sharing(&config.embed)?.local
-        }
-        persona_prefs::extract::ExtractorKind::Rules
-            if config.extract.rules_min_sentence_score > 0.0 =>
-        {
-            persona_prefs::embed::from_config_sharing(&config.embed)?.local
-        }
-        _ => None,
+    let local_model = if config.extract.reads_with_local_model() {
+        persona_prefs::embed::from_config_sharing(&config.embed)?.local
+    } else {
+        None
     };
     let extractor = persona_prefs::extract::from_config(
         &config.extract,

@@ -96,14 +96,11 @@ pub fn stages_from_config(
     local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
     Ok(match config.kind {
-        ExtractorKind::Rules if config.rules_min_sentence_score > 0.0 => {
-            (learned_from_config(config, local)?, None)
-        }
-        ExtractorKind::Rules => (
+        ExtractorKind::Rules if !config.reads_with_local_model() => (
             Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
             None,
         ),
-        ExtractorKind::Learned | ExtractorKind::RulesThenLearned => {
+        ExtractorKind::Rules | ExtractorKind::Learned | ExtractorKind::RulesThenLearned => {
             (learned_from_config(config, local)?, None)
         }
         ExtractorKind::Llm => {
@@ -175,7 +172,6 @@ fn learned_from_config(
     })?;
     let max = config.max_opinions_per_message;
     let reader = config.learned_reader_bytes()?;
-    let min_sentence_score = config.rules_min_sentence_score as f32;
     Ok(match config.kind {
         ExtractorKind::Learned => Arc::new(learned::LearnedExtractor::from_file(
             model,
@@ -183,28 +179,25 @@ fn learned_from_config(
             &reader,
             learned::Reads::Alone,
         )?),
-        ExtractorKind::Rules => Arc::new(learned::CheckedRules {
-            rules: rules::RulesExtractor::new(max),
-            learned: learned::LearnedExtractor::from_file(
-                model,
-                max,
-                &reader,
-                learned::Reads::Alone,
-            )?,
-            min_sentence_score,
-        }),
-        _ => Arc::new(learned::RulesThenLearned {
-            rules: learned::CheckedRules {
+        // The check reads only the sentence score; after the rules, the reader's own finds
+        // are read at the pair its training chose for there.
+        kind => {
+            let reads = if kind == ExtractorKind::Rules {
+                learned::Reads::Alone
+            } else {
+                learned::Reads::AfterRules
+            };
+            let checked = learned::CheckedRules {
                 rules: rules::RulesExtractor::new(max),
-                learned: learned::LearnedExtractor::from_file(
-                    model,
-                    max,
-                    &reader,
-                    learned::Reads::AfterRules,
-                )?,
-                min_sentence_score,
-            },
-        }),
+                learned: learned::LearnedExtractor::from_file(model, max, &reader, reads)?,
+                min_sentence_score: config.rules_min_sentence_score as f32,
+            };
+            if kind == ExtractorKind::Rules {
+                Arc::new(checked)
+            } else {
+                Arc::new(learned::RulesThenLearned { rules: checked })
+            }
+        }
     })
 }
 
@@ -310,6 +303,16 @@ pub struct LlmConfig {
 }
 
 impl ExtractConfig {
+    /// Whether the extractor reads with the local model: the learned kinds, and the rules
+    /// checked by the learned sentence score. (The LLM's gate is the LLM's own.)
+    pub fn reads_with_local_model(&self) -> bool {
+        match self.kind {
+            ExtractorKind::Learned | ExtractorKind::RulesThenLearned => true,
+            ExtractorKind::Rules => self.rules_min_sentence_score > 0.0,
+            ExtractorKind::Llm => false,
+        }
+    }
+
     /// The learned reader's file: `extract.learned_reader`, or the shipped one.
     #[cfg(feature = "local-embedder")]
     pub fn learned_reader_bytes(&self) -> Result<std::borrow::Cow<'static, [u8]>, ExtractError> {

@@ -678,7 +678,8 @@ pub(super) fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpini
         // "Some people feel happy", "some films are great": a part judged, not the whole.
         // "Most people on campus are pretty fit", "everything canadian is nice", "wherever is
         // good": a share or an any-at-all, not a thing the persona holds a view of (six
-        // found on the chat tuning sets, none right).
+        // found on the chat tuning sets, none right). ("every", "whatever" and the like no topic
+        // starts with at all: `not_a_first_word`.)
         // "The best outfit is a good smile": a superlative subject names the slot, and what
         // fills it is the thing praised.
         if subject.starts_with("some ")
@@ -688,13 +689,10 @@ pub(super) fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpini
                     first,
                     "most"
                         | "many"
-                        | "every"
                         | "everyday"
                         | "everything"
                         | "anything"
                         | "wherever"
-                        | "whatever"
-                        | "whenever"
                         | "whoever"
                 )
             })
