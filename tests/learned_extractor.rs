@@ -90,11 +90,11 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
 }
 
 /// The check on the rules (`extract.rules_min_sentence_score`), measured on the fourth
-/// people's-chat tuning set, which the reader is not trained on: at 0.05, the highest value
-/// that cost at most 0.02 of recall there, the rules' findings read precision 0.853 (349/409)
-/// against 0.824 (365/443) unchecked, recall 0.386 against 0.404. Floors: precision up by at
-/// least 0.015, recall down by at most 0.03; a plain view passes, a remark of the moment does
-/// not.
+/// people's-chat tuning set, which the reader is not trained on: at 0.08, the highest value
+/// that cost at most 0.02 of recall there, the rules' findings read precision 0.872 (346/397)
+/// against 0.824 (365/443) unchecked, recall 0.384 against 0.404. Floors: precision up by at
+/// least 0.03, recall down by at most 0.03; a plain view passes, a remark of the moment does
+/// not, and each finding is judged by its own sentence, not by the message around it.
 #[tokio::test(flavor = "multi_thread")]
 async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_never_saw() {
     let (name, text) = SHIPPED_SETS
@@ -106,7 +106,7 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
     let checked = CheckedRules {
         rules: RulesExtractor::new(8),
         learned: LearnedExtractor::new(model(), 8).unwrap(),
-        min_sentence_score: 0.05,
+        min_sentence_score: 0.08,
     };
     let rules = evaluate(&RulesExtractor::new(8), &rows, 2).await.unwrap();
     let both = evaluate(&checked, &rows, 2).await.unwrap();
@@ -121,7 +121,7 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
         both.found,
         both.recall
     );
-    assert!(both.precision >= rules.precision + 0.015);
+    assert!(both.precision >= rules.precision + 0.03);
     assert!(both.recall >= rules.recall - 0.03);
 
     let kept = checked
@@ -138,13 +138,27 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
         let kept = checked.extract(&input(text)).await.unwrap();
         assert!(kept.is_empty(), "{text}: {kept:?}");
     }
+    // Beside a view of its own, the same remark is still dropped: the message reads as one
+    // holding a view (so a check by the message's score would keep both), its sentence does
+    // not.
+    let text = "Writing the code, yes. I love hiking.";
+    let ruled = RulesExtractor::new(8).extract(&input(text)).await.unwrap();
+    assert_eq!(ruled.len(), 2, "{ruled:?}");
+    let message_score = checked.learned.read(text).await.unwrap().sentence_score;
+    assert!(message_score >= 0.08, "{message_score}");
+    let kept = checked.extract(&input(text)).await.unwrap();
+    assert_eq!(
+        kept.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(),
+        ["hiking"],
+        "{kept:?}"
+    );
     // After the rules, a message whose finds the check dropped is the learned reader's, as
     // one the rules found nothing in is.
     let combined = RulesThenLearned {
         rules: CheckedRules {
             rules: RulesExtractor::new(8),
             learned: LearnedExtractor::after_rules(model(), 8).unwrap(),
-            min_sentence_score: 0.05,
+            min_sentence_score: 0.08,
         },
     };
     let after_rules = LearnedExtractor::after_rules(model(), 8).unwrap();

@@ -502,12 +502,21 @@ impl Extractor for LearnedExtractor {
     }
 }
 
-/// The rules' findings, kept only where the learned reader's sentence score of the message is
-/// at least `min_sentence_score` (`extract.rules_min_sentence_score`; 0 keeps them all and
-/// reads nothing more). The rules read phrasings; the score reads the whole message, trained
-/// on which messages hold a view of the speaker's own, so it tells "it was nice meeting you"
-/// or "everything canadian is nice" from a view where no phrasing does. Only messages the
-/// rules find something in are read, most chat messages not at all.
+/// The rules' findings, each kept only where the learned reader's sentence score of the
+/// sentence it was found in is at least `min_sentence_score`
+/// (`extract.rules_min_sentence_score`; 0 keeps them all and reads nothing more). The rules
+/// read phrasings; the score reads the whole sentence, trained on which messages hold a view of
+/// the speaker's own, so it tells "it was nice meeting you" or "everything canadian is nice"
+/// from a view where no phrasing does. Only messages the rules find something in are read, most
+/// chat messages not at all.
+///
+/// Each finding is judged by its own sentence, read alone, not by the message it sits in: in
+/// "Writing the code, yes. I love hiking." the score of the whole message is lifted by the
+/// second sentence and would keep a find in the first. On the fourth chat tuning set, at the
+/// value each way chose (the highest costing at most 0.02 recall), the message's score read
+/// 0.853 / 0.386, the sentence's 0.872 / 0.384; on the development set 0.874 / 0.460 and
+/// 0.890 / 0.461. A finding whose evidence is the whole message, or is not quoted from it (a
+/// view of the addressee rewritten), is judged by the message's score.
 pub struct CheckedRules {
     pub rules: super::rules::RulesExtractor,
     /// Its reading gives the sentence score (and, after the rules, its own findings).
@@ -516,7 +525,7 @@ pub struct CheckedRules {
 }
 
 impl CheckedRules {
-    /// The rules' findings that pass the check, and the reading when one was made.
+    /// The rules' findings that pass the check, and the message's reading when one was made.
     async fn checked(
         &self,
         input: &ExtractionInput<'_>,
@@ -525,12 +534,31 @@ impl CheckedRules {
         if ruled.is_empty() || self.min_sentence_score <= 0.0 {
             return Ok((ruled, None));
         }
-        let reading = self.learned.read(input.persona_message).await?;
-        if reading.sentence_score >= self.min_sentence_score {
-            Ok((ruled, Some(reading)))
-        } else {
-            Ok((Vec::new(), Some(reading)))
+        let message = input.persona_message;
+        let mut message_reading: Option<Reading> = None;
+        // Several findings often share a sentence: each sentence is read once.
+        let mut scores: Vec<(String, f32)> = Vec::new();
+        let mut kept = Vec::with_capacity(ruled.len());
+        for opinion in ruled {
+            let sentence = opinion.evidence.trim();
+            let judged_by_message = sentence == message.trim() || !message.contains(sentence);
+            let score = if judged_by_message {
+                if message_reading.is_none() {
+                    message_reading = Some(self.learned.read(message).await?);
+                }
+                message_reading.as_ref().map_or(0.0, |r| r.sentence_score)
+            } else if let Some((_, score)) = scores.iter().find(|(s, _)| s == sentence) {
+                *score
+            } else {
+                let score = self.learned.read(sentence).await?.sentence_score;
+                scores.push((sentence.to_string(), score));
+                score
+            };
+            if score >= self.min_sentence_score {
+                kept.push(opinion);
+            }
         }
+        Ok((kept, message_reading))
     }
 }
 
