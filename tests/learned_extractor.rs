@@ -68,11 +68,11 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         .await
         .unwrap();
     let combined = RulesThenLearned {
-        rules: CheckedRules {
-            rules: RulesExtractor::new(8),
-            learned: LearnedExtractor::after_rules(model, 8).unwrap(),
-            min_sentence_score: 0.0,
-        },
+        rules: CheckedRules::new(
+            RulesExtractor::new(8),
+            LearnedExtractor::after_rules(model, 8).unwrap(),
+            0.0,
+        ),
     };
     let both = evaluate(&combined, &development, 2).await.unwrap();
     println!(
@@ -103,11 +103,11 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
         .expect("the fourth chat tuning set ships");
     assert!(!training::trained_on(name), "the reader never saw it");
     let rows = parse_labelled(text).unwrap();
-    let checked = CheckedRules {
-        rules: RulesExtractor::new(8),
-        learned: LearnedExtractor::new(model(), 8).unwrap(),
-        min_sentence_score: 0.08,
-    };
+    let checked = CheckedRules::new(
+        RulesExtractor::new(8),
+        LearnedExtractor::new(model(), 8).unwrap(),
+        0.08,
+    );
     let rules = evaluate(&RulesExtractor::new(8), &rows, 2).await.unwrap();
     let both = evaluate(&checked, &rows, 2).await.unwrap();
     println!(
@@ -155,11 +155,11 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
     // After the rules, a message whose finds the check dropped is the learned reader's, as
     // one the rules found nothing in is.
     let combined = RulesThenLearned {
-        rules: CheckedRules {
-            rules: RulesExtractor::new(8),
-            learned: LearnedExtractor::after_rules(model(), 8).unwrap(),
-            min_sentence_score: 0.08,
-        },
+        rules: CheckedRules::new(
+            RulesExtractor::new(8),
+            LearnedExtractor::after_rules(model(), 8).unwrap(),
+            0.08,
+        ),
     };
     let after_rules = LearnedExtractor::after_rules(model(), 8).unwrap();
     for text in [
@@ -400,4 +400,29 @@ fn after_the_rules_the_reader_reads_at_its_own_pair() {
     assert_ne!(alone.thresholds(), after_rules.thresholds());
     let (confidence, sentence) = stored;
     assert!((0.0..=1.0).contains(&confidence) && (0.0..=1.0).contains(&sentence));
+}
+
+/// The check reads its sentence scores in batches gathered across events; a batch reads what
+/// each text read alone does, whatever else is in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn sentence_scores_read_in_a_batch_are_each_texts_own() {
+    let learned = LearnedExtractor::new(model(), 8).unwrap();
+    let texts: Vec<String> = [
+        "I love green tea, it's so calming.",
+        "Writing the code, yes.",
+        "What time is it over there?",
+        "Honestly I think jazz from the fifties is the best music ever made, no contest.",
+    ]
+    .map(String::from)
+    .to_vec();
+    let together = learned.sentence_scores(texts.clone()).await.unwrap();
+    assert_eq!(together.len(), texts.len());
+    for (text, score) in texts.iter().zip(&together) {
+        let alone = learned.read(text).await.unwrap().sentence_score;
+        assert!(
+            (alone - score).abs() < 1e-4,
+            "{text}: {alone} alone, {score} in the batch"
+        );
+    }
+    assert!(together[0] > 0.5 && together[2] < 0.5, "{together:?}");
 }

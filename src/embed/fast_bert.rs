@@ -367,12 +367,25 @@ impl FastBert {
         ids: &[u32],
         last: &ChangedLayer,
     ) -> Result<Vec<f32>, BertError> {
+        Ok(self
+            .forward_many_with_last(&[ids], last)?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    /// [`FastBert::forward_with_last`] for several texts at once, stacked as
+    /// [`FastBert::forward_many_in`] stacks them.
+    pub fn forward_many_with_last(
+        &self,
+        texts: &[&[u32]],
+        last: &ChangedLayer,
+    ) -> Result<Vec<Vec<f32>>, BertError> {
         let mut layers: Vec<&Layer> = self.layers.iter().collect();
         match layers.last_mut() {
             Some(slot) => *slot = &last.0,
             None => return Err(BertError("the model has no layers".into())),
         }
-        Ok(self.run_layers(&[ids], &layers)?.pop().unwrap_or_default())
+        self.run_layers(texts, &layers)
     }
 
     /// Each token's input to the first layer (word, position and type embeddings, normalised),

@@ -278,6 +278,45 @@ impl LocalEmbedder {
         )
     }
 
+    /// The mean of the last hidden states of each text (`TokenStates::mean`, unnormalised),
+    /// through `last` in place of the last layer when given: several texts in one pass, as
+    /// [`Embedder::embed`] batches them, for readers that need only the mean.
+    pub fn mean_states(
+        &self,
+        texts: &[String],
+        last: Option<&ChangedLayer>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let texts: Vec<String> = texts
+            .iter()
+            .map(|text| truncate_chars(text, self.max_input_chars))
+            .collect();
+        let Network::HandWritten(bert) = &self.inner.bert else {
+            // The candle network reads one text at a time.
+            return texts
+                .iter()
+                .map(|text| {
+                    let pass = last.map_or(Pass::Every, Pass::WithLast);
+                    Ok(self.inner.token_states(text, pass)?.mean)
+                })
+                .collect();
+        };
+        let encodings = texts
+            .iter()
+            .map(|text| self.inner.tokenizer.encode(text.as_str(), true))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let states = match last {
+            Some(last) => bert.forward_many_with_last(&ids, last),
+            None => bert.forward_many(&ids),
+        }
+        .map_err(|e| EmbedError::Model(e.to_string()))?;
+        Ok(states
+            .iter()
+            .map(|text| mean_of_rows(text, bert.hidden()))
+            .collect())
+    }
+
     /// [`LocalEmbedder::token_states`] after the first `layers` layers only (the hand-written
     /// pass, which the default load gives): what a copy of the later layers reads.
     pub fn token_states_through(

@@ -187,11 +187,11 @@ fn learned_from_config(
             } else {
                 learned::Reads::AfterRules
             };
-            let checked = learned::CheckedRules {
-                rules: rules::RulesExtractor::new(max),
-                learned: learned::LearnedExtractor::from_file(model, max, &reader, reads)?,
-                min_sentence_score: config.rules_min_sentence_score as f32,
-            };
+            let checked = learned::CheckedRules::new(
+                rules::RulesExtractor::new(max),
+                learned::LearnedExtractor::from_file(model, max, &reader, reads)?,
+                config.rules_min_sentence_score as f32,
+            );
             if kind == ExtractorKind::Rules {
                 Arc::new(checked)
             } else {
@@ -235,8 +235,8 @@ pub struct ExtractConfig {
     #[serde(default)]
     pub learned_reader: String,
     /// With the local model, a finding of the rules is kept only when the learned reader's
-    /// sentence score of its message is at least this: a check on the rules' precision, paid
-    /// for in recall (`learned::CheckedRules`). 0: the rules' findings as they are. For
+    /// sentence score of its own sentence is at least this: a check on the rules' precision,
+    /// paid for in recall (`learned::CheckedRules`). 0: the rules' findings as they are. For
     /// `rules` and `rules_then_learned`.
     #[serde(default)]
     pub rules_min_sentence_score: f64,

@@ -28,8 +28,10 @@ use candle_nn::{Linear, VarBuilder};
 use futures::future::BoxFuture;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
+use crate::embed::batcher::BatchingEmbedder;
 use crate::embed::fast_bert::ChangedLayer;
 use crate::embed::local::{LayerAdditions, LocalEmbedder, TokenStates};
+use crate::embed::{EmbedError, Embedder};
 use crate::model::Stance;
 
 /// The shipped reader: the head's weights, the additions to the model's last layer it was
@@ -158,17 +160,21 @@ impl Head {
         found
     }
 
+    /// The sentence score of a text whose mean state is `mean`: how likely it holds a view of
+    /// the speaker's own.
+    pub fn sentence_score(&self, mean: &[f32]) -> candle_core::Result<f32> {
+        let mean = Tensor::from_vec(mean.to_vec(), (1, mean.len()), &Device::Cpu)?;
+        let logit = self.sentence_logits(&mean)?.to_vec1::<f32>()?[0];
+        Ok(1.0 / (1.0 + (-logit).exp()))
+    }
+
     /// What the head reads in one message: its tagged spans and its sentence score.
     pub fn read(&self, text: &str, states: &TokenStates) -> candle_core::Result<Reading> {
         let device = Device::Cpu;
         let rows = word_features(states);
         let dims = states.mean.len();
         let words = states.first_token.len();
-        let sentence_score = {
-            let mean = Tensor::from_vec(states.mean.clone(), (1, dims), &device)?;
-            let logit = self.sentence_logits(&mean)?.to_vec1::<f32>()?[0];
-            1.0 / (1.0 + (-logit).exp())
-        };
+        let sentence_score = self.sentence_score(&states.mean)?;
         if words == 0 {
             return Ok(Reading {
                 spans: Vec::new(),
@@ -347,6 +353,7 @@ pub enum Reads {
 
 /// The learned extractor: the shipped reader (its head, and the additions to the model's last
 /// layer it was trained with) over the local model.
+#[derive(Clone)]
 pub struct LearnedExtractor {
     model: Arc<LocalEmbedder>,
     head: Arc<Head>,
@@ -438,6 +445,28 @@ impl LearnedExtractor {
         .map_err(|e| ExtractError::Rejected(format!("learned extractor task: {e}")))?
     }
 
+    /// The sentence score of each of `texts`, read together in one pass of the model (CPU
+    /// work on the blocking pool): what [`CheckedRules`] needs, without the tags.
+    pub async fn sentence_scores(&self, texts: Vec<String>) -> Result<Vec<f32>, ExtractError> {
+        let (model, head, last_layer) = (
+            self.model.clone(),
+            self.head.clone(),
+            self.last_layer.clone(),
+        );
+        let failed = |e: String| ExtractError::Rejected(format!("learned extractor: {e}"));
+        tokio::task::spawn_blocking(move || {
+            let means = model
+                .mean_states(&texts, last_layer.as_deref())
+                .map_err(|e| failed(e.to_string()))?;
+            means
+                .iter()
+                .map(|mean| head.sentence_score(mean).map_err(|e| failed(e.to_string())))
+                .collect()
+        })
+        .await
+        .map_err(|e| ExtractError::Rejected(format!("learned extractor task: {e}")))?
+    }
+
     /// The opinions of a reading ([`Head::opinions`]).
     pub fn opinions(&self, message: &str, reading: &Reading) -> Vec<ExtractedOpinion> {
         self.head.opinions(message, reading, self.max_opinions)
@@ -519,46 +548,98 @@ impl Extractor for LearnedExtractor {
 /// view of the addressee rewritten), is judged by the message's score.
 pub struct CheckedRules {
     pub rules: super::rules::RulesExtractor,
-    /// Its reading gives the sentence score (and, after the rules, its own findings).
+    /// Its sentence score is the check (and, after the rules, its own findings are read).
     pub learned: LearnedExtractor,
     pub min_sentence_score: f32,
+    /// The scores, read in batches gathered across concurrent events.
+    scores: BatchingEmbedder,
+}
+
+/// How many sentences the check reads in one pass of the model, gathered across concurrent
+/// events as the embedder's batcher gathers topics (`embed.max_batch`'s default). Read one
+/// by one, a short sentence cost the worker about 14 ms of CPU on this 2-core machine,
+/// against about 2.6 ms a text in batches of 32 (benches/ingest.rs).
+pub const CHECK_BATCH: usize = 32;
+
+/// The learned sentence score as an [`Embedder`] one number wide, so that the batcher that
+/// gathers embeddings across concurrent events gathers the check's reads the same way.
+struct SentenceScorer(LearnedExtractor);
+
+impl Embedder for SentenceScorer {
+    fn dims(&self) -> usize {
+        1
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            let scores = self
+                .0
+                .sentence_scores(texts.to_vec())
+                .await
+                .map_err(|e| EmbedError::Model(e.to_string()))?;
+            Ok(scores.into_iter().map(|score| vec![score]).collect())
+        })
+    }
 }
 
 impl CheckedRules {
-    /// The rules' findings that pass the check, and the message's reading when one was made.
+    /// The check at `min_sentence_score` (0: none). Starts the check's batching task on the
+    /// current runtime.
+    pub fn new(
+        rules: super::rules::RulesExtractor,
+        learned: LearnedExtractor,
+        min_sentence_score: f32,
+    ) -> CheckedRules {
+        let scores = BatchingEmbedder::new(
+            Arc::new(SentenceScorer(learned.clone())),
+            CHECK_BATCH,
+            std::time::Duration::ZERO,
+        );
+        CheckedRules {
+            rules,
+            learned,
+            min_sentence_score,
+            scores,
+        }
+    }
+
+    /// The rules' findings that pass the check.
     async fn checked(
         &self,
         input: &ExtractionInput<'_>,
-    ) -> Result<(Vec<ExtractedOpinion>, Option<Reading>), ExtractError> {
+    ) -> Result<Vec<ExtractedOpinion>, ExtractError> {
         let ruled = self.rules.extract(input).await?;
         if ruled.is_empty() || self.min_sentence_score <= 0.0 {
-            return Ok((ruled, None));
+            return Ok(ruled);
         }
         let message = input.persona_message;
-        let mut message_reading: Option<Reading> = None;
-        // Several findings often share a sentence: each sentence is read once.
-        let mut scores: Vec<(String, f32)> = Vec::new();
-        let mut kept = Vec::with_capacity(ruled.len());
-        for opinion in ruled {
-            let sentence = opinion.evidence.trim();
-            let judged_by_message = sentence == message.trim() || !message.contains(sentence);
-            let score = if judged_by_message {
-                if message_reading.is_none() {
-                    message_reading = Some(self.learned.read(message).await?);
+        // The text each finding is judged by; several findings often share a sentence, and
+        // the batcher reads each distinct text once.
+        let judged: Vec<String> = ruled
+            .iter()
+            .map(|opinion| {
+                let sentence = opinion.evidence.trim();
+                if sentence == message.trim() || !message.contains(sentence) {
+                    message.to_string()
+                } else {
+                    sentence.to_string()
                 }
-                message_reading.as_ref().map_or(0.0, |r| r.sentence_score)
-            } else if let Some((_, score)) = scores.iter().find(|(s, _)| s == sentence) {
-                *score
-            } else {
-                let score = self.learned.read(sentence).await?.sentence_score;
-                scores.push((sentence.to_string(), score));
-                score
-            };
-            if score >= self.min_sentence_score {
-                kept.push(opinion);
-            }
-        }
-        Ok((kept, message_reading))
+            })
+            .collect();
+        let scores = self
+            .scores
+            .embed(&judged)
+            .await
+            .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?;
+        Ok(ruled
+            .into_iter()
+            .zip(scores)
+            .filter(|(_, score)| score.first().is_some_and(|s| *s >= self.min_sentence_score))
+            .map(|(opinion, _)| opinion)
+            .collect())
     }
 }
 
@@ -567,7 +648,7 @@ impl Extractor for CheckedRules {
         &'a self,
         input: &'a ExtractionInput<'a>,
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
-        Box::pin(async move { Ok(self.checked(input).await?.0) })
+        Box::pin(self.checked(input))
     }
 }
 
@@ -584,15 +665,11 @@ impl Extractor for RulesThenLearned {
         input: &'a ExtractionInput<'a>,
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move {
-            let (ruled, reading) = self.rules.checked(input).await?;
+            let ruled = self.rules.checked(input).await?;
             if !ruled.is_empty() {
                 return Ok(ruled);
             }
-            let learned = &self.rules.learned;
-            match reading {
-                Some(reading) => Ok(learned.opinions(input.persona_message, &reading)),
-                None => learned.extract(input).await,
-            }
+            self.rules.learned.extract(input).await
         })
     }
 }
