@@ -1126,3 +1126,31 @@ async fn opinions_about_the_people_and_things_present_are_related_to_them() {
         "{injected:?}"
     );
 }
+
+/// With the check on the rules (`extract.rules_min_sentence_score`), the worker remembers the
+/// view and not the remark beside it that the rules also read as one; without it, both.
+#[tokio::test]
+async fn the_check_on_the_rules_keeps_a_remark_beside_a_view_out_of_memory() {
+    let message = "Writing the code, yes. I love hiking.";
+    for (check, expected) in [
+        (0.0, vec!["hiking", "writing the code"]),
+        (0.08, vec!["hiking"]),
+    ] {
+        let mut config = test_config("checked");
+        config.extract.rules_min_sentence_score = check;
+        let h = Harness::start(config).await;
+        h.publish(&event(
+            "ada",
+            "e1",
+            0,
+            &[("u1", "Which part did you enjoy?"), ("persona", message)],
+        ))
+        .await;
+        h.drain().await;
+        let preferences = h.preferences("ada").await;
+        let mut found = names(&preferences);
+        found.sort();
+        assert_eq!(found, expected, "checked at {check}");
+        h.stop().await;
+    }
+}
