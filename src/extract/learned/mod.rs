@@ -633,7 +633,7 @@ impl CheckedRules {
             .scores
             .embed(&judged)
             .await
-            .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?;
+            .map_err(|e| ExtractError::Rejected(format!("the check on the rules: {e}")))?;
         Ok(ruled
             .into_iter()
             .zip(scores)
