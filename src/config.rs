@@ -273,6 +273,10 @@ impl Config {
             "extract.rules_min_sentence_score",
             self.extract.rules_min_sentence_score,
         )?;
+        unit(
+            "extract.rules_check_keeps_at_word_score",
+            self.extract.rules_check_keeps_at_word_score,
+        )?;
         if self.extract.rules_min_sentence_score > 0.0
             && self.embed.kind != crate::embed::EmbedderKind::Local
         {
@@ -727,6 +731,38 @@ mod tests {
         .unwrap();
         assert_eq!(config.extract.rules_min_sentence_score, 0.05);
         assert_eq!(Config::defaults().extract.rules_min_sentence_score, 0.0);
+    }
+
+    #[test]
+    fn the_word_score_before_the_check_is_a_score_named_when_wrong() {
+        for bad in ["-0.1", "1.5", "NaN"] {
+            let error = Config::load_from(
+                None,
+                &env(&[(
+                    "PERSONA_PREFS__EXTRACT__RULES_CHECK_KEEPS_AT_WORD_SCORE",
+                    bad,
+                )]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains("extract.rules_check_keeps_at_word_score"),
+                "{bad}: {error}"
+            );
+        }
+        assert_eq!(
+            Config::defaults().extract.rules_check_keeps_at_word_score,
+            0.4
+        );
+        let config = Config::load_from(
+            None,
+            &env(&[(
+                "PERSONA_PREFS__EXTRACT__RULES_CHECK_KEEPS_AT_WORD_SCORE",
+                "1",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(config.extract.rules_check_keeps_at_word_score, 1.0);
     }
 
     #[test]

@@ -152,6 +152,11 @@ pub const METRICS: &[(&str, MetricKind, &str)] = &[
         "Persona messages the LLM extractor's gate looked at, by whether it passed them to the model (passed: true) or saved the call (false).",
     ),
     (
+        "persona_prefs_rules_check_total",
+        MetricKind::Counter,
+        "Findings of the rules the check judged (extract.rules_min_sentence_score), by what decided: the word score, sure enough to keep them without the model (by: words), or the model's sentence score (by: model).",
+    ),
+    (
         "persona_prefs_llm_concurrency_limit",
         MetricKind::Gauge,
         "Requests the LLM server is given at once: its reported slots, then adapted to its answers (halved on timeouts and 429/503, raised while answers come in good time).",
@@ -353,6 +358,12 @@ pub fn embed_batch(size: usize, took: Duration) {
 pub fn extraction_gated(passed: bool) {
     counter!("persona_prefs_extraction_gate_total", "passed" => if passed { "true" } else { "false" })
         .increment(1);
+}
+
+/// Findings the check on the rules kept on the word score alone, and those the model read.
+pub fn rules_checked(by_words: usize, by_model: usize) {
+    counter!("persona_prefs_rules_check_total", "by" => "words").increment(by_words as u64);
+    counter!("persona_prefs_rules_check_total", "by" => "model").increment(by_model as u64);
 }
 
 pub fn llm_concurrency_limit(limit: usize) {

@@ -191,6 +191,10 @@ fn learned_from_config(
                 rules::RulesExtractor::new(max),
                 learned::LearnedExtractor::from_file(model, max, &reader, reads)?,
                 config.rules_min_sentence_score as f32,
+            )
+            .with_word_score(
+                learned::word_score::WordScore::shipped(),
+                config.rules_check_keeps_at_word_score as f32,
             );
             if kind == ExtractorKind::Rules {
                 Arc::new(checked)
@@ -240,8 +244,20 @@ pub struct ExtractConfig {
     /// `rules` and `rules_then_learned`.
     #[serde(default)]
     pub rules_min_sentence_score: f64,
+    /// With that check on, a finding whose sentence's word score
+    /// (`learned::word_score`, a hashed-words logistic regression costing microseconds) is at
+    /// least this is kept without reading the model; the model judges the rest. 1: the model
+    /// reads every finding.
+    #[serde(default = "default_keeps_at_word_score")]
+    pub rules_check_keeps_at_word_score: f64,
     pub llm: LlmConfig,
     pub adjudication: AdjudicationConfig,
+}
+
+/// `extract.rules_check_keeps_at_word_score`'s value when a file leaves it out: the shipped
+/// one (`config/default.toml` says how it was chosen).
+fn default_keeps_at_word_score() -> f64 {
+    0.4
 }
 
 /// Grey-zone adjudication by the LLM (`adjudicate.rs`); only with `extract.kind = "llm"`.

@@ -20,8 +20,10 @@
 
 pub mod adapted;
 pub mod training;
+pub mod word_score;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
@@ -551,8 +553,15 @@ pub struct CheckedRules {
     /// Its sentence score is the check (and, after the rules, its own findings are read).
     pub learned: LearnedExtractor,
     pub min_sentence_score: f32,
-    /// The scores, read in batches gathered across concurrent events.
-    scores: BatchingEmbedder,
+    /// The scores, read in batches gathered across concurrent events (none when the check is
+    /// off: nothing to read).
+    scores: Option<BatchingEmbedder>,
+    /// Findings whose sentence's word score is at least the value are kept without reading
+    /// the model ([`CheckedRules::with_word_score`]).
+    words: Option<(word_score::WordScore, f32)>,
+    /// Findings judged, and of them those the model read: what the word score saved.
+    judged: AtomicUsize,
+    read_by_the_model: AtomicUsize,
 }
 
 /// How many sentences the check reads in one pass of the model, gathered across concurrent
@@ -586,24 +595,45 @@ impl Embedder for SentenceScorer {
 }
 
 impl CheckedRules {
-    /// The check at `min_sentence_score` (0: none). Starts the check's batching task on the
-    /// current runtime.
+    /// The check at `min_sentence_score` (0: none), the model reading every finding. Starts
+    /// the check's batching task on the current runtime when the check is on.
     pub fn new(
         rules: super::rules::RulesExtractor,
         learned: LearnedExtractor,
         min_sentence_score: f32,
     ) -> CheckedRules {
-        let scores = BatchingEmbedder::new(
-            Arc::new(SentenceScorer(learned.clone())),
-            CHECK_BATCH,
-            std::time::Duration::ZERO,
-        );
+        let scores = (min_sentence_score > 0.0).then(|| {
+            BatchingEmbedder::new(
+                Arc::new(SentenceScorer(learned.clone())),
+                CHECK_BATCH,
+                std::time::Duration::ZERO,
+            )
+        });
         CheckedRules {
             rules,
             learned,
             min_sentence_score,
             scores,
+            words: None,
+            judged: AtomicUsize::new(0),
+            read_by_the_model: AtomicUsize::new(0),
         }
+    }
+
+    /// Keeps a finding whose sentence's word score (`words`) is at least `keeps_at` without
+    /// reading the model; the model judges the rest (`extract.rules_check_keeps_at_word_score`;
+    /// 1 or more: the model reads every finding).
+    pub fn with_word_score(mut self, words: word_score::WordScore, keeps_at: f32) -> CheckedRules {
+        self.words = (keeps_at < 1.0).then_some((words, keeps_at));
+        self
+    }
+
+    /// Findings the check has judged, and how many of them the model read.
+    pub fn reads(&self) -> (usize, usize) {
+        (
+            self.judged.load(Ordering::Relaxed),
+            self.read_by_the_model.load(Ordering::Relaxed),
+        )
     }
 
     /// The rules' findings that pass the check.
@@ -612,7 +642,10 @@ impl CheckedRules {
         input: &ExtractionInput<'_>,
     ) -> Result<Vec<ExtractedOpinion>, ExtractError> {
         let ruled = self.rules.extract(input).await?;
-        if ruled.is_empty() || self.min_sentence_score <= 0.0 {
+        let Some(scores) = &self.scores else {
+            return Ok(ruled);
+        };
+        if ruled.is_empty() {
             return Ok(ruled);
         }
         let message = input.persona_message;
@@ -620,24 +653,45 @@ impl CheckedRules {
         // the batcher reads each distinct text once.
         let judged: Vec<String> = ruled
             .iter()
-            .map(|opinion| {
-                let sentence = opinion.evidence.trim();
-                if sentence == message.trim() || !message.contains(sentence) {
-                    message.to_string()
-                } else {
-                    sentence.to_string()
-                }
+            .map(|opinion| word_score::judged_text(message, opinion))
+            .collect();
+        // Findings the word score is sure of are kept as they are; the model reads the rest.
+        let sure: Vec<bool> = judged
+            .iter()
+            .map(|text| {
+                self.words
+                    .as_ref()
+                    .is_some_and(|(words, keeps_at)| words.score(text) >= *keeps_at)
             })
             .collect();
-        let scores = self
-            .scores
-            .embed(&judged)
-            .await
-            .map_err(|e| ExtractError::Rejected(format!("the check on the rules: {e}")))?;
+        let unsure: Vec<String> = judged
+            .into_iter()
+            .zip(&sure)
+            .filter(|(_, sure)| !**sure)
+            .map(|(text, _)| text)
+            .collect();
+        self.judged.fetch_add(sure.len(), Ordering::Relaxed);
+        self.read_by_the_model
+            .fetch_add(unsure.len(), Ordering::Relaxed);
+        crate::telemetry::rules_checked(sure.len() - unsure.len(), unsure.len());
+        let mut read = if unsure.is_empty() {
+            Vec::new()
+        } else {
+            scores
+                .embed(&unsure)
+                .await
+                .map_err(|e| ExtractError::Rejected(format!("the check on the rules: {e}")))?
+        }
+        .into_iter();
         Ok(ruled
             .into_iter()
-            .zip(scores)
-            .filter(|(_, score)| score.first().is_some_and(|s| *s >= self.min_sentence_score))
+            .zip(sure)
+            .filter(|(_, sure)| {
+                *sure
+                    || read.next().is_some_and(|score| {
+                        score.first().is_some_and(|s| *s >= self.min_sentence_score)
+                    })
+            })
             .map(|(opinion, _)| opinion)
             .collect())
     }
