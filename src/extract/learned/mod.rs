@@ -548,6 +548,11 @@ impl Extractor for LearnedExtractor {
 /// 0.853 / 0.386, the sentence's 0.872 / 0.384; on the development set 0.874 / 0.460 and
 /// 0.890 / 0.461. A finding whose evidence is the whole message, or is not quoted from it (a
 /// view of the addressee rewritten), is judged by the message's score.
+///
+/// With a word score ([`CheckedRules::with_word_score`], the default from config), a finding
+/// whose sentence the word score is sure of is kept without the model: on the fourth chat set
+/// the model then read 253 of 443 findings for the same figures, on the persona tuning set 1
+/// of 507.
 pub struct CheckedRules {
     pub rules: super::rules::RulesExtractor,
     /// Its sentence score is the check (and, after the rules, its own findings are read).
