@@ -300,21 +300,11 @@ impl LocalEmbedder {
                 })
                 .collect();
         };
-        let encodings = texts
-            .iter()
-            .map(|text| self.inner.tokenizer.encode(text.as_str(), true))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
-        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-        let states = match last {
-            Some(last) => bert.forward_many_with_last(&ids, last),
-            None => bert.forward_many(&ids),
-        }
-        .map_err(|e| EmbedError::Model(e.to_string()))?;
-        Ok(states
-            .iter()
-            .map(|text| mean_of_rows(text, bert.hidden()))
-            .collect())
+        self.inner
+            .mean_states_by_hand(bert, &texts, |ids| match last {
+                Some(last) => bert.forward_many_with_last(ids, last),
+                None => bert.forward_many(ids),
+            })
     }
 
     /// [`LocalEmbedder::token_states`] after the first `layers` layers only (the hand-written
@@ -354,6 +344,27 @@ enum Pass<'a> {
 }
 
 impl Model {
+    /// The mean last state of each text through the hand-written pass `run`: each text at its
+    /// own length, the batch's tokens stacked, so no padding is computed.
+    fn mean_states_by_hand(
+        &self,
+        bert: &FastBert,
+        texts: &[String],
+        run: impl FnOnce(&[&[u32]]) -> Result<Vec<Vec<f32>>, BertError>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let encodings = texts
+            .iter()
+            .map(|text| self.tokenizer.encode(text.as_str(), true))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let states = run(&ids).map_err(|e| EmbedError::Model(e.to_string()))?;
+        Ok(states
+            .iter()
+            .map(|text| mean_of_rows(text, bert.hidden()))
+            .collect())
+    }
+
     fn token_states(&self, text: &str, pass: Pass) -> Result<TokenStates, EmbedError> {
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
         let encoding = self
@@ -435,20 +446,9 @@ impl Model {
         precision: Precision,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         if let Network::HandWritten(bert) = &self.bert {
-            // Each text at its own length, the batch's tokens stacked: no padding to compute.
-            let encodings = texts
-                .iter()
-                .map(|text| self.tokenizer.encode(text.as_str(), true))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
-            let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-            let states = bert
-                .forward_many_in(&ids, precision)
-                .map_err(|e| EmbedError::Model(e.to_string()))?;
-            return Ok(states
-                .iter()
-                .map(|text| normalise(mean_of_rows(text, bert.hidden())))
-                .collect());
+            let means =
+                self.mean_states_by_hand(bert, &texts, |ids| bert.forward_many_in(ids, precision))?;
+            return Ok(means.into_iter().map(normalise).collect());
         }
         let model_error = |e: candle_core::Error| EmbedError::Model(e.to_string());
         let encodings = self
