@@ -201,7 +201,7 @@ async fn the_word_score_spares_the_model_most_findings_and_keeps_the_checks_figu
             LearnedExtractor::new(model.clone(), 8).unwrap(),
             0.08,
         )
-        .with_word_score(WordScore::shipped(), keeps_at)
+        .with_word_score(WordScore::shipped().unwrap(), keeps_at)
     };
     let by_model = checked(1.0);
     let alone = evaluate(&by_model, &chat, 2).await.unwrap();

@@ -193,7 +193,7 @@ fn learned_from_config(
                 config.rules_min_sentence_score as f32,
             )
             .with_word_score(
-                learned::word_score::WordScore::shipped(),
+                learned::word_score::WordScore::shipped().map_err(ExtractError::Rejected)?,
                 config.rules_check_keeps_at_word_score as f32,
             );
             if kind == ExtractorKind::Rules {

@@ -557,7 +557,8 @@ pub struct CheckedRules {
     pub rules: super::rules::RulesExtractor,
     /// Its sentence score is the check (and, after the rules, its own findings are read).
     pub learned: LearnedExtractor,
-    pub min_sentence_score: f32,
+    /// Set once, by `new`: the batcher exists only when it is above 0.
+    min_sentence_score: f32,
     /// The scores, read in batches gathered across concurrent events (none when the check is
     /// off: nothing to read).
     scores: Option<BatchingEmbedder>,

@@ -54,12 +54,11 @@ pub struct Example {
 }
 
 impl WordScore {
-    /// The shipped weights.
-    pub fn shipped() -> WordScore {
-        // The file is compiled in and checked by a test; a wrong length cannot ship.
-        WordScore::from_bytes(SHIPPED_WORD_SCORE).unwrap_or_else(|_| WordScore {
-            weights: vec![0.0; BUCKETS],
-        })
+    /// The shipped weights. (The file is compiled in and a test reads it; this cannot fail in
+    /// a tested build, and says so if it does rather than scoring with nothing.)
+    pub fn shipped() -> Result<WordScore, String> {
+        WordScore::from_bytes(SHIPPED_WORD_SCORE)
+            .map_err(|e| format!("the shipped word score (data/check_word_score.bin): {e}"))
     }
 
     /// Weights from their file: exactly 2^18 little-endian f32.
