@@ -32,15 +32,7 @@ async fn main() -> Result<(), String> {
             };
             let found = rules.extract(&input).await.map_err(|e| e.to_string())?;
             findings += found.len();
-            wrong += found
-                .iter()
-                .filter(|o| {
-                    !row.opinions.iter().any(|e| {
-                        e.stance == o.stance
-                            && persona_prefs::extract::evaluate::same_topic(&o.name, &e.topic)
-                    })
-                })
-                .count();
+            wrong += found.iter().filter(|o| !row.labels(o)).count();
             rows.push((row, found));
         }
         println!("tuning set {name}: the rules find {findings}, {wrong} of them wrong");

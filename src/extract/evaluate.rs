@@ -139,6 +139,16 @@ pub struct Labelled {
     pub opinions: Vec<Expected>,
 }
 
+impl Labelled {
+    /// Whether `found` is one of the labelled opinions: the same stance on the same topic
+    /// ([`same_topic`]). What every count of right and wrong findings goes by.
+    pub fn labels(&self, found: &ExtractedOpinion) -> bool {
+        self.opinions
+            .iter()
+            .any(|e| e.stance == found.stance && same_topic(&found.name, &e.topic))
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Expected {
     pub topic: String,
@@ -224,11 +234,7 @@ pub fn score(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> Score {
         expected += row.opinions.len();
         found_total += opinions.len();
         for opinion in opinions {
-            if row
-                .opinions
-                .iter()
-                .any(|e| e.stance == opinion.stance && same_topic(&opinion.name, &e.topic))
-            {
+            if row.labels(opinion) {
                 matched += 1;
             } else {
                 misses.push(Miss::FalsePositive {

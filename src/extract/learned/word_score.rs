@@ -14,7 +14,7 @@
 //! compiled in), made by `scripts/train-check-word-score` in seconds; [`train`] is
 //! deterministic.
 
-use crate::extract::evaluate::{Labelled, same_topic};
+use crate::extract::evaluate::Labelled;
 use crate::model::ExtractedOpinion;
 
 /// Buckets the hashed features fall into.
@@ -212,9 +212,7 @@ pub fn examples(rows: &[(Labelled, Vec<ExtractedOpinion>)]) -> Vec<Example> {
             });
         }
         for opinion in found {
-            let right = row.opinions.iter().any(|expected| {
-                expected.stance == opinion.stance && same_topic(&opinion.name, &expected.topic)
-            });
+            let right = row.labels(opinion);
             examples.push(Example {
                 text: judged_text(&row.text, opinion),
                 voices_a_view: right,

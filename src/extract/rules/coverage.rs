@@ -30,9 +30,7 @@ pub fn findings(extractor: &RulesExtractor, labelled: &[Labelled]) -> Vec<Vec<Fi
                 .into_iter()
                 .map(|opinion| Finding {
                     rules: rules_of(&opinion),
-                    right: row.opinions.iter().any(|label| {
-                        label.stance == opinion.stance && same_topic(&opinion.name, &label.topic)
-                    }),
+                    right: row.labels(&opinion),
                     opinion,
                 })
                 .collect()
