@@ -493,3 +493,42 @@ async fn calibrate_measures_the_configured_embedder_on_labelled_topic_pairs() {
         common::cli::stderr(&output)
     );
 }
+
+/// A held-out set is read once a round, after the change: an ordinary `evaluate-extraction`
+/// (choosing a value, trying a rule) reads the tuning sets and the development set and says
+/// that the held-out ones were left out; `--held-out` reads them too.
+#[tokio::test(flavor = "multi_thread")]
+async fn evaluate_extraction_reads_the_held_out_sets_only_when_asked() {
+    let config = test_config("evaluate-held-out");
+    let sets = |output: &Output| -> Vec<String> {
+        assert!(output.status.success(), "{}", common::cli::stderr(output));
+        let scores: Value = serde_json::from_str(&stdout(output)).unwrap();
+        scores.as_object().unwrap().keys().cloned().collect()
+    };
+    let ordinary = sets(&cli(&config, &["evaluate-extraction", "--json"]).await);
+    assert!(
+        ordinary.iter().all(|name| !name.contains("held-out")),
+        "{ordinary:?}"
+    );
+    assert!(
+        ordinary.iter().any(|name| name == "tuning")
+            && ordinary.iter().any(|name| name.starts_with("development")),
+        "{ordinary:?}"
+    );
+    let with_held_out = sets(&cli(&config, &["evaluate-extraction", "--held-out", "--json"]).await);
+    assert_eq!(
+        with_held_out
+            .iter()
+            .filter(|name| name.contains("held-out"))
+            .count(),
+        10,
+        "{with_held_out:?}"
+    );
+    assert_eq!(with_held_out.len(), ordinary.len() + 10);
+    let text = cli(&config, &["evaluate-extraction"]).await;
+    assert!(
+        stdout(&text).contains("the 10 held-out sets are not read: --held-out reads them"),
+        "{}",
+        stdout(&text)
+    );
+}

@@ -594,7 +594,7 @@ async fn the_labelled_set_replayed_through_the_llm_path_scores_what_the_answers_
     let config = test_config("llm-replay");
     let output = common::cli::run_with_env(
         &config,
-        &["evaluate-extraction", "--json"],
+        &["evaluate-extraction", "--held-out", "--json"],
         &[
             ("PERSONA_PREFS__EXTRACT__KIND", "llm"),
             ("PERSONA_PREFS__EXTRACT__LLM__BASE_URL", &fake.base_url),

@@ -123,12 +123,18 @@ pub enum ClientCommand {
     /// labelled persona utterances: the shipped sets, or --set files. Measures a real model
     /// when extract.kind = "llm" points at one; scripts/evaluate-extraction does that.
     #[command(
-        after_help = "Examples:\n  persona-prefs evaluate-extraction\n  PERSONA_PREFS__EXTRACT__KIND=llm persona-prefs evaluate-extraction --show-misses\n\nA set holds JSON lines: {\"text\": \"I love green tea.\", \"opinions\": [{\"topic\": \"green tea\", \"stance\": \"for\"}]}"
+        after_help = "Examples:\n  persona-prefs evaluate-extraction\n  PERSONA_PREFS__EXTRACT__KIND=llm persona-prefs evaluate-extraction --show-misses\n  persona-prefs evaluate-extraction --held-out   (once a round, after the change)\n\nA set holds JSON lines: {\"text\": \"I love green tea.\", \"opinions\": [{\"topic\": \"green tea\", \"stance\": \"for\"}]}"
     )]
     EvaluateExtraction {
-        /// Labelled JSON-lines files; the shipped tuning and held-out sets when omitted.
+        /// Labelled JSON-lines files; the shipped tuning sets and the development set when
+        /// omitted (with --held-out, the held-out sets too).
         #[arg(long = "set")]
         sets: Vec<std::path::PathBuf>,
+        /// Read the shipped held-out sets too. Off by default: a held-out set is read once a
+        /// round, after the change, and never tuned to; an ordinary run (choosing a value,
+        /// trying a rule) reads the tuning sets and the development set only.
+        #[arg(long, conflicts_with = "sets")]
+        held_out: bool,
         /// Print every miss. Off by default: a held-out set's misses are not for tuning to.
         #[arg(long)]
         show_misses: bool,
@@ -642,6 +648,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
         }
         ClientCommand::EvaluateExtraction {
             sets,
+            held_out,
             show_misses,
             concurrency,
             sample,
@@ -668,6 +675,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             evaluate_extraction(
                 &config,
                 &sets,
+                held_out,
                 show_misses,
                 concurrency,
                 sample,
@@ -959,7 +967,7 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     let mut rows: Vec<(usize, bool, f32, usize)> = Vec::new();
     for (name, text) in SHIPPED_SETS.iter().chain([&DEVELOPMENT_SET]) {
         for row in parse_labelled(text).map_err(|e| anyhow::anyhow!("{name}: {e}"))? {
-            let group = if name.contains("held-out") {
+            let group = if rules_report::is_held_out(name) {
                 2
             } else if *name == DEVELOPMENT_SET.0
                 || !persona_prefs::extract::learned::training::trained_on(name)
@@ -1024,6 +1032,7 @@ async fn measure_gate(_config: &Config) -> anyhow::Result<ExitCode> {
 async fn evaluate_extraction(
     config: &Config,
     sets: &[std::path::PathBuf],
+    held_out: bool,
     show_misses: bool,
     concurrency: usize,
     sample: Option<usize>,
@@ -1034,10 +1043,17 @@ async fn evaluate_extraction(
         DEVELOPMENT_SET, SHIPPED_SETS, Score, evaluate_addressed as evaluate, evenly_spaced,
         parse_labelled, register_of, wilson_interval,
     };
+    // Held-out sets are read only when asked: once a round, after the change.
+    let left_out: Vec<&str> = SHIPPED_SETS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| sets.is_empty() && !held_out && rules_report::is_held_out(name))
+        .collect();
     let named: Vec<(String, String)> = if sets.is_empty() {
         SHIPPED_SETS
             .iter()
             .chain([&DEVELOPMENT_SET])
+            .filter(|(name, _)| !left_out.contains(name))
             .map(|(name, text)| (name.to_string(), text.to_string()))
             .collect()
     } else {
@@ -1095,6 +1111,12 @@ async fn evaluate_extraction(
             ))
         );
         println!("precision and recall with their 95% Wilson intervals and counts");
+        if !left_out.is_empty() {
+            println!(
+                "the {} held-out sets are not read: --held-out reads them (once a round, after the change)",
+                left_out.len()
+            );
+        }
     }
     for (name, text) in named {
         let labelled = parse_labelled(&text).map_err(|error| anyhow::anyhow!("{name}: {error}"))?;
@@ -1112,7 +1134,7 @@ async fn evaluate_extraction(
         let register = register_of(&name);
         // Tuning sets, the development set and held-out ones pool apart: only the held-out
         // ones say how the extractor does on text nothing was chosen by.
-        let kind = if name.contains("held-out") {
+        let kind = if rules_report::is_held_out(&name) {
             "held-out"
         } else if name == DEVELOPMENT_SET.0 {
             "development"

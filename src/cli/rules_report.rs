@@ -15,7 +15,7 @@ use persona_prefs::extract::rules::engine::Rule;
 /// Where the snapshot of the rules' findings is kept, from the repository's root.
 const SNAPSHOT: &str = "tests/data/rules_findings.jsonl";
 
-fn is_held_out(set: &str) -> bool {
+pub(super) fn is_held_out(set: &str) -> bool {
     set.contains("held-out")
 }
 
