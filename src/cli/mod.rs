@@ -674,8 +674,7 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             }
             evaluate_extraction(
                 &config,
-                &sets,
-                held_out,
+                labelled_sets(&sets, held_out)?,
                 show_misses,
                 concurrency,
                 sample,
@@ -1028,11 +1027,44 @@ async fn measure_gate(_config: &Config) -> anyhow::Result<ExitCode> {
     )
 }
 
-/// `evaluate-extraction`: scores the configured extractor on each labelled set.
+/// The labelled sets `evaluate-extraction` reads, by name, with their text: `--set` files, or
+/// the shipped tuning sets and the development set, and the held-out sets only when asked
+/// (once a round, after the change). Also how many held-out sets were left out.
+fn labelled_sets(
+    files: &[std::path::PathBuf],
+    held_out: bool,
+) -> anyhow::Result<(Vec<(String, String)>, usize)> {
+    use persona_prefs::extract::evaluate::{DEVELOPMENT_SET, SHIPPED_SETS};
+    if !files.is_empty() {
+        let named = files
+            .iter()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .map(|text| (path.display().to_string(), text))
+                    .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        return Ok((named, 0));
+    }
+    let left_out = |name: &str| !held_out && rules_report::is_held_out(name);
+    let named = SHIPPED_SETS
+        .iter()
+        .chain([&DEVELOPMENT_SET])
+        .filter(|(name, _)| !left_out(name))
+        .map(|(name, text)| (name.to_string(), text.to_string()))
+        .collect();
+    let left_out = SHIPPED_SETS
+        .iter()
+        .filter(|(name, _)| left_out(name))
+        .count();
+    Ok((named, left_out))
+}
+
+/// `evaluate-extraction`: scores the configured extractor on each labelled set (`named`,
+/// from [`labelled_sets`], with how many held-out sets it left out).
 async fn evaluate_extraction(
     config: &Config,
-    sets: &[std::path::PathBuf],
-    held_out: bool,
+    (named, left_out): (Vec<(String, String)>, usize),
     show_misses: bool,
     concurrency: usize,
     sample: Option<usize>,
@@ -1040,30 +1072,8 @@ async fn evaluate_extraction(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{
-        DEVELOPMENT_SET, SHIPPED_SETS, Score, evaluate_addressed as evaluate, evenly_spaced,
-        parse_labelled, register_of, wilson_interval,
-    };
-    // Held-out sets are read only when asked: once a round, after the change.
-    let left_out: Vec<&str> = SHIPPED_SETS
-        .iter()
-        .map(|(name, _)| *name)
-        .filter(|name| sets.is_empty() && !held_out && rules_report::is_held_out(name))
-        .collect();
-    let named: Vec<(String, String)> = if sets.is_empty() {
-        SHIPPED_SETS
-            .iter()
-            .chain([&DEVELOPMENT_SET])
-            .filter(|(name, _)| !left_out.contains(name))
-            .map(|(name, text)| (name.to_string(), text.to_string()))
-            .collect()
-    } else {
-        sets.iter()
-            .map(|path| {
-                std::fs::read_to_string(path)
-                    .map(|text| (path.display().to_string(), text))
-                    .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))
-            })
-            .collect::<anyhow::Result<_>>()?
+        DEVELOPMENT_SET, Score, evaluate_addressed as evaluate, evenly_spaced, parse_labelled,
+        register_of, wilson_interval,
     };
     let local_model = if config.extract.reads_with_local_model() {
         persona_prefs::embed::from_config_sharing(&config.embed)?.local
@@ -1111,10 +1121,9 @@ async fn evaluate_extraction(
             ))
         );
         println!("precision and recall with their 95% Wilson intervals and counts");
-        if !left_out.is_empty() {
+        if left_out > 0 {
             println!(
-                "the {} held-out sets are not read: --held-out reads them (once a round, after the change)",
-                left_out.len()
+                "the {left_out} held-out sets are not read: --held-out reads them (once a round, after the change)"
             );
         }
     }
