@@ -169,35 +169,16 @@ pub fn judged_text(message: &str, opinion: &ExtractedOpinion) -> String {
     }
 }
 
-/// The sentences of `text`, cut after . ! or ? followed by a space or the end.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let bytes = text.as_bytes();
-    for (i, byte) in bytes.iter().enumerate() {
-        if matches!(byte, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|b| *b == b' ') {
-            let sentence = text[start..=i].trim();
-            if !sentence.is_empty() {
-                out.push(sentence);
-            }
-            start = i + 1;
-        }
-    }
-    let rest = text[start..].trim();
-    if !rest.is_empty() {
-        out.push(rest);
-    }
-    out
-}
-
 /// What the word score learns from, given each labelled utterance with the rules' findings in
-/// it: every sentence of an utterance that holds no opinion (does not voice one), an
-/// utterance of one sentence that holds one (does), and the judged text of every finding,
+/// it: every sentence of an utterance that holds no opinion (does not voice one), cut as the
+/// rules cut the sentences their findings quote ([`crate::extract::rules::sentences`]), so
+/// it learns from the texts it judges; an utterance of one sentence that holds one (does),
+/// and the judged text of every finding,
 /// right or wrong (wrong ones weigh [`WRONG_FINDING_WEIGHT`]).
 pub fn examples(rows: &[(Labelled, Vec<ExtractedOpinion>)]) -> Vec<Example> {
     let mut examples = Vec::new();
     for (row, found) in rows {
-        let parts = sentences(&row.text);
+        let parts = crate::extract::rules::sentences(&row.text);
         if row.opinions.is_empty() {
             examples.extend(parts.iter().map(|sentence| Example {
                 text: sentence.to_string(),

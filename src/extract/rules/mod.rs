@@ -229,6 +229,13 @@ impl Extractor for RulesExtractor {
 #[cfg(test)]
 mod tests;
 
+/// The sentences of `message` as the rules cut them (after . ! ? ; a line break or an
+/// emoticon, not after a title's full stop; a tag question handed back dropped): the
+/// sentences their findings quote as evidence.
+pub fn sentences(message: &str) -> Vec<String> {
+    text::sentences(message)
+}
+
 /// Why a sentence voices no view of the speaker's own, whoever reads it: a question, someone
 /// else's view reported, a hypothetical, or a view held once ("I used to love trains"). `None`
 /// when none of these. The labels hold none of these as opinions (`evaluate::Labelled`); the
