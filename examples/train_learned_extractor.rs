@@ -42,7 +42,7 @@ fn main() -> Result<(), String> {
     // (`training::NOT_TRAINED_ON`, and why).
     let every_set = std::env::var("PERSONA_PREFS_TRAIN_EVERY_SET").is_ok_and(|v| v == "1");
     for (name, text) in SHIPPED_SETS {
-        if name.contains("held-out") {
+        if persona_prefs::extract::evaluate::is_held_out(name) {
             continue;
         }
         if !(every_set || training::trained_on(name)) {

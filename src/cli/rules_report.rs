@@ -15,9 +15,7 @@ use persona_prefs::extract::rules::engine::Rule;
 /// Where the snapshot of the rules' findings is kept, from the repository's root.
 const SNAPSHOT: &str = "tests/data/rules_findings.jsonl";
 
-pub(super) fn is_held_out(set: &str) -> bool {
-    set.contains("held-out")
-}
+pub(super) use persona_prefs::extract::evaluate::is_held_out;
 
 fn rules(config: &Config) -> RulesExtractor {
     RulesExtractor::new(config.extract.max_opinions_per_message)

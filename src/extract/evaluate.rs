@@ -90,6 +90,12 @@ pub const DEVELOPMENT_SET: (&str, &str) = (
     include_str!("../../tests/data/extraction_development.jsonl"),
 );
 
+/// Whether a shipped set is held out, by its name in [`SHIPPED_SETS`]: read once a round,
+/// after the change, never trained or tuned on.
+pub fn is_held_out(set: &str) -> bool {
+    set.contains("held-out")
+}
+
 /// The register a shipped set's utterances are written in, by its name in [`SHIPPED_SETS`]:
 /// figures pool by register, since one set's 30–40 findings move precision 3 points apiece.
 pub fn register_of(set: &str) -> &'static str {

@@ -36,7 +36,7 @@ pub const NOT_TRAINED_ON: [&str; 1] = ["people's chat (tuning 4)"];
 /// Whether the shipped reader trains on the shipped set named `set` (a tuning set not in
 /// [`NOT_TRAINED_ON`]).
 pub fn trained_on(set: &str) -> bool {
-    !set.contains("held-out") && !NOT_TRAINED_ON.contains(&set)
+    !crate::extract::evaluate::is_held_out(set) && !NOT_TRAINED_ON.contains(&set)
 }
 
 /// How the training went, for its printout.
