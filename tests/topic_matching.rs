@@ -346,3 +346,27 @@ async fn the_eight_bit_pass_gives_the_same_vectors_on_one_thread_as_on_two() {
         two.embed(&queries).await.unwrap()
     );
 }
+
+/// What is stored is embedded in batches, which on two threads are cut into two groups of
+/// texts, each run through the whole pass on one thread; a lone text keeps its products split
+/// between the threads. Each value is computed in the same order whichever way a text goes, so
+/// a batch gives, bit for bit, what each of its texts gives alone, and what one thread gives.
+#[tokio::test]
+async fn the_full_pass_gives_the_same_vectors_in_a_batch_cut_between_threads_as_alone() {
+    use persona_prefs::embed::local::LocalOptions;
+    let (two, one) = default_and(LocalOptions {
+        threads: 1,
+        ..LocalOptions::default()
+    });
+    let topics: Vec<String> = labelled_pairs()
+        .into_iter()
+        .flat_map(|p| [p.a, p.b])
+        .take(40)
+        .collect();
+    let batch = two.embed(&topics).await.unwrap();
+    assert_eq!(batch, one.embed(&topics).await.unwrap(), "one thread");
+    for (topic, vector) in topics.iter().zip(&batch) {
+        let alone = two.embed(std::slice::from_ref(topic)).await.unwrap();
+        assert_eq!(&alone[0], vector, "{topic:?} alone");
+    }
+}

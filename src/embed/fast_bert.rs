@@ -432,8 +432,45 @@ impl FastBert {
         self.run_layers(texts, &layers)
     }
 
-    /// The F32 pass through `layers`, in order.
+    /// The F32 pass through `layers`, in order. A batch of several texts is cut into one
+    /// group of texts a thread, of about equal tokens, and each group runs the whole pass on
+    /// its thread alone: attention, layer norms and activations are per text, so the groups
+    /// never meet, where a product split between the threads left one core idle through
+    /// everything but the products (the cores were about 82% busy under ingest's batches).
+    /// One text keeps its products split between the threads, for a lone query's latency.
+    /// Each value is computed in the same order either way, so the vectors are the same.
     fn run_layers(&self, texts: &[&[u32]], layers: &[&Layer]) -> Result<Vec<Vec<f32>>, BertError> {
+        if self.threads > 1 && texts.len() > 1 {
+            return self.run_layers_in_groups(texts, layers);
+        }
+        self.run_layers_with(texts, layers, self.parallelism)
+    }
+
+    /// [`FastBert::run_layers`] for a batch: two groups of texts (the most tokens one holds
+    /// is as few as a cut between texts allows), each on a thread of rayon's pool.
+    fn run_layers_in_groups(
+        &self,
+        texts: &[&[u32]],
+        layers: &[&Layer],
+    ) -> Result<Vec<Vec<f32>>, BertError> {
+        let cut = balanced_cut(texts);
+        let (first, second) = texts.split_at(cut);
+        let (first, second) = rayon::join(
+            || self.run_layers_with(first, layers, Parallelism::None),
+            || self.run_layers_with(second, layers, Parallelism::None),
+        );
+        let mut states = first?;
+        states.extend(second?);
+        Ok(states)
+    }
+
+    /// The F32 pass through `layers`, its products run with `parallelism`.
+    fn run_layers_with(
+        &self,
+        texts: &[&[u32]],
+        layers: &[&Layer],
+        parallelism: Parallelism,
+    ) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let tokens: usize = texts.iter().map(|ids| ids.len()).sum();
         let longest = texts.iter().map(|ids| ids.len()).max().unwrap_or(0);
@@ -451,6 +488,7 @@ impl FastBert {
                 tokens,
                 &layer.query_key_value,
                 &mut query_key_value,
+                parallelism,
             );
             let mut first = 0;
             for ids in texts {
@@ -463,13 +501,31 @@ impl FastBert {
                 );
                 first += length;
             }
-            self.linear(&context, tokens, &layer.attention_output, &mut projected);
+            self.linear(
+                &context,
+                tokens,
+                &layer.attention_output,
+                &mut projected,
+                parallelism,
+            );
             add_into(&mut states, &projected);
             self.layer_norm(&mut states, &layer.attention_norm);
 
-            self.linear(&states, tokens, &layer.intermediate, &mut intermediate);
+            self.linear(
+                &states,
+                tokens,
+                &layer.intermediate,
+                &mut intermediate,
+                parallelism,
+            );
             intermediate.iter_mut().for_each(|x| *x = gelu_erf(*x));
-            self.linear(&intermediate, tokens, &layer.output, &mut projected);
+            self.linear(
+                &intermediate,
+                tokens,
+                &layer.output,
+                &mut projected,
+                parallelism,
+            );
             add_into(&mut states, &projected);
             self.layer_norm(&mut states, &layer.output_norm);
         }
@@ -720,7 +776,14 @@ impl FastBert {
     }
 
     /// `output = input · weightᵀ + bias` for `rows` rows, in F32.
-    fn linear(&self, input: &[f32], rows: usize, layer: &Linear, output: &mut [f32]) {
+    fn linear(
+        &self,
+        input: &[f32],
+        rows: usize,
+        layer: &Linear,
+        output: &mut [f32],
+        parallelism: Parallelism,
+    ) {
         assert_eq!(input.len(), rows * layer.inputs);
         assert_eq!(output.len(), rows * layer.outputs);
         assert_eq!(layer.weight.len(), layer.inputs * layer.outputs);
@@ -749,7 +812,7 @@ impl FastBert {
                 false,
                 false,
                 false,
-                self.parallelism,
+                parallelism,
             );
         }
     }
@@ -766,6 +829,19 @@ impl FastBert {
             }
         }
     }
+}
+
+/// Where to cut `texts` (at least two) into two runs of texts so that the larger holds as
+/// few tokens as possible; each side keeps at least one text.
+fn balanced_cut(texts: &[&[u32]]) -> usize {
+    let total: usize = texts.iter().map(|ids| ids.len()).sum();
+    let mut before = 0;
+    (1..texts.len())
+        .min_by_key(|&cut| {
+            before += texts[cut - 1].len();
+            before.max(total - before)
+        })
+        .unwrap_or(1)
 }
 
 fn add_into(target: &mut [f32], addend: &[f32]) {
@@ -822,6 +898,25 @@ mod tests {
         assert!(worst < 1e-6, "worst difference {worst}");
         assert_eq!(erf(0.0), 0.0);
         assert!((erf(10.0) - 1.0).abs() < 1e-6 && (erf(-10.0) + 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_batch_is_cut_where_the_larger_side_holds_the_fewest_tokens() {
+        let cut = |lengths: &[usize]| {
+            let texts: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![0; n]).collect();
+            let texts: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+            balanced_cut(&texts)
+        };
+        for (lengths, expected) in [
+            (&[5, 5][..], 1),
+            (&[8, 8, 8, 8], 2),
+            (&[30, 2, 2, 2], 1),
+            (&[2, 2, 2, 30], 3),
+            (&[4, 4, 4], 1),
+            (&[1, 9, 1, 9, 1, 9], 3),
+        ] {
+            assert_eq!(cut(lengths), expected, "{lengths:?}");
+        }
     }
 
     #[test]
