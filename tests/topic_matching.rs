@@ -347,8 +347,8 @@ async fn the_eight_bit_pass_gives_the_same_vectors_on_one_thread_as_on_two() {
     );
 }
 
-/// What is stored is embedded in batches, which on two threads are cut into two groups of
-/// texts, each run through the whole pass on one thread; a lone text keeps its products split
+/// What is stored is embedded in batches, which are cut into a group of texts for each thread,
+/// each group run through the whole pass on one thread; a lone text keeps its products split
 /// between the threads. Each value is computed in the same order whichever way a text goes, so
 /// a batch gives, bit for bit, what each of its texts gives alone, and what one thread gives.
 #[tokio::test]
@@ -365,6 +365,12 @@ async fn the_full_pass_gives_the_same_vectors_in_a_batch_cut_between_threads_as_
         .collect();
     let batch = two.embed(&topics).await.unwrap();
     assert_eq!(batch, one.embed(&topics).await.unwrap(), "one thread");
+    // A machine with more cores cuts a batch into more groups: still the same vectors.
+    let (_, four) = default_and(LocalOptions {
+        threads: 4,
+        ..LocalOptions::default()
+    });
+    assert_eq!(batch, four.embed(&topics).await.unwrap(), "four threads");
     for (topic, vector) in topics.iter().zip(&batch) {
         let alone = two.embed(std::slice::from_ref(topic)).await.unwrap();
         assert_eq!(&alone[0], vector, "{topic:?} alone");

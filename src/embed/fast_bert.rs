@@ -446,22 +446,25 @@ impl FastBert {
         self.run_layers_with(texts, layers, self.parallelism)
     }
 
-    /// [`FastBert::run_layers`] for a batch: two groups of texts (the most tokens one holds
-    /// is as few as a cut between texts allows), each on a thread of rayon's pool.
+    /// [`FastBert::run_layers`] for a batch: one group of texts for each of the threads (as
+    /// many as there are texts at most), of about equal tokens, each on a thread of rayon's
+    /// pool.
     fn run_layers_in_groups(
         &self,
         texts: &[&[u32]],
         layers: &[&Layer],
     ) -> Result<Vec<Vec<f32>>, BertError> {
-        let cut = balanced_cut(texts);
-        let (first, second) = texts.split_at(cut);
-        let (first, second) = rayon::join(
-            || self.run_layers_with(first, layers, Parallelism::None),
-            || self.run_layers_with(second, layers, Parallelism::None),
-        );
-        let mut states = first?;
-        states.extend(second?);
-        Ok(states)
+        use rayon::prelude::*;
+        let groups = balanced_groups(texts, self.threads);
+        let states: Vec<Result<Vec<Vec<f32>>, BertError>> = groups
+            .into_par_iter()
+            .map(|group| self.run_layers_with(&texts[group], layers, Parallelism::None))
+            .collect();
+        let mut all = Vec::with_capacity(texts.len());
+        for group in states {
+            all.extend(group?);
+        }
+        Ok(all)
     }
 
     /// The F32 pass through `layers`, its products run with `parallelism`.
@@ -831,17 +834,32 @@ impl FastBert {
     }
 }
 
-/// Where to cut `texts` (at least two) into two runs of texts so that the larger holds as
-/// few tokens as possible; each side keeps at least one text.
-fn balanced_cut(texts: &[&[u32]]) -> usize {
+/// `texts` cut into `groups` runs of consecutive texts (fewer where there are fewer texts),
+/// each cut placed where the tokens before it come nearest their share of the whole; every
+/// run holds at least one text.
+fn balanced_groups(texts: &[&[u32]], groups: usize) -> Vec<std::ops::Range<usize>> {
+    let groups = groups.clamp(1, texts.len().max(1));
     let total: usize = texts.iter().map(|ids| ids.len()).sum();
-    let mut before = 0;
-    (1..texts.len())
-        .min_by_key(|&cut| {
-            before += texts[cut - 1].len();
-            before.max(total - before)
-        })
-        .unwrap_or(1)
+    // before[i]: the tokens of texts[..i].
+    let before: Vec<usize> = std::iter::once(0)
+        .chain(texts.iter().scan(0, |sum, ids| {
+            *sum += ids.len();
+            Some(*sum)
+        }))
+        .collect();
+    let mut cuts = vec![0];
+    for group in 1..groups {
+        let share = total * group / groups;
+        let previous = *cuts.last().unwrap_or(&0);
+        // Room for one text in this run and in each run still to come.
+        let candidates = previous + 1..=texts.len() - (groups - group);
+        let cut = candidates
+            .min_by_key(|&cut| before[cut].abs_diff(share))
+            .unwrap_or(previous + 1);
+        cuts.push(cut);
+    }
+    cuts.push(texts.len());
+    cuts.windows(2).map(|pair| pair[0]..pair[1]).collect()
 }
 
 fn add_into(target: &mut [f32], addend: &[f32]) {
@@ -901,21 +919,28 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_is_cut_where_the_larger_side_holds_the_fewest_tokens() {
-        let cut = |lengths: &[usize]| {
+    fn a_batch_is_cut_into_runs_of_about_equal_tokens() {
+        let cut = |lengths: &[usize], groups: usize| {
             let texts: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![0; n]).collect();
             let texts: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
-            balanced_cut(&texts)
+            balanced_groups(&texts, groups)
         };
-        for (lengths, expected) in [
-            (&[5, 5][..], 1),
-            (&[8, 8, 8, 8], 2),
-            (&[30, 2, 2, 2], 1),
-            (&[2, 2, 2, 30], 3),
-            (&[4, 4, 4], 1),
-            (&[1, 9, 1, 9, 1, 9], 3),
+        for (lengths, groups, expected) in [
+            (&[5, 5][..], 2, vec![0..1, 1..2]),
+            (&[8, 8, 8, 8], 2, vec![0..2, 2..4]),
+            (&[30, 2, 2, 2], 2, vec![0..1, 1..4]),
+            (&[2, 2, 2, 30], 2, vec![0..3, 3..4]),
+            (&[1, 9, 1, 9, 1, 9], 2, vec![0..3, 3..6]),
+            (&[8, 8, 8, 8], 4, vec![0..1, 1..2, 2..3, 3..4]),
+            (&[6, 6, 6, 6, 6, 6], 3, vec![0..2, 2..4, 4..6]),
+            // Every run keeps a text, even when one text holds most of the tokens.
+            (&[30, 1, 1], 3, vec![0..1, 1..2, 2..3]),
+            (&[1, 1, 30], 3, vec![0..1, 1..2, 2..3]),
+            // Fewer texts than threads: a run a text.
+            (&[4, 4], 4, vec![0..1, 1..2]),
+            (&[4, 4, 4], 1, std::iter::once(0..3).collect()),
         ] {
-            assert_eq!(cut(lengths), expected, "{lengths:?}");
+            assert_eq!(cut(lengths, groups), expected, "{lengths:?} in {groups}");
         }
     }
 
