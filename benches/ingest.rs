@@ -19,6 +19,13 @@
 //!    reads almost none of them (`extract.rules_check_keeps_at_word_score`); 6b runs it again
 //!    with the model reading every finding, as on chat the word score is unsure of.
 //!
+//! 7. `rules_then_learned` on plain chat that voices no view in any phrasing the rules read
+//!    ("the train left at 412 so I walked the rest of the way"), as most of a persona's
+//!    messages are: the learned reader then reads each whole message, one pass of the model an
+//!    event, gathered into batches across events. Its floor is the model's raw rate on the
+//!    same lines (one text an event, in batches of `embed.max_batch`); the worker's CPU an
+//!    event is printed beside the model's a line.
+//!
 //! 5. A hot persona: the time from publishing a quiet persona's event to its effect being
 //!    stored, on an idle worker and behind `BENCH_FLOOD` (default 10 000) queued events of one
 //!    other persona, with the pull window raised past the flood (`ingest.max_in_flight`) and
@@ -48,7 +55,7 @@ use persona_prefs::embed::Embedder;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::ExtractorKind;
 use serde_json::json;
-use support::{distinct_topic, repeated_topic};
+use support::{distinct_topic, plain_chat, repeated_topic};
 
 #[tokio::main]
 async fn main() {
@@ -68,19 +75,30 @@ async fn main() {
     let rounds = (events / batch).max(20);
     // Measured before and after run 2 and averaged: this machine's speed drifts by more than
     // the margin the target allows, and a floor taken once can land on either side of it.
-    let (before, model_cpu_before) = raw_embedder_rate(&embedder, batch, rounds).await;
+    let (before, model_cpu_before) =
+        raw_embedder_rate(&embedder, batch, rounds, distinct_topic).await;
 
     // 2. Rules extractor + local embedder, every topic embedded.
-    let (rules_rate, rules_cpu) = run_pipeline(&base, "rules", events, distinct_topic, |config| {
-        config.embed.cache_size = 0;
-    })
+    let (rules_rate, rules_cpu) = run_pipeline(
+        &base,
+        "rules",
+        events,
+        Messages::Opinions(distinct_topic),
+        |config| {
+            config.embed.cache_size = 0;
+        },
+    )
     .await;
-    let (after, model_cpu_after) = raw_embedder_rate(&embedder, batch, rounds).await;
+    let (after, model_cpu_after) =
+        raw_embedder_rate(&embedder, batch, rounds, distinct_topic).await;
     let embedder_rate = (before + after) / 2.0;
     let model_cpu = ModelCpu {
         per_text_ms: (model_cpu_before.per_text_ms + model_cpu_after.per_text_ms) / 2.0,
         busy: (model_cpu_before.busy + model_cpu_after.busy) / 2.0,
     };
+    // The floor of run 7: the same model on its plain chat lines, longer than run 2's topics.
+    let (plain_model_rate, plain_model_cpu) =
+        raw_embedder_rate(&embedder, batch, rounds, plain_chat).await;
     drop(embedder);
 
     // 3. LLM extractor at 50 ms per request.
@@ -105,7 +123,7 @@ async fn main() {
         &base,
         "llm",
         llm_events,
-        |n| repeated_topic(n, 16),
+        Messages::Opinions(|n| repeated_topic(n, 16)),
         move |config| {
             config.extract.kind = ExtractorKind::Llm;
             config.extract.llm.base_url = base_url.clone();
@@ -115,31 +133,56 @@ async fn main() {
     .await;
 
     // 4. Rules extractor + local embedder behind the cache.
-    let (cached_rate, cached_cpu) =
-        run_pipeline(&base, "cached", events, |n| repeated_topic(n, 16), |_| {}).await;
+    let (cached_rate, cached_cpu) = run_pipeline(
+        &base,
+        "cached",
+        events,
+        Messages::Opinions(|n| repeated_topic(n, 16)),
+        |_| {},
+    )
+    .await;
 
     // 6. Run 2 with the check on the rules: every message read once more by the model.
     let check: f64 = std::env::var("BENCH_CHECK")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.08);
-    let (checked_rate, checked_cpu) =
-        run_pipeline(&base, "checked", events, distinct_topic, |config| {
+    let (checked_rate, checked_cpu) = run_pipeline(
+        &base,
+        "checked",
+        events,
+        Messages::Opinions(distinct_topic),
+        |config| {
             config.embed.cache_size = 0;
             config.extract.rules_min_sentence_score = check;
-        })
-        .await;
+        },
+    )
+    .await;
     // 6b. The same with the model reading every finding, the word score not asked
     // (`extract.rules_check_keeps_at_word_score` = 1): what the word score saves.
     let (model_checked_rate, model_checked_cpu) = run_pipeline(
         &base,
         "checked-by-model",
         events,
-        distinct_topic,
+        Messages::Opinions(distinct_topic),
         |config| {
             config.embed.cache_size = 0;
             config.extract.rules_min_sentence_score = check;
             config.extract.rules_check_keeps_at_word_score = 1.0;
+        },
+    )
+    .await;
+
+    // 7. Rules then learned on plain chat: each message read whole by the learned reader.
+    let (plain_rate, plain_cpu) = run_pipeline(
+        &base,
+        "learned-on-plain-chat",
+        events,
+        Messages::PlainChat,
+        |config| {
+            config.embed.cache_size = 0;
+            config.extract.kind = ExtractorKind::RulesThenLearned;
+            config.extract.rules_min_sentence_score = check;
         },
     )
     .await;
@@ -187,6 +230,10 @@ async fn main() {
     );
     println!(
         "{:<52} {:>12.0}",
+        "pipeline, rules then learned, plain chat", plain_rate
+    );
+    println!(
+        "{:<52} {:>12.0}",
         "pipeline, LLM extractor at 50 ms + local embedder", llm_rate
     );
     println!(
@@ -210,6 +257,7 @@ async fn main() {
             &model_checked_cpu,
             None,
         ),
+        ("plain chat, rules then learned", &plain_cpu, None),
     ] {
         let model_column = model.map_or("n/a".to_string(), |ms| format!("{ms:.2}"));
         let rest = model.map_or("n/a".to_string(), |ms| {
@@ -253,6 +301,15 @@ async fn main() {
         "rules checked / rules = {:.2} (a default extractor's bar: >= 0.8); the model reading every finding {:.2}",
         checked_rate / rules_rate,
         model_checked_rate / rules_rate
+    );
+    println!(
+        "rules then learned on plain chat = {plain_rate:.0} events/s, {:.2} x the model's raw rate \
+         on the same lines ({plain_model_rate:.0} texts/s, one pass an event); the worker's CPU \
+         an event {:.2} ms against the model's {:.2} a line (cores busy {:.0}%)",
+        plain_rate / plain_model_rate,
+        plain_cpu.per_event(plain_cpu.worker),
+        plain_model_cpu.per_text_ms,
+        100.0 * plain_model_cpu.busy
     );
     println!("LLM pipeline = {llm_rate:.0} events/s (target >= 300)");
     let ok = rules_ratio >= 0.9 && llm_rate >= 300.0;
@@ -298,12 +355,10 @@ async fn raw_embedder_rate(
     embedder: &LocalEmbedder,
     batch: usize,
     rounds: usize,
+    text_of: fn(usize) -> String,
 ) -> (f64, ModelCpu) {
-    let texts = |round: usize| -> Vec<String> {
-        (0..batch)
-            .map(|i| distinct_topic(round * batch + i))
-            .collect()
-    };
+    let texts =
+        |round: usize| -> Vec<String> { (0..batch).map(|i| text_of(round * batch + i)).collect() };
     for round in 0..5 {
         embedder.embed(&texts(round)).await.unwrap();
     }
@@ -327,11 +382,19 @@ async fn raw_embedder_rate(
 
 /// Publishes `events` events over 16 personas and returns events/s until all are acked, and
 /// the CPU each part used meanwhile.
+/// What a run's events say.
+enum Messages {
+    /// "I love <topic>.": one opinion each, so one add or reinforcement each.
+    Opinions(fn(usize) -> String),
+    /// [`plain_chat`]: no view in any phrasing the rules read.
+    PlainChat,
+}
+
 async fn run_pipeline(
     base: &Config,
     label: &str,
     events: usize,
-    topic_of: fn(usize) -> String,
+    messages: Messages,
     adjust: impl Fn(&mut Config),
 ) -> (f64, PipelineCpu) {
     let mut config = base.clone();
@@ -352,7 +415,12 @@ async fn run_pipeline(
     let consumer = app.consumer().await.unwrap();
 
     // Publish first, then start the worker: the clock measures processing, not publishing.
-    support::publish_opinion_events(&app, &name, events, 16, topic_of).await;
+    match &messages {
+        Messages::Opinions(topic_of) => {
+            support::publish_opinion_events(&app, &name, events, 16, *topic_of).await
+        }
+        Messages::PlainChat => support::publish_messages(&app, &name, events, 16, plain_chat).await,
+    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let nats_pids = support::pids_named("nats-server");
     let nats_cpu = || {
@@ -393,10 +461,14 @@ async fn run_pipeline(
 
     // Every event must have done its work (one add or one reinforcement), or the rate lies.
     let effects = support::effects_stored(&app.store, 16).await;
-    assert_eq!(
-        effects, events as u64,
-        "{label}: each event adds or reinforces exactly one preference"
-    );
+    match messages {
+        Messages::Opinions(_) => assert_eq!(
+            effects, events as u64,
+            "{label}: each event adds or reinforces exactly one preference"
+        ),
+        // Whatever the learned reader made of them: what matters here is that each was read.
+        Messages::PlainChat => println!("{label}: {effects} adds or reinforcements stored"),
+    }
 
     // Preferences, idempotency records and locks of every bench persona, then the index.
     for persona in 0..16 {

@@ -486,3 +486,44 @@ async fn sentence_scores_read_in_a_batch_are_each_texts_own() {
     }
     assert!(together[0] > 0.5 && together[2] < 0.5, "{together:?}");
 }
+
+/// Where the rules find nothing, the reader reads whole messages, gathered into batches across
+/// concurrent events (`rules_then_learned`, `learned`, the LLM's gate). A message read in a
+/// batch is read exactly as it is alone, spans, confidences and score, whatever else is in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn messages_read_in_batches_are_each_read_as_alone() {
+    let model = model();
+    let alone = LearnedExtractor::after_rules(model.clone(), 8).unwrap();
+    let batched = LearnedExtractor::after_rules(model, 8).unwrap().batched(4);
+    let messages: Vec<String> = [
+        "honestly rainy sundays with a good book are the best thing ever",
+        "the train left at 412 so I walked the rest of the way",
+        "I can't stand people who chew loudly, it drives me up the wall.",
+        "What time is it over there?",
+        "my sister moved to a flat on street number 9 last week",
+        "Old westerns are so much fun to watch with my dad.",
+        "ok",
+        "Writing the code, yes. I really dislike meetings that could have been an email.",
+        "we drove 300 miles yesterday to see my grandparents",
+        "Jazz from the fifties is wonderful, and bebop most of all.",
+    ]
+    .map(String::from)
+    .to_vec();
+    let each_alone = {
+        let mut readings = Vec::new();
+        for message in &messages {
+            readings.push(alone.read(message).await.unwrap());
+        }
+        readings
+    };
+    assert!(
+        each_alone.iter().filter(|r| !r.spans.is_empty()).count() >= 3,
+        "some messages hold spans, or the comparison is of empty readings: {each_alone:?}"
+    );
+    let in_one_pass = alone.read_many(messages.clone()).await.unwrap();
+    assert_eq!(in_one_pass, each_alone, "one pass of all ten");
+    let gathered = futures::future::join_all(messages.iter().map(|m| batched.read(m))).await;
+    for ((message, reading), expected) in messages.iter().zip(gathered).zip(&each_alone) {
+        assert_eq!(&reading.unwrap(), expected, "{message}");
+    }
+}

@@ -329,13 +329,27 @@ pub async fn publish_opinion_events(
     personas: usize,
     topic_of: fn(usize) -> String,
 ) {
+    publish_messages(app, name, events, personas, |n| {
+        format!("I love {}.", topic_of(n))
+    })
+    .await
+}
+
+/// [`publish_opinion_events`] with the persona message `message_of(n)`, whatever it holds.
+pub async fn publish_messages(
+    app: &persona_prefs::app::App,
+    name: &str,
+    events: usize,
+    personas: usize,
+    message_of: impl Fn(usize) -> String,
+) {
     let mut acks = Vec::with_capacity(events);
     for n in 0..events {
         let persona = format!("p{}", n % personas);
         let event = serde_json::json!({
             "event_id": format!("{name}-{n}"), "persona_id": persona, "platform": "bench", "channel_id": "c",
             "messages": [{"message_id": format!("{name}-{n}-p"), "role": "persona",
-                          "content": format!("I love {}.", topic_of(n)),
+                          "content": message_of(n),
                           "timestamp": format!("2026-11-20T10:{:02}:{:02}Z", (n / 60) % 60, n % 60)}]
         });
         let subject =
@@ -350,6 +364,20 @@ pub async fn publish_opinion_events(
     for ack in acks {
         ack.await.unwrap();
     }
+}
+
+/// A chat line no other event has that voices no view, in no phrasing the rules read: what
+/// most of a persona's messages are ("the train left at 412 so I walked the rest of the way").
+pub fn plain_chat(n: usize) -> String {
+    const LINES: [&str; 6] = [
+        "we got back from the market around {} and my brother cooked dinner",
+        "the train left at {} so I walked the rest of the way",
+        "my sister moved to a flat on street number {} last week",
+        "I spent the afternoon sorting {} old photos from the attic",
+        "we drove {} miles yesterday to see my grandparents",
+        "the meeting got moved to room {} on the third floor",
+    ];
+    LINES[n % LINES.len()].replace("{}", &(n / LINES.len() + 2).to_string())
 }
 
 /// Adds and reinforcements stored for personas `p0` … `p{personas - 1}`: each bench event

@@ -1,15 +1,16 @@
-//! Micro-batching: texts from concurrent callers are gathered (up to `max_batch`) and embedded
-//! in one call, so the local model runs at batch throughput while each event still awaits only
-//! its own vectors.
+//! Micro-batching: texts from concurrent callers are gathered (up to `max_batch`) and read in
+//! one call, so the local model runs at batch throughput while each caller still awaits only
+//! its own answers. The embedder's vectors go through it ([`BatchingEmbedder`]), and so do the
+//! learned reader's sentence scores and readings ([`Batcher`] over any [`BatchWork`]).
 //!
-//! Batches form while the model is busy, not by waiting: the batch task embeds whatever is
+//! Batches form while the model is busy, not by waiting: the batch task reads whatever is
 //! queued the moment the model is free. A lone request (an injection query on a quiet
 //! service) therefore goes straight to the model, and under load every call but the first
 //! finds a queue to gather. `linger` adds an optional wait after the first request, for
-//! embedders whose every call has a fixed cost worth sharing (a remote API); 0 by default.
+//! work whose every call has a fixed cost worth sharing (a remote API); 0 by default.
 //!
 //! One caller's texts travel as one job (split only past `max_batch`), so an event's topics
-//! are embedded together rather than racing the batch task text by text.
+//! are read together rather than racing the batch task text by text.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,43 +20,80 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{EmbedError, Embedder};
 
-type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, Arc<EmbedError>>>;
+/// Work that reads several texts in one call, one answer a text, in order: what [`Batcher`]
+/// gathers concurrent callers' texts for.
+pub trait BatchWork: Send + Sync + 'static {
+    type Answer: Clone + Send + 'static;
 
-struct Job {
+    fn read<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Self::Answer>, EmbedError>>;
+}
+
+type Reply<A> = oneshot::Sender<Result<Vec<A>, Arc<EmbedError>>>;
+
+struct Job<A> {
     texts: Vec<String>,
-    reply: Reply,
+    reply: Reply<A>,
 }
 
-pub struct BatchingEmbedder {
-    dims: usize,
+/// Gathers concurrent callers' texts into batches for one [`BatchWork`]; its task ends when
+/// the batcher is dropped.
+pub struct Batcher<A> {
     max_batch: usize,
-    sender: mpsc::Sender<Job>,
+    sender: mpsc::Sender<Job<A>>,
 }
 
-impl BatchingEmbedder {
-    /// Spawns the batching task on the current runtime; it ends when the embedder is dropped.
-    pub fn new(inner: Arc<dyn Embedder>, max_batch: usize, linger: Duration) -> BatchingEmbedder {
-        let dims = inner.dims();
+impl<A: Clone + Send + 'static> Batcher<A> {
+    /// Spawns the batching task on the current runtime.
+    pub fn new<W: BatchWork<Answer = A>>(
+        work: Arc<W>,
+        max_batch: usize,
+        linger: Duration,
+    ) -> Batcher<A> {
         let max_batch = max_batch.max(1);
         // Bounded: callers wait (backpressure) rather than queueing without limit.
         let (sender, receiver) = mpsc::channel(max_batch * 4);
-        tokio::spawn(run(inner, receiver, max_batch, linger));
-        BatchingEmbedder {
-            dims,
-            max_batch,
-            sender,
+        tokio::spawn(run(work, receiver, max_batch, linger));
+        Batcher { max_batch, sender }
+    }
+
+    /// The answer for each of `texts`, in order, read in batches with other callers' texts.
+    pub async fn read(&self, texts: &[String]) -> Result<Vec<A>, EmbedError> {
+        // Queue every chunk before awaiting any, so they can share the batch task's next call
+        // with other callers' texts.
+        let mut replies = Vec::new();
+        for chunk in texts.chunks(self.max_batch) {
+            let (reply, receive) = oneshot::channel();
+            self.sender
+                .send(Job {
+                    texts: chunk.to_vec(),
+                    reply,
+                })
+                .await
+                .map_err(|_| EmbedError::Model("batcher stopped".into()))?;
+            replies.push(receive);
         }
+        let mut answers = Vec::with_capacity(texts.len());
+        for receive in replies {
+            let answer = receive
+                .await
+                .map_err(|_| EmbedError::Model("batcher dropped a request".into()))?;
+            answers.extend(answer.map_err(|error| error.as_ref().clone())?);
+        }
+        Ok(answers)
     }
 }
 
-async fn run(
-    inner: Arc<dyn Embedder>,
-    mut receiver: mpsc::Receiver<Job>,
+async fn run<W: BatchWork>(
+    work: Arc<W>,
+    mut receiver: mpsc::Receiver<Job<W::Answer>>,
     max_batch: usize,
     linger: Duration,
 ) {
     // A job that would have overflowed the previous batch starts the next one.
-    let mut carried: Option<Job> = None;
+    let mut carried: Option<Job<W::Answer>> = None;
     loop {
         let first = match carried.take() {
             Some(job) => job,
@@ -85,13 +123,13 @@ async fn run(
             size += job.texts.len();
             jobs.push(job);
         }
-        embed_jobs(inner.as_ref(), jobs).await;
+        read_jobs(work.as_ref(), jobs).await;
     }
 }
 
-/// Embeds the jobs' texts in one call (each distinct text once: concurrent callers often ask
-/// for the same topic) and answers every job with its own vectors, in its own order.
-async fn embed_jobs(inner: &dyn Embedder, jobs: Vec<Job>) {
+/// Reads the jobs' texts in one call (each distinct text once: concurrent callers often ask
+/// for the same topic) and answers every job with its own answers, in its own order.
+async fn read_jobs<W: BatchWork>(work: &W, jobs: Vec<Job<W::Answer>>) {
     let mut texts: Vec<String> = Vec::new();
     let slots: Vec<Vec<usize>> = jobs
         .iter()
@@ -108,22 +146,49 @@ async fn embed_jobs(inner: &dyn Embedder, jobs: Vec<Job>) {
                 .collect()
         })
         .collect();
-    let outcome = match inner.embed(&texts).await {
-        Ok(vectors) if vectors.len() == texts.len() => Ok(vectors),
-        Ok(vectors) => Err(Arc::new(EmbedError::Model(format!(
-            "{} vectors for {} texts",
-            vectors.len(),
+    let outcome = match work.read(&texts).await {
+        Ok(answers) if answers.len() == texts.len() => Ok(answers),
+        Ok(answers) => Err(Arc::new(EmbedError::Model(format!(
+            "{} answers for {} texts",
+            answers.len(),
             texts.len()
         )))),
         Err(error) => Err(Arc::new(error)),
     };
     for (job, slots) in jobs.into_iter().zip(slots) {
         let answer = match &outcome {
-            Ok(vectors) => Ok(slots.iter().map(|&at| vectors[at].clone()).collect()),
+            Ok(answers) => Ok(slots.iter().map(|&at| answers[at].clone()).collect()),
             Err(error) => Err(error.clone()),
         };
         // The caller may have gone (its event was cancelled): nothing to answer.
         let _ = job.reply.send(answer);
+    }
+}
+
+/// An embedder whose calls are gathered into batches across concurrent callers.
+pub struct BatchingEmbedder {
+    dims: usize,
+    batcher: Batcher<Vec<f32>>,
+}
+
+/// An embedder as batch work: its vectors are the answers.
+struct Embedding(Arc<dyn Embedder>);
+
+impl BatchWork for Embedding {
+    type Answer = Vec<f32>;
+
+    fn read<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        self.0.embed(texts)
+    }
+}
+
+impl BatchingEmbedder {
+    /// Spawns the batching task on the current runtime; it ends when the embedder is dropped.
+    pub fn new(inner: Arc<dyn Embedder>, max_batch: usize, linger: Duration) -> BatchingEmbedder {
+        BatchingEmbedder {
+            dims: inner.dims(),
+            batcher: Batcher::new(Arc::new(Embedding(inner)), max_batch, linger),
+        }
     }
 }
 
@@ -136,30 +201,7 @@ impl Embedder for BatchingEmbedder {
         &'a self,
         texts: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
-        Box::pin(async move {
-            // Queue every chunk before awaiting any, so they can share the batch task's
-            // next call with other callers' texts.
-            let mut replies = Vec::new();
-            for chunk in texts.chunks(self.max_batch) {
-                let (reply, receive) = oneshot::channel();
-                self.sender
-                    .send(Job {
-                        texts: chunk.to_vec(),
-                        reply,
-                    })
-                    .await
-                    .map_err(|_| EmbedError::Model("embedding batcher stopped".into()))?;
-                replies.push(receive);
-            }
-            let mut vectors = Vec::with_capacity(texts.len());
-            for receive in replies {
-                let answer = receive
-                    .await
-                    .map_err(|_| EmbedError::Model("embedding batcher dropped a request".into()))?;
-                vectors.extend(answer.map_err(|error| error.as_ref().clone())?);
-            }
-            Ok(vectors)
-        })
+        Box::pin(self.batcher.read(texts))
     }
 }
 

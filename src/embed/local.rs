@@ -278,6 +278,44 @@ impl LocalEmbedder {
         )
     }
 
+    /// [`LocalEmbedder::token_states`] (through `last` in place of the last layer when given)
+    /// for several texts in one pass, as [`Embedder::embed`] batches them: the same states as
+    /// each text read alone, bit for bit, at a batch's cost a text.
+    pub fn token_states_many(
+        &self,
+        texts: &[String],
+        last: Option<&ChangedLayer>,
+    ) -> Result<Vec<TokenStates>, EmbedError> {
+        let texts: Vec<String> = texts
+            .iter()
+            .map(|text| truncate_chars(text, self.max_input_chars))
+            .collect();
+        let Network::HandWritten(bert) = &self.inner.bert else {
+            // The candle network reads one text at a time.
+            let pass = last.map_or(Pass::Every, Pass::WithLast);
+            return texts
+                .iter()
+                .map(|text| self.inner.token_states(text, pass))
+                .collect();
+        };
+        let encodings = texts
+            .iter()
+            .map(|text| self.inner.tokenizer.encode(text.as_str(), true))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let states = match last {
+            Some(last) => bert.forward_many_with_last(&ids, last),
+            None => bert.forward_many(&ids),
+        }
+        .map_err(|e| EmbedError::Model(e.to_string()))?;
+        Ok(encodings
+            .iter()
+            .zip(states)
+            .map(|(encoding, flat)| token_states_of(encoding, &flat, bert.hidden()))
+            .collect())
+    }
+
     /// The mean of the last hidden states of each text (`TokenStates::mean`, unnormalised),
     /// through `last` in place of the last layer when given: several texts in one pass, as
     /// [`Embedder::embed`] batches them, for readers that need only the mean.
@@ -329,6 +367,42 @@ impl LocalEmbedder {
     }
 }
 
+/// The token states of one text from the hand-written pass's rows (`flat`, `hidden` wide).
+fn token_states_of(encoding: &tokenizers::Encoding, flat: &[f32], hidden: usize) -> TokenStates {
+    let (words, first_token) = words_of(encoding);
+    TokenStates {
+        words,
+        first_token,
+        states: flat.chunks_exact(hidden).map(<[f32]>::to_vec).collect(),
+        mean: mean_of_rows(flat, hidden),
+    }
+}
+
+/// The words of an encoding as byte ranges of its text, and the token each word starts at.
+fn words_of(encoding: &tokenizers::Encoding) -> (Vec<std::ops::Range<usize>>, Vec<usize>) {
+    let mut words: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut first_token = Vec::new();
+    let mut last_word = None;
+    for (token, (word, offsets)) in encoding
+        .get_word_ids()
+        .iter()
+        .zip(encoding.get_offsets())
+        .enumerate()
+    {
+        let Some(word) = word else { continue };
+        if last_word == Some(*word) {
+            if let Some(range) = words.last_mut() {
+                range.end = offsets.1;
+            }
+        } else {
+            words.push(offsets.0..offsets.1);
+            first_token.push(token);
+            last_word = Some(*word);
+        }
+    }
+    (words, first_token)
+}
+
 /// Low-rank additions to a layer's dense products, by product name: `(down, up)`, row-major
 /// (`LocalEmbedder::last_layer_with`).
 pub type LayerAdditions = std::collections::HashMap<String, (Vec<f32>, Vec<f32>)>;
@@ -372,66 +446,39 @@ impl Model {
             .encode(text, true)
             .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
         let ids = encoding.get_ids().to_vec();
-        let (states, mean) = if let Network::HandWritten(bert) = &self.bert {
+        if let Network::HandWritten(bert) = &self.bert {
             let flat = match pass {
                 Pass::Every => bert.forward(&ids),
                 Pass::Through(layers) => bert.forward_through(&ids, layers),
                 Pass::WithLast(last) => bert.forward_with_last(&ids, last),
             }
             .map_err(|e| EmbedError::Model(e.to_string()))?;
-            let states: Vec<Vec<f32>> = flat
-                .chunks_exact(bert.hidden())
-                .map(<[f32]>::to_vec)
-                .collect();
-            let mean = mean_of_rows(&flat, bert.hidden());
-            (states, mean)
-        } else {
-            if !matches!(pass, Pass::Every) {
-                return Err(EmbedError::Model(
-                    "states after some layers, or through a changed one, only come from the hand-written pass".into(),
-                ));
-            }
-            let columns = ids.len();
-            let input_ids =
-                Tensor::from_vec(ids, (1, columns), &self.device).map_err(model_error)?;
-            let token_types = input_ids.zeros_like().map_err(model_error)?;
-            let attention = input_ids.ones_like().map_err(model_error)?;
-            let hidden = self
-                .bert
-                .forward(&input_ids, &token_types, &attention)
-                .map_err(model_error)?
-                .to_dtype(DType::F32)
-                .map_err(model_error)?
-                .squeeze(0)
-                .map_err(model_error)?;
-            let states = hidden.to_vec2::<f32>().map_err(model_error)?;
-            let mean = hidden
-                .mean(0)
-                .map_err(model_error)?
-                .to_vec1::<f32>()
-                .map_err(model_error)?;
-            (states, mean)
-        };
-        let mut words: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut first_token = Vec::new();
-        let mut last_word = None;
-        for (token, (word, offsets)) in encoding
-            .get_word_ids()
-            .iter()
-            .zip(encoding.get_offsets())
-            .enumerate()
-        {
-            let Some(word) = word else { continue };
-            if last_word == Some(*word) {
-                if let Some(range) = words.last_mut() {
-                    range.end = offsets.1;
-                }
-            } else {
-                words.push(offsets.0..offsets.1);
-                first_token.push(token);
-                last_word = Some(*word);
-            }
+            return Ok(token_states_of(&encoding, &flat, bert.hidden()));
         }
+        if !matches!(pass, Pass::Every) {
+            return Err(EmbedError::Model(
+                "states after some layers, or through a changed one, only come from the hand-written pass".into(),
+            ));
+        }
+        let columns = ids.len();
+        let input_ids = Tensor::from_vec(ids, (1, columns), &self.device).map_err(model_error)?;
+        let token_types = input_ids.zeros_like().map_err(model_error)?;
+        let attention = input_ids.ones_like().map_err(model_error)?;
+        let hidden = self
+            .bert
+            .forward(&input_ids, &token_types, &attention)
+            .map_err(model_error)?
+            .to_dtype(DType::F32)
+            .map_err(model_error)?
+            .squeeze(0)
+            .map_err(model_error)?;
+        let states = hidden.to_vec2::<f32>().map_err(model_error)?;
+        let mean = hidden
+            .mean(0)
+            .map_err(model_error)?
+            .to_vec1::<f32>()
+            .map_err(model_error)?;
+        let (words, first_token) = words_of(&encoding);
         Ok(TokenStates {
             words,
             first_token,

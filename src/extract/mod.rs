@@ -142,7 +142,8 @@ fn gated(
                 config.max_opinions_per_message,
                 &config.learned_reader_bytes()?,
                 learned::Reads::Alone,
-            )?,
+            )?
+            .batched(learned::READ_BATCH),
             min_score: config.llm.gate_min_score as f32,
         },
         inner: llm,
@@ -173,12 +174,10 @@ fn learned_from_config(
     let max = config.max_opinions_per_message;
     let reader = config.learned_reader_bytes()?;
     Ok(match config.kind {
-        ExtractorKind::Learned => Arc::new(learned::LearnedExtractor::from_file(
-            model,
-            max,
-            &reader,
-            learned::Reads::Alone,
-        )?),
+        ExtractorKind::Learned => Arc::new(
+            learned::LearnedExtractor::from_file(model, max, &reader, learned::Reads::Alone)?
+                .batched(learned::READ_BATCH),
+        ),
         // The check reads only the sentence score; after the rules, the reader's own finds
         // are read at the pair its training chose for there.
         kind => {
@@ -187,9 +186,17 @@ fn learned_from_config(
             } else {
                 learned::Reads::AfterRules
             };
+            let reader = learned::LearnedExtractor::from_file(model, max, &reader, reads)?;
+            // Only after the rules does it read whole messages; the check reads sentence
+            // scores through its own batcher.
+            let reader = if kind == ExtractorKind::Rules {
+                reader
+            } else {
+                reader.batched(learned::READ_BATCH)
+            };
             let checked = learned::CheckedRules::new(
                 rules::RulesExtractor::new(max),
-                learned::LearnedExtractor::from_file(model, max, &reader, reads)?,
+                reader,
                 config.rules_min_sentence_score as f32,
             )
             .with_word_score(

@@ -30,10 +30,10 @@ use candle_nn::{Linear, VarBuilder};
 use futures::future::BoxFuture;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
-use crate::embed::batcher::BatchingEmbedder;
+use crate::embed::EmbedError;
+use crate::embed::batcher::{BatchWork, Batcher};
 use crate::embed::fast_bert::ChangedLayer;
 use crate::embed::local::{LayerAdditions, LocalEmbedder, TokenStates};
-use crate::embed::{EmbedError, Embedder};
 use crate::model::Stance;
 
 /// The shipped reader: the head's weights, the additions to the model's last layer it was
@@ -362,6 +362,9 @@ pub struct LearnedExtractor {
     /// The model's last layer with the reader's additions merged in, when it has them.
     last_layer: Option<Arc<ChangedLayer>>,
     max_opinions: usize,
+    /// Messages read in batches gathered across concurrent events ([`LearnedExtractor::batched`]);
+    /// without it each message is read in a pass of its own.
+    readings: Option<Arc<Batcher<Reading>>>,
 }
 
 impl LearnedExtractor {
@@ -418,7 +421,23 @@ impl LearnedExtractor {
             last_layer,
             model,
             max_opinions,
+            readings: None,
         })
+    }
+
+    /// The same reader, reading messages in batches of up to `max_batch` gathered across
+    /// concurrent callers, as the embedder's batcher gathers topics. A message read alone cost
+    /// the worker about 12 ms of CPU on this 2-core machine, against about 2.6 ms a text in
+    /// batches of 32 (benches/ingest.rs), and the readings are the same bit for bit. Starts the
+    /// batching task on the current runtime.
+    pub fn batched(mut self, max_batch: usize) -> LearnedExtractor {
+        let alone = self.clone();
+        self.readings = Some(Arc::new(Batcher::new(
+            Arc::new(Readings(alone)),
+            max_batch,
+            std::time::Duration::ZERO,
+        )));
+        self
     }
 
     /// The thresholds it reads at (span confidence, sentence score).
@@ -426,22 +445,40 @@ impl LearnedExtractor {
         (self.head.min_confidence, self.head.min_sentence_score)
     }
 
-    /// What the reader reads in `message` (CPU work on the blocking pool).
+    /// What the reader reads in `message`: in a batch with other callers' messages when
+    /// [`LearnedExtractor::batched`], in a pass of its own otherwise.
     pub async fn read(&self, message: &str) -> Result<Reading, ExtractError> {
-        let (model, head, last_layer, text) = (
+        let texts = [message.to_string()];
+        let mut readings = match &self.readings {
+            Some(batcher) => batcher
+                .read(&texts)
+                .await
+                .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?,
+            None => self.read_many(texts.to_vec()).await?,
+        };
+        readings
+            .pop()
+            .ok_or_else(|| ExtractError::Rejected("learned extractor: no reading".into()))
+    }
+
+    /// What the reader reads in each of `messages`, in one pass of the model (CPU work on the
+    /// blocking pool).
+    pub async fn read_many(&self, messages: Vec<String>) -> Result<Vec<Reading>, ExtractError> {
+        let (model, head, last_layer) = (
             self.model.clone(),
             self.head.clone(),
             self.last_layer.clone(),
-            message.to_string(),
         );
+        let failed = |e: String| ExtractError::Rejected(format!("learned extractor: {e}"));
         tokio::task::spawn_blocking(move || {
-            let states = match &last_layer {
-                Some(last) => model.token_states_with_last(&text, last),
-                None => model.token_states(&text),
-            }
-            .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))?;
-            head.read(&text, &states)
-                .map_err(|e| ExtractError::Rejected(format!("learned extractor: {e}")))
+            let states = model
+                .token_states_many(&messages, last_layer.as_deref())
+                .map_err(|e| failed(e.to_string()))?;
+            messages
+                .iter()
+                .zip(&states)
+                .map(|(text, states)| head.read(text, states).map_err(|e| failed(e.to_string())))
+                .collect()
         })
         .await
         .map_err(|e| ExtractError::Rejected(format!("learned extractor task: {e}")))?
@@ -472,6 +509,23 @@ impl LearnedExtractor {
     /// The opinions of a reading ([`Head::opinions`]).
     pub fn opinions(&self, message: &str, reading: &Reading) -> Vec<ExtractedOpinion> {
         self.head.opinions(message, reading, self.max_opinions)
+    }
+}
+
+/// The learned reader's readings as batch work (unbatched itself: its own reads go straight to
+/// the model).
+struct Readings(LearnedExtractor);
+
+impl BatchWork for Readings {
+    type Answer = Reading;
+
+    fn read<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Reading>, EmbedError>> {
+        Box::pin(async move {
+            self.0
+                .read_many(texts.to_vec())
+                .await
+                .map_err(|e| EmbedError::Model(e.to_string()))
+        })
     }
 }
 
@@ -561,7 +615,7 @@ pub struct CheckedRules {
     min_sentence_score: f32,
     /// The scores, read in batches gathered across concurrent events (none when the check is
     /// off: nothing to read).
-    scores: Option<BatchingEmbedder>,
+    scores: Option<Batcher<f32>>,
     /// Findings whose sentence's word score is at least the value are kept without reading
     /// the model ([`CheckedRules::with_word_score`]).
     words: Option<(word_score::WordScore, f32)>,
@@ -570,32 +624,26 @@ pub struct CheckedRules {
     read_by_the_model: AtomicUsize,
 }
 
-/// How many sentences the check reads in one pass of the model, gathered across concurrent
-/// events as the embedder's batcher gathers topics (`embed.max_batch`'s default). Read one
-/// by one, a short sentence cost the worker about 14 ms of CPU on this 2-core machine,
-/// against about 2.6 ms a text in batches of 32 (benches/ingest.rs).
-pub const CHECK_BATCH: usize = 32;
+/// How many texts the learned reader reads in one pass of the model (the check's sentences, or
+/// whole messages where the rules find nothing), gathered across concurrent events as the
+/// embedder's batcher gathers topics (`embed.max_batch`'s default). Read one by one, a short
+/// sentence cost the worker about 14 ms of CPU on this 2-core machine, against about 2.6 ms a
+/// text in batches of 32 (benches/ingest.rs).
+pub const READ_BATCH: usize = 32;
 
-/// The learned sentence score as an [`Embedder`] one number wide, so that the batcher that
-/// gathers embeddings across concurrent events gathers the check's reads the same way.
+/// The learned sentence score as batch work, so that the check's reads are gathered across
+/// concurrent events as embeddings are.
 struct SentenceScorer(LearnedExtractor);
 
-impl Embedder for SentenceScorer {
-    fn dims(&self) -> usize {
-        1
-    }
+impl BatchWork for SentenceScorer {
+    type Answer = f32;
 
-    fn embed<'a>(
-        &'a self,
-        texts: &'a [String],
-    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn read<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<f32>, EmbedError>> {
         Box::pin(async move {
-            let scores = self
-                .0
+            self.0
                 .sentence_scores(texts.to_vec())
                 .await
-                .map_err(|e| EmbedError::Model(e.to_string()))?;
-            Ok(scores.into_iter().map(|score| vec![score]).collect())
+                .map_err(|e| EmbedError::Model(e.to_string()))
         })
     }
 }
@@ -609,9 +657,9 @@ impl CheckedRules {
         min_sentence_score: f32,
     ) -> CheckedRules {
         let scores = (min_sentence_score > 0.0).then(|| {
-            BatchingEmbedder::new(
+            Batcher::new(
                 Arc::new(SentenceScorer(learned.clone())),
-                CHECK_BATCH,
+                READ_BATCH,
                 std::time::Duration::ZERO,
             )
         });
@@ -684,7 +732,7 @@ impl CheckedRules {
             Vec::new()
         } else {
             scores
-                .embed(&unsure)
+                .read(&unsure)
                 .await
                 .map_err(|e| ExtractError::Rejected(format!("the check on the rules: {e}")))?
         }
@@ -694,9 +742,9 @@ impl CheckedRules {
             .zip(sure)
             .filter(|(_, sure)| {
                 *sure
-                    || read.next().is_some_and(|score| {
-                        score.first().is_some_and(|s| *s >= self.min_sentence_score)
-                    })
+                    || read
+                        .next()
+                        .is_some_and(|score| score >= self.min_sentence_score)
             })
             .map(|(opinion, _)| opinion)
             .collect())
