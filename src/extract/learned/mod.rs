@@ -474,8 +474,11 @@ impl LearnedExtractor {
             let states = model
                 .token_states_many(&messages, last_layer.as_deref())
                 .map_err(|e| failed(e.to_string()))?;
+            // The head's tagging of each message, side by side on the model's threads: one
+            // after another, it left a core idle after every batch's pass.
+            use rayon::prelude::*;
             messages
-                .iter()
+                .par_iter()
                 .zip(&states)
                 .map(|(text, states)| head.read(text, states).map_err(|e| failed(e.to_string())))
                 .collect()
