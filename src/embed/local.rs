@@ -318,31 +318,18 @@ impl LocalEmbedder {
 
     /// The mean of the last hidden states of each text (`TokenStates::mean`, unnormalised),
     /// through `last` in place of the last layer when given: several texts in one pass, as
-    /// [`Embedder::embed`] batches them, for readers that need only the mean.
+    /// [`Embedder::embed`] batches them, for readers that need only the mean. (The token states
+    /// it drops cost a copy of each text's rows, nothing beside the pass.)
     pub fn mean_states(
         &self,
         texts: &[String],
         last: Option<&ChangedLayer>,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let texts: Vec<String> = texts
-            .iter()
-            .map(|text| truncate_chars(text, self.max_input_chars))
-            .collect();
-        let Network::HandWritten(bert) = &self.inner.bert else {
-            // The candle network reads one text at a time.
-            return texts
-                .iter()
-                .map(|text| {
-                    let pass = last.map_or(Pass::Every, Pass::WithLast);
-                    Ok(self.inner.token_states(text, pass)?.mean)
-                })
-                .collect();
-        };
-        self.inner
-            .mean_states_by_hand(bert, &texts, |ids| match last {
-                Some(last) => bert.forward_many_with_last(ids, last),
-                None => bert.forward_many(ids),
-            })
+        Ok(self
+            .token_states_many(texts, last)?
+            .into_iter()
+            .map(|states| states.mean)
+            .collect())
     }
 
     /// [`LocalEmbedder::token_states`] after the first `layers` layers only (the hand-written

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 use futures::future::BoxFuture;
+use rayon::prelude::*;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
 use crate::embed::EmbedError;
@@ -426,10 +427,10 @@ impl LearnedExtractor {
     }
 
     /// The same reader, reading messages in batches of up to `max_batch` gathered across
-    /// concurrent callers, as the embedder's batcher gathers topics. A message read alone cost
-    /// the worker about 12 ms of CPU on this 2-core machine, against about 2.6 ms a text in
-    /// batches of 32 (benches/ingest.rs), and the readings are the same bit for bit. Starts the
-    /// batching task on the current runtime.
+    /// concurrent callers, as the embedder's batcher gathers topics; the readings are the same
+    /// bit for bit. On plain chat lines of 12–15 words (benches/ingest.rs, run 7) an event cost
+    /// the worker about 12 ms of CPU on this 2-core machine read alone, about 5.3 batched.
+    /// Starts the batching task on the current runtime.
     pub fn batched(mut self, max_batch: usize) -> LearnedExtractor {
         let alone = self.clone();
         self.readings = Some(Arc::new(Batcher::new(
@@ -476,7 +477,6 @@ impl LearnedExtractor {
                 .map_err(|e| failed(e.to_string()))?;
             // The head's tagging of each message, side by side on the model's threads: one
             // after another, it left a core idle after every batch's pass.
-            use rayon::prelude::*;
             messages
                 .par_iter()
                 .zip(&states)
