@@ -39,7 +39,7 @@ pub enum Precision {
 /// checkpoint's layout that was a gather across rows and took about a sixth of a batch's CPU
 /// (stop 67's profile: 18.6 % of the model's samples against 55 % in its kernel), from this
 /// one it is a contiguous copy. The products are the same, in the same order: the vectors are
-/// the same bit for bit. [`transposed`] gives the checkpoint's layout back where it is needed.
+/// the same bit for bit. [`Linear::checkpoint_weight`] gives the checkpoint's layout back.
 struct Linear {
     weight: Vec<f32>,
     bias: Vec<f32>,
@@ -47,6 +47,26 @@ struct Linear {
     outputs: usize,
     /// The weight quantised, when the model was loaded for 8-bit passes too.
     quantised: Option<QuantisedWeights>,
+}
+
+impl Linear {
+    /// A layer from its weight in the checkpoint's layout (`outputs × inputs`), stored
+    /// transposed.
+    fn new(weight: &[f32], bias: Vec<f32>, inputs: usize, outputs: usize) -> Linear {
+        Linear {
+            weight: transposed(weight, outputs, inputs),
+            bias,
+            inputs,
+            outputs,
+            quantised: None,
+        }
+    }
+
+    /// The weight in the checkpoint's layout (`outputs × inputs`), as the 8-bit copy and a
+    /// changed layer take it.
+    fn checkpoint_weight(&self) -> Vec<f32> {
+        transposed(&self.weight, self.inputs, self.outputs)
+    }
 }
 
 #[derive(Clone)]
@@ -121,18 +141,22 @@ impl Checkpoint {
             .map_err(|e| BertError(format!("{name}: {e}")))
     }
 
+    /// A dense layer's weight (`outputs × inputs`, the checkpoint's layout) and bias.
+    fn dense(
+        &mut self,
+        prefix: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), BertError> {
+        Ok((
+            self.take(&format!("{prefix}.weight"), &[outputs, inputs])?,
+            self.take(&format!("{prefix}.bias"), &[outputs])?,
+        ))
+    }
+
     fn linear(&mut self, prefix: &str, inputs: usize, outputs: usize) -> Result<Linear, BertError> {
-        Ok(Linear {
-            weight: transposed(
-                &self.take(&format!("{prefix}.weight"), &[outputs, inputs])?,
-                outputs,
-                inputs,
-            ),
-            bias: self.take(&format!("{prefix}.bias"), &[outputs])?,
-            inputs,
-            outputs,
-            quantised: None,
-        })
+        let (weight, bias) = self.dense(prefix, inputs, outputs)?;
+        Ok(Linear::new(&weight, bias, inputs, outputs))
     }
 
     fn layer_norm(&mut self, prefix: &str, size: usize) -> Result<LayerNorm, BertError> {
@@ -176,28 +200,20 @@ impl FastBert {
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for index in 0..config.num_hidden_layers {
             let prefix = format!("encoder.layer.{index}");
-            let query =
-                checkpoint.linear(&format!("{prefix}.attention.self.query"), hidden, hidden)?;
-            let key = checkpoint.linear(&format!("{prefix}.attention.self.key"), hidden, hidden)?;
-            let value =
-                checkpoint.linear(&format!("{prefix}.attention.self.value"), hidden, hidden)?;
+            let (query, query_bias) =
+                checkpoint.dense(&format!("{prefix}.attention.self.query"), hidden, hidden)?;
+            let (key, key_bias) =
+                checkpoint.dense(&format!("{prefix}.attention.self.key"), hidden, hidden)?;
+            let (value, value_bias) =
+                checkpoint.dense(&format!("{prefix}.attention.self.value"), hidden, hidden)?;
             layers.push(Layer {
-                // Stacked by outputs: in the transposed layout each input's row holds its
-                // query, key and value columns side by side.
-                query_key_value: Linear {
-                    weight: (0..hidden)
-                        .flat_map(|input| {
-                            [&query.weight, &key.weight, &value.weight]
-                                .map(|weight| &weight[input * hidden..(input + 1) * hidden])
-                        })
-                        .flatten()
-                        .copied()
-                        .collect(),
-                    bias: [query.bias, key.bias, value.bias].concat(),
-                    inputs: hidden,
-                    outputs: 3 * hidden,
-                    quantised: None,
-                },
+                // Stacked by outputs (rows of the checkpoint's layout).
+                query_key_value: Linear::new(
+                    &[query, key, value].concat(),
+                    [query_bias, key_bias, value_bias].concat(),
+                    hidden,
+                    3 * hidden,
+                ),
                 attention_output: checkpoint.linear(
                     &format!("{prefix}.attention.output.dense"),
                     hidden,
@@ -266,7 +282,7 @@ impl FastBert {
                 &mut layer.output,
             ] {
                 linear.quantised = Some(QuantisedWeights::quantise(
-                    &transposed(&linear.weight, linear.inputs, linear.outputs),
+                    &linear.checkpoint_weight(),
                     linear.outputs,
                     linear.inputs,
                 ));
@@ -352,41 +368,30 @@ impl FastBert {
             .layers
             .last()
             .ok_or_else(|| BertError("the model has no layers".into()))?;
-        let hidden = self.hidden;
-        // The 8-bit copy is left out: it would be of the weights before the change.
-        let copy = |linear: &Linear| Linear {
-            weight: linear.weight.clone(),
-            bias: linear.bias.clone(),
-            inputs: linear.inputs,
-            outputs: linear.outputs,
-            quantised: None,
+        // Each changed in the checkpoint's layout. The 8-bit copy is left out: it would be of
+        // the weights before the change.
+        let mut changed = |names: &[&str], linear: &Linear| -> Result<Linear, BertError> {
+            let mut weight = linear.checkpoint_weight();
+            // Query, key and value are stacked by outputs: each its own block of rows.
+            let block = weight.len() / names.len();
+            for (name, rows) in names.iter().zip(weight.chunks_exact_mut(block)) {
+                change(name, rows, linear.outputs / names.len(), linear.inputs)?;
+            }
+            Ok(Linear::new(
+                &weight,
+                linear.bias.clone(),
+                linear.inputs,
+                linear.outputs,
+            ))
         };
-        let mut layer = Layer {
-            query_key_value: copy(&last.query_key_value),
-            attention_output: copy(&last.attention_output),
+        let layer = Layer {
+            query_key_value: changed(&["query", "key", "value"], &last.query_key_value)?,
+            attention_output: changed(&["attention_output"], &last.attention_output)?,
             attention_norm: last.attention_norm.clone(),
-            intermediate: copy(&last.intermediate),
-            output: copy(&last.output),
+            intermediate: changed(&["intermediate"], &last.intermediate)?,
+            output: changed(&["output"], &last.output)?,
             output_norm: last.output_norm.clone(),
         };
-        // Changed in the checkpoint's layout (`outputs × inputs`), then stored transposed again.
-        // Query, key and value are stacked by outputs: each its own block of `hidden` rows.
-        let stacked = &mut layer.query_key_value;
-        let mut weight = transposed(&stacked.weight, stacked.inputs, stacked.outputs);
-        for (index, name) in ["query", "key", "value"].into_iter().enumerate() {
-            let block = &mut weight[index * hidden * hidden..(index + 1) * hidden * hidden];
-            change(name, block, hidden, hidden)?;
-        }
-        stacked.weight = transposed(&weight, stacked.outputs, stacked.inputs);
-        for (name, linear) in [
-            ("attention_output", &mut layer.attention_output),
-            ("intermediate", &mut layer.intermediate),
-            ("output", &mut layer.output),
-        ] {
-            let mut weight = transposed(&linear.weight, linear.inputs, linear.outputs);
-            change(name, &mut weight, linear.outputs, linear.inputs)?;
-            linear.weight = transposed(&weight, linear.outputs, linear.inputs);
-        }
         Ok(ChangedLayer(layer))
     }
 
