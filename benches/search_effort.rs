@@ -15,6 +15,13 @@
 //! `BENCH_M=8` builds the set with 8 HNSW links a node instead of Redis's 16, and the run
 //! prints what that saves in bytes an element beside what it costs in recall.
 //!
+//! Then the effort of building (`VADD … EF`, `store.vector_build_ef`): the same vectors put
+//! into a set at each build EF in turn, Redis's own time a `VADD` (`INFO commandstats`) beside
+//! what each set's searches find at the service's search EF, against a set built at Redis's
+//! default (200). An `ADD` of a new topic is mostly its `VADD` on ingest's path; the chosen
+//! build EF is the smallest whose recall stays within 0.005 of the default-built set's at both
+//! depths.
+//!
 //! `scripts/bench search_effort` (starts the services), or `cargo bench --bench
 //! search_effort` with REDIS_URL and PERSONA_PREFS_MODEL_DIR set.
 
@@ -40,6 +47,9 @@ const RECALL_TOLERANCE: f64 = 0.005;
 /// Never below twice the most the hot paths ask for (injection's 16): a persona larger than
 /// the measured set loses recall at a given EF sooner, and 2k is the usual HNSW headroom.
 const MIN_EF: usize = 32;
+/// Redis's default exploration factor for `VADD` without `EF` (`VSET_DEFAULT_C_EF`).
+const REDIS_DEFAULT_BUILD_EF: usize = 200;
+const CANDIDATE_BUILD_EFS: [usize; 5] = [REDIS_DEFAULT_BUILD_EF, 128, 100, 64, 40];
 
 /// Short texts like a persona's topics and the messages that query them.
 fn corpus(limit: usize) -> Vec<String> {
@@ -123,6 +133,67 @@ async fn vsim_ids(
     ids.iter().map(|id| id.parse().unwrap()).collect()
 }
 
+/// Puts `vectors` into a new Q8 set at `key`, element `i` named `i`, one `VADD` at a time as
+/// ingest adds them; `links` 0 and `build_ef` `None` leave Redis's defaults.
+async fn load(
+    connection: &mut persona_prefs::store::RedisConnection,
+    key: &str,
+    vectors: &[Vec<f32>],
+    links: usize,
+    build_ef: Option<usize>,
+) {
+    let _: () = redis::cmd("DEL")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap();
+    for (i, vector) in vectors.iter().enumerate() {
+        let mut add = redis::cmd("VADD");
+        add.arg(key)
+            .arg("FP32")
+            .arg(vector_to_bytes(vector))
+            .arg(i.to_string())
+            .arg("Q8");
+        if links > 0 {
+            add.arg("M").arg(links);
+        }
+        if let Some(ef) = build_ef {
+            add.arg("EF").arg(ef);
+        }
+        let _: bool = add.query_async(connection).await.unwrap();
+    }
+}
+
+/// recall@5 and recall@16 of `VSIM` at `ef` over `key`, against `exact` (each query's 16
+/// nearest by exact cosine, itself excluded).
+async fn recall_at_5_and_16(
+    connection: &mut persona_prefs::store::RedisConnection,
+    key: &str,
+    vectors: &[Vec<f32>],
+    queries: &[usize],
+    exact: &[Vec<usize>],
+    ef: usize,
+) -> [f64; 2] {
+    let mut recall = [0.0f64; 2];
+    for (slot, k) in [5usize, 16].into_iter().enumerate() {
+        let mut found = 0usize;
+        for (query, exact) in queries.iter().zip(exact) {
+            // One more than k: the query's own element comes back first.
+            let approximate: BTreeSet<usize> =
+                vsim_ids(connection, key, &vectors[*query], k + 1, ef)
+                    .await
+                    .into_iter()
+                    .filter(|id| id != query)
+                    .take(k)
+                    .collect();
+            let exact: BTreeSet<usize> = exact.iter().copied().take(k).collect();
+            found += exact.intersection(&approximate).count();
+        }
+        recall[slot] = found as f64 / (k * queries.len()) as f64;
+    }
+    recall
+}
+
 #[tokio::main]
 async fn main() {
     let size: usize = env_or("BENCH_VECTORS", 10_000);
@@ -160,18 +231,7 @@ async fn main() {
         .await
         .unwrap();
     let loading = Instant::now();
-    for (i, vector) in vectors.iter().enumerate() {
-        let mut add = redis::cmd("VADD");
-        add.arg(&key)
-            .arg("FP32")
-            .arg(vector_to_bytes(vector))
-            .arg(i.to_string())
-            .arg("Q8");
-        if links > 0 {
-            add.arg("M").arg(links);
-        }
-        let _: bool = add.query_async(&mut connection).await.unwrap();
-    }
+    load(&mut connection, &key, &vectors, links, None).await;
     let bytes: u64 = redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(&key)
@@ -206,27 +266,12 @@ async fn main() {
         "{} queries, each a text of the set (itself excluded); recall against exact cosine",
         queries.len()
     );
-    let mut recalls = Vec::new();
+    let mut recalls_by_ef = Vec::new();
     for &ef in &CANDIDATE_EFS {
-        let mut recall = [0.0f64; 2];
-        for (slot, k) in [5usize, 16].into_iter().enumerate() {
-            let mut found = 0usize;
-            for (query, exact) in queries.iter().zip(&exact) {
-                // One more than k: the query's own element comes back first.
-                let approximate: BTreeSet<usize> =
-                    vsim_ids(&mut connection, &key, &vectors[*query], k + 1, ef)
-                        .await
-                        .into_iter()
-                        .filter(|id| id != query)
-                        .take(k)
-                        .collect();
-                let exact: BTreeSet<usize> = exact.iter().copied().take(k).collect();
-                found += exact.intersection(&approximate).count();
-            }
-            recall[slot] = found as f64 / (k * queries.len()) as f64;
-        }
-        recalls.push(recall);
+        recalls_by_ef
+            .push(recall_at_5_and_16(&mut connection, &key, &vectors, &queries, &exact, ef).await);
     }
+    let recalls = recalls_by_ef;
 
     // Times: every EF call by call in turn (injection's COUNT 16), so a stall on this shared
     // machine hits all of them alike.
@@ -287,6 +332,67 @@ async fn main() {
         "smallest EF of at least {MIN_EF} within {RECALL_TOLERANCE} of the default's recall at \
          both depths: {chosen} (configured store.vector_search_ef: {})",
         config.store.vector_search_ef
+    );
+
+    // The effort of building: each build EF's set of the same vectors, searched at the
+    // service's search EF. Redis's own time a VADD, not the round trip, is what an ADD pays
+    // inside its script.
+    let search_ef = config.store.vector_search_ef;
+    println!();
+    println!(
+        "building: each set of the same {} vectors (M {}), searched at the configured EF {search_ef}",
+        vectors.len(),
+        if links > 0 { links } else { 16 }
+    );
+    println!(
+        "{:<14} {:>12} {:>12} {:>9} {:>10} {:>9} {:>10}",
+        "build EF", "VADD us", "/default", "recall@5", "recall@16", "vs dflt@5", "vs dflt@16"
+    );
+    let mut built = Vec::new();
+    for &build_ef in &CANDIDATE_BUILD_EFS {
+        support::reset_command_times(&store).await;
+        let explicit = (build_ef != REDIS_DEFAULT_BUILD_EF).then_some(build_ef);
+        load(&mut connection, &key, &vectors, links, explicit).await;
+        let (calls, usec) = support::command_times(&store)
+            .await
+            .into_iter()
+            .find(|(name, _, _)| name.eq_ignore_ascii_case("vadd"))
+            .map(|(_, calls, usec)| (calls, usec))
+            .unwrap_or((0, 0));
+        let per_call = usec as f64 / calls.max(1) as f64;
+        let recall =
+            recall_at_5_and_16(&mut connection, &key, &vectors, &queries, &exact, search_ef).await;
+        built.push((build_ef, per_call, recall));
+        let (_, default_time, default_recall) = built[0];
+        let label = if build_ef == REDIS_DEFAULT_BUILD_EF {
+            format!("{build_ef} (default)")
+        } else {
+            build_ef.to_string()
+        };
+        println!(
+            "{label:<14} {per_call:>12.1} {:>12.2} {:>9.4} {:>10.4} {:>+9.4} {:>+10.4}",
+            per_call / default_time.max(f64::MIN_POSITIVE),
+            recall[0],
+            recall[1],
+            recall[0] - default_recall[0],
+            recall[1] - default_recall[1]
+        );
+    }
+    let default_recall = built[0].2;
+    let chosen_build = built
+        .iter()
+        .filter(|(_, _, recall)| {
+            recall[0] >= default_recall[0] - RECALL_TOLERANCE
+                && recall[1] >= default_recall[1] - RECALL_TOLERANCE
+        })
+        .map(|(ef, _, _)| *ef)
+        .min()
+        .unwrap_or(REDIS_DEFAULT_BUILD_EF);
+    println!();
+    println!(
+        "smallest build EF within {RECALL_TOLERANCE} of the default-built set's recall at both \
+         depths (searched at EF {search_ef}): {chosen_build} (configured store.vector_build_ef: {})",
+        config.store.vector_build_ef
     );
     let _: () = redis::cmd("DEL")
         .arg(&key)

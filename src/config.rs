@@ -462,6 +462,7 @@ impl Config {
             ("store.max_opinion_chars", store.max_opinion_chars),
             ("store.conflict_top_k", store.conflict_top_k),
             ("store.vector_search_ef", store.vector_search_ef),
+            ("store.vector_build_ef", store.vector_build_ef),
             ("store.max_top_k", store.max_top_k),
             ("store.max_injection_count", store.max_injection_count),
             ("store.max_injection_chars", store.max_injection_chars),
@@ -486,11 +487,16 @@ impl Config {
                 "must be at least 16 bytes (or empty for a key kept in Redis)".into(),
             ));
         }
-        if store.vector_search_ef > 10_000 {
-            return Err(invalid(
-                "store.vector_search_ef",
-                format!("must be within 1..=10000, got {}", store.vector_search_ef),
-            ));
+        for (key, value) in [
+            ("store.vector_search_ef", store.vector_search_ef),
+            ("store.vector_build_ef", store.vector_build_ef),
+        ] {
+            if value > 10_000 {
+                return Err(invalid(
+                    key,
+                    format!("must be within 1..=10000, got {value}"),
+                ));
+            }
         }
         if store.conflict_top_k > store.max_top_k {
             return Err(invalid(
@@ -766,22 +772,34 @@ mod tests {
     }
 
     #[test]
-    fn the_vector_search_effort_is_bounded_and_named_when_wrong() {
-        for bad in ["0", "10001"] {
-            let error = Config::load_from(
-                None,
-                &env(&[("PERSONA_PREFS__STORE__VECTOR_SEARCH_EF", bad)]),
-            )
-            .unwrap_err()
-            .to_string();
-            assert!(error.contains("store.vector_search_ef"), "{bad}: {error}");
+    fn the_vector_search_and_build_efforts_are_bounded_and_named_when_wrong() {
+        for (variable, key) in [
+            (
+                "PERSONA_PREFS__STORE__VECTOR_SEARCH_EF",
+                "store.vector_search_ef",
+            ),
+            (
+                "PERSONA_PREFS__STORE__VECTOR_BUILD_EF",
+                "store.vector_build_ef",
+            ),
+        ] {
+            for bad in ["0", "10001"] {
+                let error = Config::load_from(None, &env(&[(variable, bad)]))
+                    .unwrap_err()
+                    .to_string();
+                assert!(error.contains(key), "{variable}={bad}: {error}");
+            }
         }
         let config = Config::load_from(
             None,
-            &env(&[("PERSONA_PREFS__STORE__VECTOR_SEARCH_EF", "200")]),
+            &env(&[
+                ("PERSONA_PREFS__STORE__VECTOR_SEARCH_EF", "200"),
+                ("PERSONA_PREFS__STORE__VECTOR_BUILD_EF", "64"),
+            ]),
         )
         .unwrap();
         assert_eq!(config.store.vector_search_ef, 200);
+        assert_eq!(config.store.vector_build_ef, 64);
     }
 
     #[test]

@@ -1194,6 +1194,73 @@ async fn a_write_to_a_vector_set_of_another_size_or_quantisation_is_refused_whol
     assert_eq!(unchanged.reinforcement_count, 0, "nothing written");
 }
 
+/// Every command a node runs, scripts' own included (`MONITOR`), from each node of the local
+/// cluster when the suite runs on one, else from REDIS_URL's server: a line a command.
+async fn command_streams(
+    config: &persona_prefs::config::Config,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let urls = if config.redis.cluster_nodes.is_empty() {
+        vec![config.redis.url.clone()]
+    } else {
+        config.redis.cluster_nodes.clone()
+    };
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    for url in urls {
+        let address = url
+            .trim_start_matches("redis://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string();
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream.write_all(b"*1\r\n$7\r\nMONITOR\r\n").await.unwrap();
+        let mut lines = tokio::io::BufReader::new(stream).lines();
+        assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("+OK"));
+        let sender = sender.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    receiver
+}
+
+#[tokio::test]
+async fn a_new_preference_is_linked_into_its_vector_set_at_the_configured_build_effort() {
+    let mut config = test_config("build_ef");
+    config.store.vector_build_ef = 37;
+    let t = TestStore::with_config(config).await;
+    let mut commands = command_streams(&t.config).await;
+    let added = t
+        .add_preference(new_preference("ada", "tea", "I love tea.", unit_vector(5)))
+        .await
+        .unwrap();
+    let prefix = format!("\"{}:", t.config.redis.key_prefix);
+    let vadd = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let line = commands.recv().await.expect("MONITOR stream ended");
+            if line.contains("\"VADD\"") && line.contains(&prefix) {
+                return line;
+            }
+        }
+    })
+    .await
+    .expect("no VADD of this test's vector set within 10 s");
+    assert!(vadd.contains("\"EF\" \"37\""), "{vadd}");
+    let found = t
+        .search_preferences("ada", &unit_vector(5), 1, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        found.first().map(|hit| hit.preference.id.as_str()),
+        Some(added.id.as_str())
+    );
+}
+
 #[tokio::test]
 async fn an_index_with_a_foreign_schema_is_refused() {
     let config = common::test_config("schema");

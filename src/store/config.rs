@@ -55,6 +55,10 @@ pub struct StoreConfig {
     /// How many candidates `VSIM` explores on the hot paths (its `EF`; Redis defaults to 100,
     /// or COUNT when larger). Chosen by recall against exact search (benches/search_effort.rs).
     pub vector_search_ef: usize,
+    /// How many candidates `VADD` explores to link a new element into a persona's vector set
+    /// (its `EF`; Redis defaults to 200). Chosen by recall against exact search of sets built
+    /// at each value (benches/search_effort.rs): most of a new topic's write is this search.
+    pub vector_build_ef: usize,
     pub user_relevance_floor: f64,
     pub min_semantic_relevance: f64,
     pub max_top_k: usize,

@@ -10,7 +10,8 @@
 //!   set), `KEYS[7]` every preference id (set);
 //! - `ARGV[1]` the effect id ("" = none), `ARGV[2]` its TTL in seconds (0: none), `ARGV[3]`
 //!   the lock token the caller holds ("" = no lock required), `ARGV[4]` the vector set's
-//!   quantisation (`Q8`, `NOQUANT`, `BIN`), `ARGV[5]` the byte length of a vector that fits;
+//!   quantisation (`Q8`, `NOQUANT`, `BIN`) and build effort (`"Q8 200"`), `ARGV[5]` the byte
+//!   length of a vector that fits;
 //! - operation-specific arguments from `ARGV[6]` on.
 //!
 //! A script answers with an error reply whose code is [`FENCED`] when the caller's lock is no
@@ -25,9 +26,9 @@
 //! by its strength, and in `about` and the user's own vector set (`KEYS[6]:<user>`:
 //! undeclared, as its name comes from the record, but in the persona's hash slot) under each
 //! related user; a retracted one is in none of them, and its hash holds the record and its
-//! vector. `ARGV[4]` carries " hash" after the quantisation when every record keeps its hash
-//! too (the opt-in full-text index, which RediSearch builds from hashes). Reads come first,
-//! then writes.
+//! vector. `ARGV[4]` carries the quantisation and the build effort (`VADD`'s `EF`), then
+//! " hash" when every record keeps its hash too (the opt-in full-text index, which
+//! RediSearch builds from hashes). Reads come first, then writes.
 
 use std::sync::LazyLock;
 

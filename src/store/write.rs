@@ -297,14 +297,17 @@ impl PreferenceStore {
         Ok(reply)
     }
 
-    /// `ARGV[4]` of a write script: the vector set's quantisation, and " hash" when every
-    /// record keeps its hash (the full-text index reads hashes; `scripts/record.lua`).
+    /// `ARGV[4]` of a write script: the vector set's quantisation and build effort (`VADD`'s
+    /// `EF`), and " hash" when every record keeps its hash (the full-text index reads hashes;
+    /// `scripts/record.lua`).
     pub(super) fn record_placement(&self) -> String {
-        let quantisation = self.settings.store.vector_quantisation.vadd_option();
+        let store = &self.settings.store;
+        let quantisation = store.vector_quantisation.vadd_option();
+        let build_ef = store.vector_build_ef;
         if self.has_text_index() {
-            format!("{quantisation} hash")
+            format!("{quantisation} {build_ef} hash")
         } else {
-            quantisation.to_string()
+            format!("{quantisation} {build_ef}")
         }
     }
 

@@ -1,8 +1,9 @@
 -- Shared by every write script (scripts.rs), after record.lua: the lock check, the vector
 -- set's fit, effect records, list helpers and `sync`, which writes a record back where it
 -- belongs and keeps the persona's structures in step with it.
--- ARGV[4] is the quantisation, then " hash" when every record keeps its hash (record.lua).
-local QUANTISATION, KEEP_HASH = string.match(ARGV[4], '^(%S+)(.*)$')
+-- ARGV[4] is the quantisation and the build effort (VADD's EF), then " hash" when every
+-- record keeps its hash (record.lua).
+local QUANTISATION, BUILD_EF, KEEP_HASH = string.match(ARGV[4], '^(%S+) (%d+)(.*)$')
 KEEP_HASH = KEEP_HASH ~= ''
 local VECTOR_BYTES = tonumber(ARGV[5])
 if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
@@ -177,7 +178,8 @@ local function about_vectors(user) return KEYS[6] .. ':' .. user end
 local function add_about_vector(user, id, vector, attributes)
   local key = about_vectors(user)
   attributes = attributes or view_of_attributes(redis.call('VGETATTR', KEYS[4], id)) or ''
-  local added = redis.pcall('VADD', key, 'FP32', vector, id, QUANTISATION, 'M', 8, 'SETATTR', attributes)
+  local added = redis.pcall('VADD', key, 'FP32', vector, id, QUANTISATION, 'M', 8, 'EF', BUILD_EF,
+    'SETATTR', attributes)
   if type(added) == 'table' and added.err then redis.call('DEL', key) end
 end
 -- Whether every member of a user's set carries its attributes (a set built before they were
@@ -265,7 +267,8 @@ local function sync(id, old_users, key, encoded)
     if stays then
       redis.call('VSETATTR', KEYS[4], id, element)
     elseif fits then
-      redis.call('VADD', KEYS[4], 'FP32', vector, id, QUANTISATION, 'SETATTR', element)
+      redis.call('VADD', KEYS[4], 'FP32', vector, id, QUANTISATION, 'EF', BUILD_EF,
+        'SETATTR', element)
     elseif member then
       redis.call('VREM', KEYS[4], id)
     end
