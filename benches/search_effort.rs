@@ -134,13 +134,13 @@ async fn vsim_ids(
 }
 
 /// Puts `vectors` into a new Q8 set at `key`, element `i` named `i`, one `VADD` at a time as
-/// ingest adds them; `links` 0 and `build_ef` `None` leave Redis's defaults.
+/// ingest adds them, linking each at `build_ef`; `links` 0 leaves Redis's default (16).
 async fn load(
     connection: &mut persona_prefs::store::RedisConnection,
     key: &str,
     vectors: &[Vec<f32>],
     links: usize,
-    build_ef: Option<usize>,
+    build_ef: usize,
 ) {
     let _: () = redis::cmd("DEL")
         .arg(key)
@@ -157,9 +157,7 @@ async fn load(
         if links > 0 {
             add.arg("M").arg(links);
         }
-        if let Some(ef) = build_ef {
-            add.arg("EF").arg(ef);
-        }
+        add.arg("EF").arg(build_ef);
         let _: bool = add.query_async(connection).await.unwrap();
     }
 }
@@ -225,13 +223,15 @@ async fn main() {
         .expect("Redis (run scripts/bench search_effort)");
     let mut connection = store.connection();
     let key = format!("{}:bench:search_effort:{{p}}", config.redis.key_prefix);
-    let _: () = redis::cmd("DEL")
-        .arg(&key)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
     let loading = Instant::now();
-    load(&mut connection, &key, &vectors, links, None).await;
+    load(
+        &mut connection,
+        &key,
+        &vectors,
+        links,
+        REDIS_DEFAULT_BUILD_EF,
+    )
+    .await;
     let bytes: u64 = redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(&key)
@@ -266,12 +266,11 @@ async fn main() {
         "{} queries, each a text of the set (itself excluded); recall against exact cosine",
         queries.len()
     );
-    let mut recalls_by_ef = Vec::new();
+    let mut recalls = Vec::new();
     for &ef in &CANDIDATE_EFS {
-        recalls_by_ef
+        recalls
             .push(recall_at_5_and_16(&mut connection, &key, &vectors, &queries, &exact, ef).await);
     }
-    let recalls = recalls_by_ef;
 
     // Times: every EF call by call in turn (injection's COUNT 16), so a stall on this shared
     // machine hits all of them alike.
@@ -351,8 +350,7 @@ async fn main() {
     let mut built = Vec::new();
     for &build_ef in &CANDIDATE_BUILD_EFS {
         support::reset_command_times(&store).await;
-        let explicit = (build_ef != REDIS_DEFAULT_BUILD_EF).then_some(build_ef);
-        load(&mut connection, &key, &vectors, links, explicit).await;
+        load(&mut connection, &key, &vectors, links, build_ef).await;
         let (calls, usec) = support::command_times(&store)
             .await
             .into_iter()

@@ -10,7 +10,7 @@
 //!   set), `KEYS[7]` every preference id (set);
 //! - `ARGV[1]` the effect id ("" = none), `ARGV[2]` its TTL in seconds (0: none), `ARGV[3]`
 //!   the lock token the caller holds ("" = no lock required), `ARGV[4]` the vector set's
-//!   quantisation (`Q8`, `NOQUANT`, `BIN`) and build effort (`"Q8 200"`), `ARGV[5]` the byte
+//!   quantisation (`Q8`, `NOQUANT`, `BIN`) and build effort (`"Q8 100"`), `ARGV[5]` the byte
 //!   length of a vector that fits;
 //! - operation-specific arguments from `ARGV[6]` on.
 //!
