@@ -1,10 +1,12 @@
 //! The 8-bit products of the query-side BERT pass (`crates/int8`, used by
-//! `src/embed/fast_bert.rs`): the AVX2 kernel sums the same integers as the plain-Rust one,
-//! the result is the float product to quantisation error, and a row's result does not depend
-//! on which block of rows it was computed in.
+//! `src/embed/fast_bert.rs`): every vector kernel this CPU has (AVX-512 VNNI, AVX2) gives the
+//! plain-Rust one's floats to the bit, the result is the float product to quantisation error,
+//! and a row's result does not depend on which block of rows it was computed in.
 #![cfg(feature = "local-embedder")]
 
-use persona_prefs_int8::{QuantisedInputs, QuantisedWeights, portable_product, product};
+use persona_prefs_int8::{
+    Kernel, QuantisedInputs, QuantisedWeights, portable_product, product, product_with,
+};
 
 fn pseudo_random(count: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
@@ -19,9 +21,13 @@ fn pseudo_random(count: usize, seed: u64) -> Vec<f32> {
 }
 
 #[test]
-fn the_vector_kernel_sums_the_same_integers_as_the_portable_one() {
-    // Shapes that leave partial blocks on both sides and a padded tail (columns not a
-    // multiple of 32), with outliers that take the full −127..=127 range.
+fn every_vector_kernel_gives_the_portable_kernels_floats_to_the_bit() {
+    let kernels = Kernel::available();
+    println!("kernels on this CPU: {kernels:?}");
+    assert_eq!(kernels.last(), Some(&Kernel::Portable));
+    // Shapes that leave partial blocks on every side (input rows against the AVX2 kernel's 4
+    // and the VNNI kernel's 6; outputs against their 2 and 64) and a padded tail (columns not
+    // a multiple of 64), with outliers that take the full −127..=127 range.
     for (rows, outputs, columns) in [
         (1, 1, 5),
         (5, 7, 70),
@@ -29,6 +35,9 @@ fn the_vector_kernel_sums_the_same_integers_as_the_portable_one() {
         (4, 3, 32),
         (7, 5, 1536),
         (3, 2, 40),
+        (13, 130, 200),
+        (6, 1152, 384),
+        (11, 64, 1536),
     ] {
         let mut input = pseudo_random(rows * columns, 7 + rows as u64);
         input[0] = 40.0;
@@ -36,11 +45,16 @@ fn the_vector_kernel_sums_the_same_integers_as_the_portable_one() {
         let bias = pseudo_random(outputs, 3);
         let input = QuantisedInputs::quantise(&input, rows, columns);
         let weight = QuantisedWeights::quantise(&weight, outputs, columns);
-        let mut fast = vec![0f32; rows * outputs];
         let mut portable = vec![0f32; rows * outputs];
-        product(&input, &weight, &bias, &mut fast);
         portable_product(&input, &weight, &bias, &mut portable);
-        assert_eq!(fast, portable, "{rows} × {outputs} × {columns}");
+        for &kernel in &kernels {
+            let mut fast = vec![f32::NAN; rows * outputs];
+            product_with(kernel, &input, &weight, &bias, &mut fast);
+            assert_eq!(fast, portable, "{kernel:?}: {rows} × {outputs} × {columns}");
+        }
+        let mut chosen = vec![f32::NAN; rows * outputs];
+        product(&input, &weight, &bias, &mut chosen);
+        assert_eq!(chosen, portable, "the chosen kernel: {rows} × {outputs} × {columns}");
     }
 }
 
@@ -76,25 +90,23 @@ fn the_product_is_the_float_product_to_quantisation_error() {
 
 #[test]
 fn a_row_comes_out_the_same_whichever_block_it_is_computed_in() {
-    // The kernel takes input rows four at a time and the rest in a shorter block: each row
-    // alone must give what it gives among the others.
+    // The kernels take input rows four (AVX2) or six (VNNI) at a time and the rest in a
+    // shorter block: each row alone must give what it gives among the others.
     let (rows, outputs, columns) = (11, 9, 96);
     let input = pseudo_random(rows * columns, 1);
     let weight = QuantisedWeights::quantise(&pseudo_random(outputs * columns, 2), outputs, columns);
     let bias = pseudo_random(outputs, 4);
-    let mut together = vec![f32::NAN; rows * outputs];
-    product(
-        &QuantisedInputs::quantise(&input, rows, columns),
-        &weight,
-        &bias,
-        &mut together,
-    );
-    for (i, expected) in together.chunks_exact(outputs).enumerate() {
-        let alone_input =
-            QuantisedInputs::quantise(&input[i * columns..(i + 1) * columns], 1, columns);
-        let mut alone = vec![f32::NAN; outputs];
-        product(&alone_input, &weight, &bias, &mut alone);
-        assert_eq!(alone, expected, "row {i}");
+    let quantised = QuantisedInputs::quantise(&input, rows, columns);
+    for kernel in Kernel::available() {
+        let mut together = vec![f32::NAN; rows * outputs];
+        product_with(kernel, &quantised, &weight, &bias, &mut together);
+        for (i, expected) in together.chunks_exact(outputs).enumerate() {
+            let alone_input =
+                QuantisedInputs::quantise(&input[i * columns..(i + 1) * columns], 1, columns);
+            let mut alone = vec![f32::NAN; outputs];
+            product_with(kernel, &alone_input, &weight, &bias, &mut alone);
+            assert_eq!(alone, expected, "{kernel:?}: row {i}");
+        }
     }
 }
 

@@ -25,15 +25,26 @@
 //! sign step and half the registers per input (0.80 ms), but they cost the labelled injection
 //! set 0.023 of recall@5 (`benches/models.rs`, one run), more than the 0.01 allowed.
 
-/// Values per kernel step (one 256-bit register of bytes); rows are padded to a multiple.
+/// Values per AVX2 kernel step (one 256-bit register of bytes).
 const STEP: usize = 32;
+/// Rows are zero-padded to a multiple of this: one 512-bit register of bytes, the VNNI
+/// kernel's step, itself a multiple of [`STEP`].
+const PADDING: usize = 64;
+/// What the VNNI kernel adds to every weight to make it the unsigned side (see [`vnni`]).
+const WEIGHT_OFFSET: i32 = 128;
+/// Outputs the VNNI kernel computes together: four registers of sixteen 32-bit sums.
+const VNNI_OUTPUTS: usize = 64;
 /// The largest quantised magnitude, of weights and inputs alike.
 const LEVELS: f32 = 127.0;
 
 /// Weight rows, quantised to −127..=127 with one scale per row, zero-padded to a multiple of
-/// [`STEP`] (zeros add nothing to a dot product).
+/// [`PADDING`] (zeros add nothing to a dot product).
 pub struct QuantisedWeights {
     values: Vec<i8>,
+    /// The same values plus [`WEIGHT_OFFSET`], as unsigned bytes laid out for the VNNI
+    /// kernel ([`vnni::pack`]); kept only where the CPU has it (10.5 MB for the model's dense
+    /// layers).
+    packed: Option<Vec<u8>>,
     scales: Vec<f32>,
     rows: usize,
     stride: usize,
@@ -53,8 +64,15 @@ impl QuantisedWeights {
         {
             scales.push(quantise_row(row, values));
         }
+        #[cfg(target_arch = "x86_64")]
+        let packed = Kernel::Vnni
+            .is_available()
+            .then(|| vnni::pack(&values, rows, stride));
+        #[cfg(not(target_arch = "x86_64"))]
+        let packed = None;
         QuantisedWeights {
             values,
+            packed,
             scales,
             rows,
             stride,
@@ -71,17 +89,19 @@ impl QuantisedWeights {
         self.scales[index]
     }
 
-    /// The quantised values of row `index`, zero-padded to a multiple of 32.
+    /// The quantised values of row `index`, zero-padded to a multiple of 64.
     pub fn row(&self, index: usize) -> &[i8] {
         &self.values[index * self.stride..(index + 1) * self.stride]
     }
 }
 
 /// Input rows, quantised to −127..=127 with one scale per row, zero-padded to a multiple of
-/// [`STEP`]; their magnitudes are kept beside them for the kernel's unsigned side.
+/// [`PADDING`]; their magnitudes are kept beside them for the AVX2 kernel's unsigned side,
+/// and each row's sum for the VNNI kernel's correction.
 pub struct QuantisedInputs {
     values: Vec<i8>,
     magnitudes: Vec<u8>,
+    sums: Vec<i32>,
     scales: Vec<f32>,
     rows: usize,
     columns: usize,
@@ -102,6 +122,7 @@ impl QuantisedInputs {
         QuantisedInputs {
             values: Vec::new(),
             magnitudes: Vec::new(),
+            sums: Vec::new(),
             scales: Vec::new(),
             rows: 0,
             columns,
@@ -125,6 +146,12 @@ impl QuantisedInputs {
         self.magnitudes.clear();
         self.magnitudes
             .extend(self.values.iter().map(|q| q.unsigned_abs()));
+        self.sums.clear();
+        self.sums.extend(
+            self.values
+                .chunks_exact(self.stride)
+                .map(|row| row.iter().map(|&p| p as i32).sum::<i32>()),
+        );
     }
 
     /// The scale of row `index`: its values are `scale · p`.
@@ -132,7 +159,7 @@ impl QuantisedInputs {
         self.scales[index]
     }
 
-    /// The quantised values of row `index`, zero-padded to a multiple of 32.
+    /// The quantised values of row `index`, zero-padded to a multiple of 64.
     pub fn row(&self, index: usize) -> &[i8] {
         &self.values[index * self.stride..(index + 1) * self.stride]
     }
@@ -143,7 +170,7 @@ impl QuantisedInputs {
 }
 
 fn padded(columns: usize) -> usize {
-    columns.div_ceil(STEP) * STEP
+    columns.div_ceil(PADDING) * PADDING
 }
 
 /// Writes `row` quantised to −127..=127 (symmetric: scale = largest magnitude / 127) into the
@@ -162,25 +189,96 @@ fn quantise_row(row: &[f32], out: &mut [i8]) -> f32 {
     scale
 }
 
+/// One way of summing the products; [`product`] takes the fastest the CPU has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// AVX-512 VNNI (`vpdpbusd`): 64 byte products summed into 32 bits per instruction.
+    Vnni,
+    /// AVX2 (`vpmaddubsw`, `vpmaddwd`): 32 byte products per three instructions.
+    Avx2,
+    /// [`portable_product`]: plain Rust, every CPU.
+    Portable,
+}
+
+impl Kernel {
+    /// The kernels this CPU runs, fastest first ([`Kernel::Portable`] always last).
+    pub fn available() -> Vec<Kernel> {
+        [Kernel::Vnni, Kernel::Avx2, Kernel::Portable]
+            .into_iter()
+            .filter(|kernel| kernel.is_available())
+            .collect()
+    }
+
+    /// Whether this CPU has the kernel's instructions.
+    pub fn is_available(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Vnni | Kernel::Avx2 => false,
+            Kernel::Portable => true,
+        }
+    }
+}
+
 /// `output = input · weightsᵀ + bias` (`input.rows × weights.rows`, row-major), on the
-/// calling thread: the AVX2 kernel where the CPU has it, [`portable_product`] otherwise.
+/// calling thread, with the fastest kernel the CPU has. Every kernel sums the same integers,
+/// so the result does not depend on which ran.
 pub fn product(
     input: &QuantisedInputs,
     weights: &QuantisedWeights,
     bias: &[f32],
     output: &mut [f32],
 ) {
+    let kernel = if weights.packed.is_some() {
+        Kernel::Vnni
+    } else if Kernel::Avx2.is_available() {
+        Kernel::Avx2
+    } else {
+        Kernel::Portable
+    };
+    product_with(kernel, input, weights, bias, output);
+}
+
+/// [`product`] with a chosen kernel: what the tests hold each kernel to.
+///
+/// # Panics
+/// When the CPU lacks the kernel's instructions ([`Kernel::is_available`]), or the shapes
+/// disagree.
+pub fn product_with(
+    kernel: Kernel,
+    input: &QuantisedInputs,
+    weights: &QuantisedWeights,
+    bias: &[f32],
+    output: &mut [f32],
+) {
+    assert!(kernel.is_available(), "{kernel:?} needs instructions this CPU lacks");
     assert_eq!(input.stride, weights.stride);
     assert_eq!(bias.len(), weights.rows);
     assert_eq!(output.len(), input.rows * weights.rows);
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is present (checked above); the kernel reads rows through the slices'
-        // bounds-checked accessors and writes only `output`, whose size is asserted above.
-        unsafe { avx2::product(input, weights, bias, output) };
-        return;
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => {
+            let packed = weights
+                .packed
+                .as_deref()
+                .expect("weights quantised where VNNI is present keep their packed copy");
+            // SAFETY: AVX-512 F, BW and VNNI are present (asserted above); the shapes are
+            // asserted above and the packed copy is `vnni::pack`'s for these weights.
+            unsafe { vnni::product(input, weights, packed, bias, output) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 is present (asserted above); the kernel reads rows through the
+        // slices' bounds-checked accessors and writes only `output`, asserted above.
+        Kernel::Avx2 => unsafe { avx2::product(input, weights, bias, output) },
+        _ => portable_product(input, weights, bias, output),
     }
-    portable_product(input, weights, bias, output);
 }
 
 /// [`product`]'s arithmetic in plain Rust: what the AVX2 kernel is held to, integer for
@@ -330,6 +428,164 @@ mod avx2 {
                         weights.scales[j],
                         self.bias[j],
                     );
+                }
+            }
+        }
+    }
+}
+
+/// The AVX-512 VNNI kernel.
+///
+/// `vpdpbusd` multiplies unsigned by signed bytes, four pairs at a time summed straight into a
+/// 32-bit lane: nothing passes through a 16-bit lane, so nothing saturates and no sign step
+/// is needed. The weights take the unsigned side as `q + 128` (0..=255) and the inputs stay
+/// signed, so a lane sums `Σ (q + 128) · p`, and the exact `Σ q · p` is that less `128 · Σ p`,
+/// the input row's sum kept when it was quantised. At most 255 · 127 a pair and 1 536 pairs:
+/// 50 M, well inside 32 bits.
+///
+/// The lanes of a register are sixteen outputs, not sixteen pieces of one dot product: the
+/// weights are packed so that one 64-byte load holds four consecutive inputs' weights for
+/// each of sixteen outputs, and an input row's four bytes are broadcast against it. So no sum
+/// is reduced across lanes (at 384 inputs a row, that reduction cost as much as the products
+/// in a first kernel that kept one dot product a register), and results leave sixteen at a
+/// time.
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use std::arch::x86_64::*;
+
+    use super::{QuantisedInputs, QuantisedWeights, VNNI_OUTPUTS, WEIGHT_OFFSET};
+
+    const LANES: usize = 16;
+    const REGISTERS: usize = VNNI_OUTPUTS / LANES;
+    /// Input rows per tile: 6 × 4 accumulators, 4 weights and a broadcast input take 29 of
+    /// AVX-512's 32 registers, and a thread's half of a 12-token query is one tile.
+    const INPUT_BLOCK: usize = 6;
+
+    /// `values` (`rows × stride`, signed) as the kernel reads them: for each block of 64
+    /// outputs and each group of four inputs, 256 bytes: four registers, each sixteen outputs'
+    /// four weights plus 128. Rows past `rows` (the last block's padding) are weights of 0.
+    pub(super) fn pack(values: &[i8], rows: usize, stride: usize) -> Vec<u8> {
+        let groups = stride / 4;
+        let blocks = rows.div_ceil(VNNI_OUTPUTS);
+        let mut packed = vec![WEIGHT_OFFSET as u8; blocks * groups * VNNI_OUTPUTS * 4];
+        for j in 0..rows {
+            let (block, within) = (j / VNNI_OUTPUTS, j % VNNI_OUTPUTS);
+            let (register, lane) = (within / LANES, within % LANES);
+            for g in 0..groups {
+                let at = (((block * groups + g) * REGISTERS + register) * LANES + lane) * 4;
+                for t in 0..4 {
+                    packed[at + t] = (values[j * stride + 4 * g + t] as i32 + WEIGHT_OFFSET) as u8;
+                }
+            }
+        }
+        packed
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn product(
+        input: &QuantisedInputs,
+        weights: &QuantisedWeights,
+        packed: &[u8],
+        bias: &[f32],
+        output: &mut [f32],
+    ) {
+        let groups = weights.stride / 4;
+        assert_eq!(
+            packed.len(),
+            weights.rows.div_ceil(VNNI_OUTPUTS) * groups * VNNI_OUTPUTS * 4
+        );
+        let tile = Tile {
+            input,
+            weights,
+            packed,
+            bias,
+            groups,
+        };
+        for block in 0..weights.rows.div_ceil(VNNI_OUTPUTS) {
+            let mut i = 0;
+            while i < input.rows {
+                // SAFETY: the features are enabled here; the tile reads input rows
+                // i..i + its length, which exist, and this block's packed weights.
+                unsafe {
+                    match input.rows - i {
+                        1 => tile.rows::<1>(i, block, output),
+                        2 => tile.rows::<2>(i, block, output),
+                        3 => tile.rows::<3>(i, block, output),
+                        4 => tile.rows::<4>(i, block, output),
+                        5 => tile.rows::<5>(i, block, output),
+                        _ => tile.rows::<INPUT_BLOCK>(i, block, output),
+                    }
+                }
+                i += INPUT_BLOCK;
+            }
+        }
+    }
+
+    struct Tile<'a> {
+        input: &'a QuantisedInputs,
+        weights: &'a QuantisedWeights,
+        packed: &'a [u8],
+        bias: &'a [f32],
+        groups: usize,
+    }
+
+    impl Tile<'_> {
+        /// Input rows `first..first + ROWS` against the 64 outputs of `block`.
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        unsafe fn rows<const ROWS: usize>(&self, first: usize, block: usize, output: &mut [f32]) {
+            let (input, weights) = (self.input, self.weights);
+            let width = weights.rows;
+            let block_bytes = self.groups * VNNI_OUTPUTS * 4;
+            let weights_of_block = &self.packed[block * block_bytes..(block + 1) * block_bytes];
+            // Loops, not `array::from_fn` (see the AVX2 kernel: closures lose the features).
+            let mut rows = [input.row(first); ROWS];
+            for (a, row) in rows.iter_mut().enumerate().skip(1) {
+                *row = input.row(first + a);
+            }
+            let mut sums = [[_mm512_setzero_si512(); REGISTERS]; ROWS];
+            for (g, group) in weights_of_block.chunks_exact(VNNI_OUTPUTS * 4).enumerate() {
+                let mut w = [_mm512_setzero_si512(); REGISTERS];
+                for (r, w) in w.iter_mut().enumerate() {
+                    // SAFETY: `group` is 256 bytes; register r is bytes 64r..64r + 64.
+                    *w = unsafe { _mm512_loadu_si512(group.as_ptr().add(r * 64).cast()) };
+                }
+                for (sums, row) in sums.iter_mut().zip(&rows) {
+                    // SAFETY: a row is `stride` = 4 · groups bytes, so bytes 4g..4g + 4 exist.
+                    let four = unsafe { row.as_ptr().add(4 * g).cast::<i32>().read_unaligned() };
+                    let x = _mm512_set1_epi32(four);
+                    for (sum, &w) in sums.iter_mut().zip(&w) {
+                        *sum = _mm512_dpbusd_epi32(*sum, w, x);
+                    }
+                }
+            }
+            for (a, sums) in sums.iter().enumerate() {
+                let i = first + a;
+                let correction = _mm512_set1_epi32(WEIGHT_OFFSET * input.sums[i]);
+                let input_scale = _mm512_set1_ps(input.scales[i]);
+                for (r, &v) in sums.iter().enumerate() {
+                    let j = block * VNNI_OUTPUTS + r * LANES;
+                    if j >= width {
+                        break;
+                    }
+                    let valid = (width - j).min(LANES);
+                    let mask: __mmask16 = if valid == LANES { !0 } else { (1 << valid) - 1 };
+                    // `finish`'s arithmetic, lane by lane and in its order (a product of the
+                    // scales, then the sum times it, then the bias: no fused multiply-add), so
+                    // the floats are the portable kernel's to the bit.
+                    // SAFETY: lanes past `valid` are masked off: reads stay inside
+                    // `scales` and `bias` (`width` long), the write inside row i of `output`.
+                    unsafe {
+                        let scales =
+                            _mm512_maskz_loadu_ps(mask, weights.scales.as_ptr().add(j));
+                        let bias = _mm512_maskz_loadu_ps(mask, self.bias.as_ptr().add(j));
+                        let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(v, correction));
+                        let scaled = _mm512_mul_ps(sum, _mm512_mul_ps(input_scale, scales));
+                        _mm512_mask_storeu_ps(
+                            output.as_mut_ptr().add(i * width + j),
+                            mask,
+                            _mm512_add_ps(scaled, bias),
+                        );
+                    }
                 }
             }
         }
