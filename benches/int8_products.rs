@@ -7,12 +7,21 @@
 //! Rows are tokens: 6 is one thread's half of a 12-token query (the pass splits a query's
 //! tokens between two threads), 12 a whole one, 24 a long one.
 //!
-//! `cargo bench --bench int8_products` (no services needed). `BENCH_ROUNDS` (default 200)
-//! calls of each kernel per row count.
+//! Then the whole 8-bit query pass (the local model, both threads, as injection embeds a new
+//! text) with each kernel, a new short text every call, alternated, beside the products
+//! alone: what a prompt builder sending text waits for the model.
+//!
+//! `cargo bench --bench int8_products` (no services; the model from `PERSONA_PREFS_MODEL_DIR`
+//! or `embed.model_dir`). `BENCH_ROUNDS` (default 200) calls of each kernel per row count and
+//! rounds over the texts.
 
 use std::hint::black_box;
+use std::path::Path;
 use std::time::Instant;
 
+use persona_prefs::config::Config;
+use persona_prefs::embed::Embedder;
+use persona_prefs::embed::local::{LocalEmbedder, LocalOptions};
 use persona_prefs_int8::{Kernel, QuantisedInputs, QuantisedWeights, product_with};
 
 /// (inputs, outputs) of one layer's products, MiniLM-L6's shapes.
@@ -42,7 +51,8 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-fn main() {
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
     let rounds: usize = std::env::var("BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -50,7 +60,12 @@ fn main() {
     // Distinct weights for every layer, as the model's: 10.5 MB in all, more than a core's
     // caches, so each call reads them from the shared cache or memory as a query does.
     let products: Vec<Product> = (0..LAYERS)
-        .flat_map(|layer| LAYER.iter().enumerate().map(move |(p, &shape)| (layer, p, shape)))
+        .flat_map(|layer| {
+            LAYER
+                .iter()
+                .enumerate()
+                .map(move |(p, &shape)| (layer, p, shape))
+        })
         .map(|(layer, p, (inputs, outputs))| Product {
             weights: QuantisedWeights::quantise(
                 &pseudo_random(inputs * outputs, (layer * 8 + p) as u64 + 1),
@@ -61,10 +76,7 @@ fn main() {
             inputs,
         })
         .collect();
-    let weight_bytes: usize = products
-        .iter()
-        .map(|p| p.weights.rows() * p.inputs)
-        .sum();
+    let weight_bytes: usize = products.iter().map(|p| p.weights.rows() * p.inputs).sum();
     // The portable kernel, ten times slower, is what the tests hold the others to, not a
     // contender.
     let kernels: Vec<Kernel> = Kernel::available()
@@ -131,5 +143,65 @@ fn main() {
                 p50 / floor
             );
         }
+    }
+    whole_pass(&kernels, rounds / 4).await;
+}
+
+/// The local model's 8-bit pass on one new short text a call, with each kernel, alternated.
+async fn whole_pass(kernels: &[Kernel], rounds: usize) {
+    let model_dir = std::env::var("PERSONA_PREFS_MODEL_DIR")
+        .unwrap_or_else(|_| Config::defaults().embed.model_dir);
+    let models: Vec<LocalEmbedder> = kernels
+        .iter()
+        .map(|&kernel| {
+            LocalEmbedder::load_with(
+                Path::new(&model_dir),
+                2000,
+                LocalOptions {
+                    int8_kernel: Some(kernel),
+                    ..LocalOptions::default()
+                },
+            )
+            .expect("the local model (run scripts/services fetch)")
+            .for_queries()
+        })
+        .collect();
+    let texts: Vec<String> = std::fs::read_to_string("tests/data/opinion_pairs.jsonl")
+        .expect("tests/data/opinion_pairs.jsonl")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|pair| pair["b"].as_str().map(str::to_string))
+        .take(50)
+        .collect();
+    for model in &models {
+        model.embed(&texts[..1]).await.unwrap();
+    }
+    let mut times = vec![Vec::new(); models.len()];
+    for round in 0..rounds.max(1) {
+        for text in &texts {
+            for (model, times) in models.iter().zip(&mut times) {
+                // A new text every call, as a prompt builder's message is (a repeated one
+                // would be the service's cache's, not the model's).
+                let text = format!("{text} ({round})");
+                let started = Instant::now();
+                black_box(model.embed(&[text]).await.unwrap());
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+    }
+    println!(
+        "the whole 8-bit query pass, one new short text a call ({} texts × {} rounds, 4-14 words), both threads, alternated:",
+        texts.len(),
+        rounds.max(1)
+    );
+    let baseline = median(times.last().unwrap().clone());
+    for (kernel, times) in kernels.iter().zip(times) {
+        let p50 = median(times);
+        println!(
+            "  {:>6}: p50 {p50:.3} ms ({:.2} x {:?}'s)",
+            format!("{kernel:?}"),
+            p50 / baseline,
+            kernels.last().unwrap()
+        );
     }
 }

@@ -54,7 +54,10 @@ fn every_vector_kernel_gives_the_portable_kernels_floats_to_the_bit() {
         }
         let mut chosen = vec![f32::NAN; rows * outputs];
         product(&input, &weight, &bias, &mut chosen);
-        assert_eq!(chosen, portable, "the chosen kernel: {rows} × {outputs} × {columns}");
+        assert_eq!(
+            chosen, portable,
+            "the chosen kernel: {rows} × {outputs} × {columns}"
+        );
     }
 }
 

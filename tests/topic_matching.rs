@@ -320,6 +320,38 @@ async fn queries_use_the_eight_bit_pass_and_what_is_stored_the_full_one() {
     );
 }
 
+/// Every 8-bit kernel this CPU has (AVX-512 VNNI, AVX2, the portable one) sums the same
+/// integers (`tests/int8_products.rs`), so the query vectors do not depend on which ran: the
+/// default (the fastest) gives each kernel's vectors bit for bit, one text and a batch.
+#[tokio::test]
+async fn the_eight_bit_pass_gives_the_same_vectors_whichever_kernel_runs_it() {
+    use persona_prefs::embed::local::LocalOptions;
+    use persona_prefs_int8::Kernel;
+    let queries: Vec<String> = labelled_pairs().into_iter().map(|p| p.b).collect();
+    let kernels = Kernel::available();
+    println!("kernels on this CPU: {kernels:?}");
+    for kernel in kernels {
+        let (fastest, chosen) = default_and(LocalOptions {
+            int8_kernel: Some(kernel),
+            ..LocalOptions::default()
+        });
+        let (fastest, chosen) = (fastest.for_queries(), chosen.for_queries());
+        for query in &queries[..10] {
+            let query = std::slice::from_ref(query);
+            assert_eq!(
+                chosen.embed(query).await.unwrap(),
+                fastest.embed(query).await.unwrap(),
+                "{kernel:?}: {query:?}"
+            );
+        }
+        assert_eq!(
+            chosen.embed(&queries[..40]).await.unwrap(),
+            fastest.embed(&queries[..40]).await.unwrap(),
+            "{kernel:?}: a batch"
+        );
+    }
+}
+
 /// The 8-bit pass splits a text's tokens between two threads; each row's arithmetic is the
 /// same whichever thread runs it, and a product's integers do not depend on how its rows are
 /// blocked, so one thread gives the same query vectors bit for bit (a batch too, where rows

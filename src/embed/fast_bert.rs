@@ -23,7 +23,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::bert::Config as BertConfig;
 use gemm::Parallelism;
 
-use persona_prefs_int8::{self as int8, QuantisedInputs, QuantisedWeights};
+use persona_prefs_int8::{self as int8, Kernel, QuantisedInputs, QuantisedWeights};
 
 /// The arithmetic of a pass's dense layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +105,8 @@ pub struct FastBert {
     /// Where 8-bit passes run, their tokens split between its two threads (`None`: one
     /// thread, the caller's).
     int8_pool: Option<rayon::ThreadPool>,
+    /// The 8-bit products' kernel; `None`: the fastest this CPU has (`int8::product`).
+    int8_kernel: Option<Kernel>,
 }
 
 /// Why a checkpoint could not be read as the BERT this module runs, or a text not run.
@@ -259,12 +261,21 @@ impl FastBert {
             },
             threads,
             int8_pool: None,
+            int8_kernel: None,
         })
     }
 
     /// Keeps an 8-bit copy of every dense layer's weight beside the F32 one (10.5 MB more for
-    /// MiniLM-L6), so [`Precision::Int8`] passes can run.
-    pub fn with_int8(mut self) -> Result<FastBert, BertError> {
+    /// MiniLM-L6, twice that where the VNNI kernel's packed copy is kept too), so
+    /// [`Precision::Int8`] passes can run, with `kernel` (`None`: the fastest this CPU has;
+    /// every kernel gives the same floats, so this only says how fast).
+    pub fn with_int8(mut self, kernel: Option<Kernel>) -> Result<FastBert, BertError> {
+        if let Some(kernel) = kernel.filter(|kernel| !kernel.is_available()) {
+            return Err(BertError(format!(
+                "the 8-bit kernel {kernel:?} needs instructions this CPU lacks"
+            )));
+        }
+        self.int8_kernel = kernel;
         if self.threads > 1 {
             self.int8_pool = Some(
                 rayon::ThreadPoolBuilder::new()
@@ -732,7 +743,10 @@ impl FastBert {
             .as_ref()
             .expect("8-bit passes run only with the 8-bit weights loaded");
         let input = QuantisedInputs::quantise(input, rows, layer.inputs);
-        int8::product(&input, weight, &layer.bias, output);
+        match self.int8_kernel {
+            Some(kernel) => int8::product_with(kernel, &input, weight, &layer.bias, output),
+            None => int8::product(&input, weight, &layer.bias, output),
+        }
     }
 
     /// Self-attention of one text: `query_key_value` is its `length × 3·hidden` projections,

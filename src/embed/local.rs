@@ -42,6 +42,9 @@ pub struct LocalOptions {
     /// Also keep the dense layers' weights as 8-bit integers (`crates/int8`, 10.5 MB more) for
     /// [`LocalEmbedder::for_queries`]. Hand-written pass only.
     pub int8_queries: bool,
+    /// The 8-bit products' kernel (`None`: the fastest this CPU has). All give the same
+    /// vectors; `benches/int8_products.rs` sets it to time one against another.
+    pub int8_kernel: Option<persona_prefs_int8::Kernel>,
 }
 
 impl Default for LocalOptions {
@@ -53,6 +56,7 @@ impl Default for LocalOptions {
             hand_written: true,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             int8_queries: true,
+            int8_kernel: None,
         }
     }
 }
@@ -142,7 +146,7 @@ impl LocalEmbedder {
                 .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
             if options.int8_queries {
                 bert = bert
-                    .with_int8()
+                    .with_int8(options.int8_kernel)
                     .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
             }
             return Ok(LocalEmbedder {
