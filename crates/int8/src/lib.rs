@@ -258,7 +258,10 @@ pub fn product_with(
     bias: &[f32],
     output: &mut [f32],
 ) {
-    assert!(kernel.is_available(), "{kernel:?} needs instructions this CPU lacks");
+    assert!(
+        kernel.is_available(),
+        "{kernel:?} needs instructions this CPU lacks"
+    );
     assert_eq!(input.stride, weights.stride);
     assert_eq!(bias.len(), weights.rows);
     assert_eq!(output.len(), input.rows * weights.rows);
@@ -575,8 +578,7 @@ mod vnni {
                     // SAFETY: lanes past `valid` are masked off: reads stay inside
                     // `scales` and `bias` (`width` long), the write inside row i of `output`.
                     unsafe {
-                        let scales =
-                            _mm512_maskz_loadu_ps(mask, weights.scales.as_ptr().add(j));
+                        let scales = _mm512_maskz_loadu_ps(mask, weights.scales.as_ptr().add(j));
                         let bias = _mm512_maskz_loadu_ps(mask, self.bias.as_ptr().add(j));
                         let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(v, correction));
                         let scaled = _mm512_mul_ps(sum, _mm512_mul_ps(input_scale, scales));
