@@ -4,33 +4,39 @@
 //! Why: a prompt builder that sends text waits for one short sentence to pass the model, and
 //! at a dozen tokens that pass is bound by the dense layers' weights: 42 MB in F32, more than
 //! this machine's 32 MB cache, read once per layer per text. As bytes with one scale per
-//! weight row they are 10.5 MB, and AVX2 multiplies 32 of them per instruction (`maddubs`)
-//! against 8 F32 per FMA.
+//! weight row they are 10.5 MB.
 //!
 //! The arithmetic: each weight row `j` is `w_j ≈ s_j · q_j` with `q_j` in −127..=127
 //! (symmetric, `s_j = max |w_j| / 127`); each input row `i` likewise, `x_i ≈ t_i · p_i`,
 //! quantised when the product runs (so its scale follows the token: BERT's hidden states differ
 //! in range from token to token). The product `x_i · w_j ≈ t_i · s_j · Σ p_ik q_jk` is summed
-//! exactly in 32-bit integers: the AVX2 kernel and the portable one give the same integers (a
-//! test holds them equal), so the vectors do not depend on the CPU beyond float rounding in
-//! the scales.
+//! exactly in 32-bit integers, and the floats finished in one order, so every kernel gives
+//! the same floats to the bit (a test holds each to the portable one): the vectors do not
+//! depend on the CPU.
 //!
-//! `maddubs` multiplies unsigned by signed bytes. The input's magnitude is the unsigned side
-//! and its sign is moved onto the weight (`sign_epi8`); pairs then sum to at most
-//! 2 · 127 · 127 = 32 258, inside the 16-bit lane, so nothing saturates.
-//!
-//! Measured on the six layers' products at 6 rows (a thread's half of a 12-token query), one
-//! core: 1.39 ms with the inputs as the outer loop in blocks of 4 rows, 1.05 with the weights
-//! outer and exact-length input blocks (below). 7-bit weights stored as `q + 64` would need no
-//! sign step and half the registers per input (0.80 ms), but they cost the labelled injection
-//! set 0.023 of recall@5 (`benches/models.rs`, one run), more than the 0.01 allowed.
+//! Three kernels, the fastest the CPU has chosen at each call ([`product`]):
+//! - **AVX-512 VNNI** (`vnni`): `vpdpbusd` sums four byte products straight into each of
+//!   sixteen 32-bit lanes, one lane an output. Measured on this machine's Xeon (Ice Lake
+//!   class), one query's six layers of products, one thread (`benches/int8_products.rs`,
+//!   alternated with AVX2): 6 rows 1.32 against 2.18 ms, 12 rows 1.71 against 3.55; at 6 rows
+//!   it is within 1.1–1.4 × reading the weights once. The whole query pass: 2.50 against
+//!   4.23 ms p50.
+//! - **AVX2**: `maddubs` multiplies unsigned by signed bytes; the input's magnitude is the
+//!   unsigned side and its sign is moved onto the weight (`sign_epi8`); pairs then sum to at
+//!   most 2 · 127 · 127 = 32 258, inside the 16-bit lane, so nothing saturates. Measured on
+//!   the six layers' products at 6 rows, one core: 1.39 ms with the inputs as the outer loop
+//!   in blocks of 4 rows, 1.05 with the weights outer and exact-length input blocks (below).
+//!   7-bit weights stored as `q + 64` would need no sign step and half the registers per
+//!   input (0.80 ms), but they cost the labelled injection set 0.023 of recall@5
+//!   (`benches/models.rs`, one run), more than the 0.01 allowed.
+//! - **Portable**: plain Rust, what the others are held to.
 
 /// Values per AVX2 kernel step (one 256-bit register of bytes).
 const STEP: usize = 32;
 /// Rows are zero-padded to a multiple of this: one 512-bit register of bytes, the VNNI
 /// kernel's step, itself a multiple of [`STEP`].
 const PADDING: usize = 64;
-/// What the VNNI kernel adds to every weight to make it the unsigned side (see [`vnni`]).
+/// What the VNNI kernel adds to every weight to make it the unsigned side (see `vnni`).
 const WEIGHT_OFFSET: i32 = 128;
 /// Outputs the VNNI kernel computes together: four registers of sixteen 32-bit sums.
 const VNNI_OUTPUTS: usize = 64;
@@ -38,11 +44,11 @@ const VNNI_OUTPUTS: usize = 64;
 const LEVELS: f32 = 127.0;
 
 /// Weight rows, quantised to −127..=127 with one scale per row, zero-padded to a multiple of
-/// [`PADDING`] (zeros add nothing to a dot product).
+/// 64 bytes (`PADDING`) (zeros add nothing to a dot product).
 pub struct QuantisedWeights {
     values: Vec<i8>,
-    /// The same values plus [`WEIGHT_OFFSET`], as unsigned bytes laid out for the VNNI
-    /// kernel ([`vnni::pack`]); kept only where the CPU has it (10.5 MB for the model's dense
+    /// The same values plus `WEIGHT_OFFSET` (128), as unsigned bytes laid out for the VNNI
+    /// kernel (`vnni::pack`); kept only where the CPU has it (10.5 MB for the model's dense
     /// layers).
     packed: Option<Vec<u8>>,
     scales: Vec<f32>,
@@ -96,7 +102,7 @@ impl QuantisedWeights {
 }
 
 /// Input rows, quantised to −127..=127 with one scale per row, zero-padded to a multiple of
-/// [`PADDING`]; their magnitudes are kept beside them for the AVX2 kernel's unsigned side,
+/// 64 bytes (`PADDING`); their magnitudes are kept beside them for the AVX2 kernel's unsigned side,
 /// and each row's sum for the VNNI kernel's correction.
 pub struct QuantisedInputs {
     values: Vec<i8>,
