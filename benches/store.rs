@@ -89,12 +89,35 @@ async fn main() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let data = bench_data(personas, prefs, other, &mut rng);
     let memory_before = used_memory(&store).await;
+    support::reset_command_times(&store).await;
+    let redis_cpu_before = support::redis_cpu_seconds(&store).await;
     let loading = Instant::now();
     let total = load_personas(&store, &data).await;
     println!(
         "loaded {total} preferences ({prefs} in the measured persona) in {:.1}s{}",
         loading.elapsed().as_secs_f64(),
         if cluster { " on the cluster" } else { "" }
+    );
+    // What a new preference costs Redis, as ingest writes one (the same script): the
+    // capacity of a shard's one main thread for new topics (docs/CAPACITY.md).
+    let redis_cpu = support::redis_cpu_seconds(&store).await - redis_cpu_before;
+    let load_times = support::command_times(&store).await;
+    let per_preference = |usec: u64| usec as f64 / total.max(1) as f64;
+    println!(
+        "  Redis per new preference: {:.1} µs of CPU; inside commands (INFO commandstats, a \
+         script's time including what it calls): {}; VADD's build EF {}",
+        redis_cpu * 1e6 / total.max(1) as f64,
+        load_times
+            .iter()
+            .take(5)
+            .map(|(name, calls, usec)| format!(
+                "{name} {:.1} µs ({:.2} calls)",
+                per_preference(*usec),
+                *calls as f64 / total.max(1) as f64
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        config.store.vector_build_ef
     );
     let memory_after = used_memory(&store).await;
     let connection = store.connection();
