@@ -9,7 +9,8 @@
 //!
 //! Then the whole 8-bit query pass (the local model, both threads, as injection embeds a new
 //! text) with each kernel, a new short text every call, alternated, beside the products
-//! alone: what a prompt builder sending text waits for the model.
+//! alone: what a prompt builder sending text waits for the model; then the process's CPU a new
+//! text per kernel, what capacity is planned from.
 //!
 //! `cargo bench --bench int8_products` (no services; the model from `PERSONA_PREFS_MODEL_DIR`
 //! or `embed.model_dir`). `BENCH_ROUNDS` (default 200) calls of each kernel per row count and
@@ -204,4 +205,46 @@ async fn whole_pass(kernels: &[Kernel], rounds: usize) {
             kernels.last().unwrap()
         );
     }
+    // What capacity is planned from: the process's CPU a new text, the pool's second thread
+    // (and its waiting) included, over a block of texts in a row per kernel, blocks alternated.
+    let mut cpu = vec![(0.0f64, 0usize); models.len()];
+    for block in 0..4 {
+        for (model, cpu) in models.iter().zip(&mut cpu) {
+            let before = process_cpu_seconds();
+            for (n, text) in texts.iter().cycle().take(500).enumerate() {
+                // A suffix as short as the latency rounds' above: tokens are the cost.
+                let text = format!("{text} ({})", block * 500 + n);
+                black_box(model.embed(&[text]).await.unwrap());
+            }
+            cpu.0 += process_cpu_seconds() - before;
+            cpu.1 += 500;
+        }
+    }
+    println!("the process's CPU a new text (4 blocks of 500 per kernel, alternated):");
+    let baseline = cpu
+        .last()
+        .map_or(1.0, |(seconds, texts)| seconds / *texts as f64);
+    for (kernel, (seconds, texts)) in kernels.iter().zip(cpu) {
+        let per_text = seconds / texts as f64;
+        println!(
+            "  {:>6}: {:.2} ms CPU a text ({:.2} x {:?}'s)",
+            format!("{kernel:?}"),
+            per_text * 1e3,
+            per_text / baseline,
+            kernels.last().unwrap()
+        );
+    }
+}
+
+/// The process's user and system CPU, from `/proc/self/stat` (in ticks of 10 ms: the blocks
+/// above are a second or more, so a tick is under 1 %).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after
+        .split_whitespace()
+        .map(|field| field.parse().unwrap_or(0.0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
+    (fields.get(11).copied().unwrap_or(0.0) + fields.get(12).copied().unwrap_or(0.0)) / 100.0
 }
