@@ -149,7 +149,8 @@ impl QuantisedInputs {
             .zip(self.values.chunks_exact_mut(self.stride))
         {
             self.scales.push(quantise_row(row, values));
-            self.sums.push(values.iter().map(|&p| p as i32).sum::<i32>());
+            self.sums
+                .push(values.iter().map(|&p| p as i32).sum::<i32>());
         }
         // Kept rather than taken per load in the AVX2 kernel: `_mm256_abs_epi8` there was
         // slower at 12 rows in every one of four alternated runs (2.92-4.40 against
