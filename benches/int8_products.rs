@@ -16,6 +16,8 @@
 //! or `embed.model_dir`). `BENCH_ROUNDS` (default 200) calls of each kernel per row count and
 //! rounds over the texts.
 
+mod support;
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
@@ -210,13 +212,13 @@ async fn whole_pass(kernels: &[Kernel], rounds: usize) {
     let mut cpu = vec![(0.0f64, 0usize); models.len()];
     for block in 0..4 {
         for (model, cpu) in models.iter().zip(&mut cpu) {
-            let before = process_cpu_seconds();
+            let before = support::cpu_seconds(std::process::id());
             for (n, text) in texts.iter().cycle().take(500).enumerate() {
                 // A suffix as short as the latency rounds' above: tokens are the cost.
                 let text = format!("{text} ({})", block * 500 + n);
                 black_box(model.embed(&[text]).await.unwrap());
             }
-            cpu.0 += process_cpu_seconds() - before;
+            cpu.0 += support::cpu_seconds(std::process::id()) - before;
             cpu.1 += 500;
         }
     }
@@ -234,17 +236,4 @@ async fn whole_pass(kernels: &[Kernel], rounds: usize) {
             kernels.last().unwrap()
         );
     }
-}
-
-/// The process's user and system CPU, from `/proc/self/stat` (in ticks of 10 ms: the blocks
-/// above are a second or more, so a tick is under 1 %).
-fn process_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<f64> = after
-        .split_whitespace()
-        .map(|field| field.parse().unwrap_or(0.0))
-        .collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
-    (fields.get(11).copied().unwrap_or(0.0) + fields.get(12).copied().unwrap_or(0.0)) / 100.0
 }

@@ -1694,9 +1694,10 @@ async fn records_written_by_the_original_system_decode() {
 async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
     use futures::StreamExt;
     let t = TestStore::new("longpurge").await;
-    // 3000 preferences take about 1.6 s to erase here, several lock lifetimes; the lifetime
-    // itself is long enough that a stall of a shared CI machine (a few hundred ms between two
-    // scripts) does not take the lock from a holder that is renewing as it should.
+    // 3000 preferences take 2-4 s to erase here, several lock lifetimes (the whole test took
+    // 25 s under CI's load); the lifetime itself is long enough that a stall of a shared CI
+    // machine (a few hundred ms between two scripts) does not take the lock from a holder
+    // that is renewing as it should.
     let adds = (0..3000u64).map(|n| {
         let mut new = new_preference("ada", &format!("topic {n}"), "About u1.", unit_vector(n));
         new.related_user_ids = ids(&["u1"]);
@@ -1722,8 +1723,8 @@ async fn an_erasure_longer_than_the_lock_ttl_renews_the_lock_and_finishes() {
         .purge_user("ada", "u1", "erased-1", guard)
         .await
         .expect("the erasure finishes");
-    // Printed rather than asserted (no timing assertions): a run where the erasure was quicker
-    // than one lifetime proved less, and says so.
+    // Printed rather than asserted (no timing assertions): a run quicker than one lifetime
+    // proved less, and the line shows it.
     eprintln!(
         "the erasure took {:?} against a lock lifetime of {ttl:?}",
         started.elapsed()

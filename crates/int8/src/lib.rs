@@ -144,6 +144,7 @@ impl QuantisedInputs {
         self.values.resize(rows * self.stride, 0);
         self.scales.clear();
         self.sums.clear();
+        self.magnitudes.clear();
         for (row, values) in matrix
             .chunks_exact(self.columns)
             .zip(self.values.chunks_exact_mut(self.stride))
@@ -151,14 +152,13 @@ impl QuantisedInputs {
             self.scales.push(quantise_row(row, values));
             self.sums
                 .push(values.iter().map(|&p| p as i32).sum::<i32>());
+            // Kept rather than taken per load in the AVX2 kernel: `_mm256_abs_epi8` there
+            // was slower at 12 rows in every one of four alternated runs (2.92-4.40 against
+            // 2.75-3.02 ms for 18 products), presumably as a load folds into the multiply
+            // where the extra instruction cannot.
+            self.magnitudes
+                .extend(values.iter().map(|q| q.unsigned_abs()));
         }
-        // Kept rather than taken per load in the AVX2 kernel: `_mm256_abs_epi8` there was
-        // slower at 12 rows in every one of four alternated runs (2.92-4.40 against
-        // 2.75-3.02 ms for 18 products), presumably as a load folds into the multiply where
-        // the extra instruction cannot.
-        self.magnitudes.clear();
-        self.magnitudes
-            .extend(self.values.iter().map(|q| q.unsigned_abs()));
     }
 
     /// The scale of row `index`: its values are `scale · p`.
