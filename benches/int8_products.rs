@@ -7,6 +7,9 @@
 //! Rows are tokens: 6 is one thread's half of a 12-token query (the pass splits a query's
 //! tokens between two threads), 12 a whole one, 24 a long one.
 //!
+//! Then quantising the products' inputs, which the pass does before every product (the rest
+//! of its time outside the products is attention, layer norms and activations).
+//!
 //! Then the whole 8-bit query pass (the local model, both threads, as injection embeds a new
 //! text) with each kernel, a new short text every call, alternated, beside the products
 //! alone: what a prompt builder sending text waits for the model; then the process's CPU a new
@@ -147,7 +150,43 @@ async fn main() {
             );
         }
     }
+    quantising_inputs(&products, rounds);
     whole_pass(&kernels, rounds / 4).await;
+}
+
+/// Quantising each product's inputs, as the pass does before every product (a query's rows
+/// at 6, 12 and 24 rows), beside the fastest kernel's products on the same inputs: what the
+/// pass spends outside the products on this step.
+fn quantising_inputs(products: &[Product], rounds: usize) {
+    println!(
+        "quantising one query's inputs for its six layers' products, one thread, p50 of {rounds}:"
+    );
+    for rows in [6, 12, 24] {
+        let floats: Vec<Vec<f32>> = products
+            .iter()
+            .enumerate()
+            .map(|(p, product)| pseudo_random(rows * product.inputs, 3000 + p as u64))
+            .collect();
+        let mut buffers: Vec<QuantisedInputs> = products
+            .iter()
+            .map(|product| QuantisedInputs::empty(product.inputs))
+            .collect();
+        let mut times = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let started = Instant::now();
+            for (buffer, floats) in buffers.iter_mut().zip(&floats) {
+                buffer.requantise(floats, rows);
+            }
+            black_box(&buffers);
+            times.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+        let values: usize = floats.iter().map(Vec::len).sum();
+        let p50 = median(times);
+        println!(
+            "  {rows:>3} rows: {p50:.3} ms ({:.2} ns a value, {values} values)",
+            p50 * 1e6 / values as f64
+        );
+    }
 }
 
 /// The local model's 8-bit pass on one new short text a call, with each kernel, alternated.

@@ -20,6 +20,46 @@ fn pseudo_random(count: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Where AVX2 is present, inputs are quantised eight values at a time. Every value, sum,
+/// magnitude and scale is the plain-Rust quantiser's, at widths that leave a tail past the
+/// vector steps, and on the edges: exact halves (which round away from zero), NaN (which
+/// quantises to 0), an infinity, −0, a row of zeros; and when buffers are reused for fewer rows.
+#[test]
+fn inputs_quantise_as_the_portable_quantiser_does_whatever_the_cpu() {
+    for columns in [1, 7, 31, 32, 33, 70, 384, 1536] {
+        let mut rows: Vec<Vec<f32>> = (0..4)
+            .map(|seed| pseudo_random(columns, 50 + seed + columns as u64))
+            .collect();
+        // Largest magnitude 127: scale 1, so these land exactly on halves.
+        let mut halves = vec![0.25f32; columns];
+        for (x, edge) in halves
+            .iter_mut()
+            .zip([127.0, 0.5, -0.5, 1.5, -2.5, 63.5, -63.5, -0.0, 126.5])
+        {
+            *x = edge;
+        }
+        rows.push(halves);
+        rows[1][columns / 2] = f32::NAN;
+        rows[2][columns - 1] = f32::NEG_INFINITY;
+        rows.push(vec![0.0; columns]);
+        rows.push(vec![-0.0; columns]);
+        let matrix: Vec<f32> = rows.concat();
+        let count = rows.len();
+        let mut portable = QuantisedInputs::empty(columns);
+        portable.requantise_portable(&matrix, count);
+        let chosen = QuantisedInputs::quantise(&matrix, count, columns);
+        assert_eq!(chosen, portable, "{count} rows × {columns}");
+        if columns >= 9 {
+            // The halves' row: 0.5 → 1, −0.5 → −1, 1.5 → 2, −2.5 → −3, 63.5 → 64.
+            assert_eq!(&chosen.row(4)[..7], &[127, 1, -1, 2, -3, 64, -64]);
+        }
+        let mut reused = QuantisedInputs::quantise(&matrix, count, columns);
+        reused.requantise(&matrix[..2 * columns], 2);
+        portable.requantise_portable(&matrix[..2 * columns], 2);
+        assert_eq!(reused, portable, "reused for 2 rows × {columns}");
+    }
+}
+
 #[test]
 fn every_vector_kernel_gives_the_portable_kernels_floats_to_the_bit() {
     let kernels = Kernel::available();
