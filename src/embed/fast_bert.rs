@@ -908,6 +908,9 @@ fn balanced_groups(texts: &[&[u32]], groups: usize) -> Vec<std::ops::Range<usize
 
 /// Running sums a reduction keeps apart: one running float sum is a chain of dependent
 /// adds, a few cycles a value, which the compiler may not reorder; sixteen apart vectorise.
+/// Measured on attention's dot products and the layer norms (2026-12-03, the 8-bit query
+/// pass on new short texts, alternated call by call in three runs): 0.90–0.91 × the time and
+/// 0.86 × the CPU of one chain each.
 const SUMS: usize = 16;
 
 /// `Σ a·b`, over [`SUMS`] running sums added pairwise at the end. Within float rounding of
