@@ -1058,6 +1058,44 @@ mod tests {
     }
 
     #[test]
+    fn sums_over_running_sums_agree_with_the_sum_in_order_at_every_length() {
+        // Lengths below, at and past the sixteen running sums, and the model's widths.
+        for length in [0, 1, 5, 15, 16, 17, 31, 32, 33, 384, 1536] {
+            let a: Vec<f32> = (0..length)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let b: Vec<f32> = (0..length)
+                .map(|i| ((i * 53 % 89) as f32 - 44.0) / 3.0)
+                .collect();
+            let in_order: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            let magnitude: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (*x as f64 * *y as f64).abs())
+                .sum();
+            assert!(
+                (dot(&a, &b) as f64 - in_order).abs() <= 1e-6 * magnitude.max(1.0),
+                "dot at {length}"
+            );
+            let in_order: f64 = a.iter().map(|x| *x as f64).sum();
+            let magnitude: f64 = a.iter().map(|x| x.abs() as f64).sum();
+            assert!(
+                (sum(&a) as f64 - in_order).abs() <= 1e-6 * magnitude.max(1.0),
+                "sum at {length}"
+            );
+        }
+        // Every element counts once: a one in each place in turn.
+        for length in [1, 16, 17, 40] {
+            for place in 0..length {
+                let mut a = vec![0f32; length];
+                a[place] = 1.0;
+                assert_eq!(sum(&a), 1.0, "{place} of {length}");
+                assert_eq!(dot(&a, &a), 1.0, "{place} of {length}");
+            }
+        }
+    }
+
+    #[test]
     fn softmax_sums_to_one_and_survives_large_scores() {
         let mut line = [1000.0, 1000.0, -1000.0];
         softmax(&mut line);
