@@ -155,8 +155,8 @@ async fn main() {
 }
 
 /// Quantising each product's inputs, as the pass does before every product (a query's rows
-/// at 6, 12 and 24 rows), beside the fastest kernel's products on the same inputs: what the
-/// pass spends outside the products on this step.
+/// at 6, 12 and 24 rows), per value: what the pass spends outside the products on this step,
+/// to read beside the products' times above.
 fn quantising_inputs(products: &[Product], rounds: usize) {
     println!(
         "quantising one query's inputs for its six layers' products, one thread, p50 of {rounds}:"

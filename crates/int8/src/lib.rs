@@ -215,17 +215,25 @@ fn padded(columns: usize) -> usize {
 /// Writes `row` quantised to −127..=127 (symmetric: scale = largest magnitude / 127) into the
 /// front of `out`, and returns the scale.
 fn quantise_row(row: &[f32], out: &mut [i8]) -> f32 {
-    let largest = largest_magnitude(row);
-    // An all-zero row quantises to zeros whatever its scale; 1 keeps the division finite.
-    let scale = if largest > 0.0 { largest / LEVELS } else { 1.0 };
+    let scale = scale_for(largest_magnitude(row));
     let inverse = 1.0 / scale;
-    for (value, x) in out.iter_mut().zip(row) {
-        // Rounding half away from zero, as `f32::round`, but as an add and a truncating
-        // conversion, which vectorise (`round` is a library call per value here).
-        let scaled = (x * inverse).clamp(-LEVELS, LEVELS);
-        *value = (scaled + 0.5f32.copysign(scaled)) as i8;
+    for (value, &x) in out.iter_mut().zip(row) {
+        *value = quantise_value(x, inverse);
     }
     scale
+}
+
+/// The scale of a row whose largest magnitude is `largest`. An all-zero row quantises to
+/// zeros whatever its scale; 1 keeps the division finite.
+fn scale_for(largest: f32) -> f32 {
+    if largest > 0.0 { largest / LEVELS } else { 1.0 }
+}
+
+/// One value quantised: `x / scale` rounded half away from zero (as `f32::round`, but as an
+/// add and a truncating conversion, not a library call), within ±127; NaN gives 0.
+fn quantise_value(x: f32, inverse: f32) -> i8 {
+    let scaled = (x * inverse).clamp(-LEVELS, LEVELS);
+    (scaled + 0.5f32.copysign(scaled)) as i8
 }
 
 /// The largest `|x|` of `row`, NaNs ignored (as `f32::max` does).
@@ -243,7 +251,7 @@ fn largest_magnitude(row: &[f32]) -> f32 {
 mod quantise_avx2 {
     use std::arch::x86_64::*;
 
-    use super::LEVELS;
+    use super::{LEVELS, largest_magnitude, quantise_value, scale_for};
 
     /// Quantises `row` into the front of `values` and its magnitudes into the front of
     /// `magnitudes`; returns the scale and the values' sum.
@@ -271,8 +279,7 @@ mod quantise_avx2 {
         let mut lanes = [0f32; 8];
         // SAFETY: `lanes` is 8 floats.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), largest) };
-        let largest = lanes.iter().chain(rest).fold(0f32, |m, x| m.max(x.abs()));
-        let scale = if largest > 0.0 { largest / LEVELS } else { 1.0 };
+        let scale = scale_for(largest_magnitude(&lanes).max(largest_magnitude(rest)));
         let inverse = 1.0 / scale;
 
         let (inverse_v, low, high, half) = (
@@ -326,8 +333,7 @@ mod quantise_avx2 {
             .zip(&mut magnitudes[whole..])
             .zip(&row[whole..])
         {
-            let scaled = (x * inverse).clamp(-LEVELS, LEVELS);
-            *value = (scaled + 0.5f32.copysign(scaled)) as i8;
+            *value = quantise_value(x, inverse);
             *magnitude = value.unsigned_abs();
             sum += *value as i32;
         }
