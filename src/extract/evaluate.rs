@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 16] = [
+pub const SHIPPED_SETS: [(&str, &str); 17] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -78,6 +78,10 @@ pub const SHIPPED_SETS: [(&str, &str); 16] = [
     (
         "held-out 10 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_10.jsonl"),
+    ),
+    (
+        "held-out 11 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_11.jsonl"),
     ),
 ];
 
