@@ -81,16 +81,7 @@ async fn main() {
         raw_embedder_rate(&embedder, batch, rounds, distinct_topic).await;
 
     // 2. Rules extractor + local embedder, every topic embedded.
-    let (rules_rate, rules_cpu) = run_pipeline(
-        &base,
-        "rules",
-        events,
-        Messages::Opinions(distinct_topic),
-        |config| {
-            config.embed.cache_size = 0;
-        },
-    )
-    .await;
+    let (rules_rate, rules_cpu) = rules_on_distinct_topics(&base, "rules", events).await;
     let (after, model_cpu_after) =
         raw_embedder_rate(&embedder, batch, rounds, distinct_topic).await;
     let embedder_rate = (before + after) / 2.0;
@@ -152,16 +143,8 @@ async fn main() {
     // The check's ratio is taken against rules runs on either side of it, not run 2: this
     // machine's speed drifts over the minutes between (one run read the check at 1.31 x the
     // rules that way, its worker CPU an event below the rules' own).
-    let (rules_before_check, _) = run_pipeline(
-        &base,
-        "rules-before-check",
-        events,
-        Messages::Opinions(distinct_topic),
-        |config| {
-            config.embed.cache_size = 0;
-        },
-    )
-    .await;
+    let (rules_before_check, _) =
+        rules_on_distinct_topics(&base, "rules-before-check", events).await;
     let (checked_rate, checked_cpu) = run_pipeline(
         &base,
         "checked",
@@ -187,16 +170,7 @@ async fn main() {
         },
     )
     .await;
-    let (rules_after_check, _) = run_pipeline(
-        &base,
-        "rules-after-check",
-        events,
-        Messages::Opinions(distinct_topic),
-        |config| {
-            config.embed.cache_size = 0;
-        },
-    )
-    .await;
+    let (rules_after_check, _) = rules_on_distinct_topics(&base, "rules-after-check", events).await;
     let rules_beside_check = (rules_before_check + rules_after_check) / 2.0;
 
     // 7. Rules then learned on plain chat: each message read whole by the learned reader.
@@ -415,6 +389,21 @@ enum Messages {
     Opinions(fn(usize) -> String),
     /// [`plain_chat`]: no view in any phrasing the rules read.
     PlainChat,
+}
+
+/// Run 2's pipeline: the rules and the local embedder on all-new topics, the embedding cache
+/// off. Also run on either side of the check (run 6) for its ratio.
+async fn rules_on_distinct_topics(base: &Config, label: &str, events: usize) -> (f64, PipelineCpu) {
+    run_pipeline(
+        base,
+        label,
+        events,
+        Messages::Opinions(distinct_topic),
+        |config| {
+            config.embed.cache_size = 0;
+        },
+    )
+    .await
 }
 
 async fn run_pipeline(
