@@ -945,3 +945,73 @@ pub(super) fn flip(stance: Stance, denied: bool) -> Stance {
         (Stance::Against, true) => Stance::For,
     }
 }
+
+/// "I love hiking and being outside": two things liked together are a view of each, as the
+/// labelled sets read them (28 of the 36 pairs the rules read as one topic in the tuning sets
+/// were two views there). A pair that names one thing (`ONE_THING_PAIR`: "salt and vinegar")
+/// stays one, as does a pair of judging words ("nice and warm") and a pair either side of
+/// which is no topic on its own; "art and all" is art.
+pub(super) fn split_coordinated(opinion: ExtractedOpinion) -> Vec<ExtractedOpinion> {
+    let Some(c) = COORDINATED.captures(&opinion.name) else {
+        return vec![opinion];
+    };
+    // "salt and vinegar", "key and peele sketches": a pair that names one thing, in the name.
+    let padded = format!(" {} ", opinion.name);
+    if ONE_THING_PAIR
+        .iter()
+        .any(|pair| padded.contains(&format!(" {pair} ")))
+    {
+        return vec![opinion];
+    }
+    let (first, second) = (c["topic"].to_string(), c["other"].to_string());
+    let single_judgement = |side: &str| !side.contains(' ') && polarity(side).is_some();
+    if single_judgement(&first) || single_judgement(&second) {
+        return vec![opinion];
+    }
+    let filler = matches!(
+        second.as_str(),
+        "all"
+            | "all that"
+            | "stuff"
+            | "such"
+            | "everything"
+            | "things"
+            | "so on"
+            | "more"
+            | "others"
+            | "the like"
+            | "whatnot"
+    );
+    let sides: Vec<&str> = if filler {
+        vec![&first]
+    } else {
+        vec![&first, &second]
+    };
+    let inner = opinion.found_by.clone();
+    let read: Vec<ExtractedOpinion> = sides
+        .into_iter()
+        .filter_map(|side| {
+            make(
+                COORDINATED,
+                side,
+                opinion.stance,
+                &opinion.evidence,
+                &opinion.evidence,
+            )
+        })
+        .map(|mut side| {
+            side.strength = opinion.strength;
+            side.related_user_ids = opinion.related_user_ids.clone();
+            side.found_by = Some(match &inner {
+                Some(inner) => format!("{} > {inner}", COORDINATED.name()),
+                None => COORDINATED.name().to_string(),
+            });
+            side
+        })
+        .collect();
+    if read.len() == usize::from(!filler) + 1 {
+        read
+    } else {
+        vec![opinion]
+    }
+}

@@ -182,7 +182,7 @@ impl RulesExtractor {
                     })
                     .collect();
             }
-            for opinion in in_sentence {
+            for opinion in in_sentence.into_iter().flat_map(split_coordinated) {
                 if !found.iter().any(|o| o.name == opinion.name) {
                     found.push(opinion);
                 }

@@ -524,7 +524,7 @@ fn peoples_chat_forms() {
         ),
         (
             "I like stuff like kale and almond milk lol",
-            &[("kale and almond milk", For)],
+            &[("kale", For), ("almond milk", For)],
         ),
         ("Oh, thats cool, I actually like r&b too", &[("r&b", For)]),
         (
@@ -813,7 +813,7 @@ fn what_people_say_in_passing_is_not_a_preference() {
             "Something I don't like about the suburbs is the traffic.",
             &[("traffic", Against)],
         ),
-        ("I love Emily and Kelly", &[("emily and kelly", For)]),
+        ("I love Emily and Kelly", &[("emily", For), ("kelly", For)]),
         // A third precision round.
         ("My day was really good until I lost my phone.", &[]),
         ("Our football team is trash", &[]),
@@ -956,10 +956,10 @@ fn chat_lists_denials_and_the_people_of_ones_life() {
         (
             "i like to learn languages, try new things, cook, listen to music..",
             &[
-                ("learn languages", For),
-                ("try new things", For),
-                ("cook", For),
-                ("listen to music", For),
+                ("learning languages", For),
+                ("trying new things", For),
+                ("cooking", For),
+                ("listening to music", For),
             ],
         ),
         (
@@ -1168,4 +1168,47 @@ fn shares_tautologies_passives_and_an_it_that_stands_for_a_doing_judge_nothing()
         ("I love Christmas.", &[("christmas", For)]),
     ];
     assert_reads(cases);
+}
+
+/// A doing liked "to" is named as the doing, spelt as English spells it; what follows "to"
+/// that is no verb stays as it was.
+#[test]
+fn a_doing_liked_to_is_named_as_the_doing() {
+    let cases = [
+        ("to hike", "hiking"),
+        ("to learn languages", "learning languages"),
+        ("to swim in the sea", "swimming in the sea"),
+        ("to quit", "quitting"),
+        ("to run", "running"),
+        ("to read", "reading"),
+        ("to cook", "cooking"),
+        ("to sing", "singing"),
+        ("to visit museums", "visiting museums"),
+        ("to open presents", "opening presents"),
+        ("to eat early", "eating early"),
+        ("to ski", "skiing"),
+        ("to lie in", "lying in"),
+        ("to see friends", "seeing friends"),
+        ("to be cold when i sleep", "being cold when i sleep"),
+        ("to draw", "drawing"),
+        ("to fix cars", "fixing cars"),
+        ("to julienne my carrots", "julienning my carrots"),
+        ("to go hiking", "going hiking"),
+        ("to go get food", "to go get food"),
+        ("to cook and bake", "cooking and baking"),
+        ("to read and write poems", "reading and writing poems"),
+        ("to the beach", "to the beach"),
+        ("to school", "to school"),
+        ("to Paris", "to Paris"),
+        ("hiking", "hiking"),
+    ];
+    for (topic, named) in cases {
+        assert_eq!(infinitive_as_gerund(topic), named, "{topic}");
+    }
+    use Stance::{Against, For};
+    assert_reads(&[
+        ("I love to hike.", &[("hiking", For)]),
+        ("I like to swim.", &[("swimming", For)]),
+        ("I hate to wait in line.", &[("waiting in line", Against)]),
+    ]);
 }
