@@ -963,13 +963,13 @@ pub(super) fn split_coordinated(opinion: ExtractedOpinion) -> Vec<ExtractedOpini
     {
         return vec![opinion];
     }
-    let (first, second) = (c["topic"].to_string(), c["other"].to_string());
+    let (first, second) = (&c["topic"], &c["other"]);
     let single_judgement = |side: &str| !side.contains(' ') && polarity(side).is_some();
-    if single_judgement(&first) || single_judgement(&second) {
+    if single_judgement(first) || single_judgement(second) {
         return vec![opinion];
     }
     let filler = matches!(
-        second.as_str(),
+        second,
         "all"
             | "all that"
             | "stuff"
@@ -982,36 +982,29 @@ pub(super) fn split_coordinated(opinion: ExtractedOpinion) -> Vec<ExtractedOpini
             | "the like"
             | "whatnot"
     );
-    let sides: Vec<&str> = if filler {
-        vec![&first]
-    } else {
-        vec![&first, &second]
+    let read_side = |side: &str| {
+        let mut read = make(
+            COORDINATED,
+            side,
+            opinion.stance,
+            &opinion.evidence,
+            &opinion.evidence,
+        )?;
+        read.strength = opinion.strength;
+        read.related_user_ids = opinion.related_user_ids.clone();
+        read.found_by = Some(match &opinion.found_by {
+            Some(inner) => format!("{} > {inner}", COORDINATED.name()),
+            None => COORDINATED.name().to_string(),
+        });
+        Some(read)
     };
-    let inner = opinion.found_by.clone();
-    let read: Vec<ExtractedOpinion> = sides
-        .into_iter()
-        .filter_map(|side| {
-            make(
-                COORDINATED,
-                side,
-                opinion.stance,
-                &opinion.evidence,
-                &opinion.evidence,
-            )
-        })
-        .map(|mut side| {
-            side.strength = opinion.strength;
-            side.related_user_ids = opinion.related_user_ids.clone();
-            side.found_by = Some(match &inner {
-                Some(inner) => format!("{} > {inner}", COORDINATED.name()),
-                None => COORDINATED.name().to_string(),
-            });
-            side
-        })
-        .collect();
-    if read.len() == usize::from(!filler) + 1 {
-        read
+    let read = if filler {
+        read_side(first).into_iter().collect()
     } else {
-        vec![opinion]
-    }
+        match (read_side(first), read_side(second)) {
+            (Some(first), Some(second)) => vec![first, second],
+            _ => Vec::new(),
+        }
+    };
+    if read.is_empty() { vec![opinion] } else { read }
 }

@@ -1006,23 +1006,17 @@ pub(super) fn infinitive_as_gerund(topic: &str) -> String {
         );
     // "to go get food": two verbs, which no one "-ing" names.
     let (next, after_next) = tail.split_once(' ').unwrap_or((tail, ""));
-    let two_verbs = matches!(verb, "go" | "come") && !next.is_empty() && !next.ends_with("ing");
+    let two_verbs = matches!(verb, "go" | "come") && !next.is_empty() && !is_gerund(next);
     if not_a_verb || two_verbs {
         return topic.to_string();
     }
     let gerund = gerund_of(verb);
     // "to cook and bake": both doings are named so.
+    let (second, rest) = after_next.split_once(' ').unwrap_or((after_next, ""));
     if next == "and"
-        && let Some((second, rest)) = after_next
-            .split_once(' ')
-            .or(Some((after_next, "")))
-            .filter(|(second, _)| {
-                !second.is_empty()
-                    && second.bytes().all(|b| b.is_ascii_lowercase())
-                    && !is_gerund(second)
-                    && (after_next.len() == second.len()
-                        || after_next[second.len()..].starts_with(' '))
-            })
+        && !second.is_empty()
+        && second.bytes().all(|b| b.is_ascii_lowercase())
+        && !is_gerund(second)
     {
         let second = gerund_of(second);
         return format!("{gerund} and {second} {rest}")
