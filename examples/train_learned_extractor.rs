@@ -8,7 +8,8 @@
 //! PERSONA_PREFS_TRAIN_RANK, PERSONA_PREFS_TRAIN_DROPOUT and PERSONA_PREFS_TRAIN_DECAY the
 //! adapted layer's settings (`adapted::Adaptation`; unset, the shipped reader's);
 //! PERSONA_PREFS_TRAIN_EVERY_SET=1 trains on the tuning sets the shipped reader is not trained
-//! on too (`training::NOT_TRAINED_ON`).
+//! on too (`training::NOT_TRAINED_ON`); PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT (shipped set
+//! names, comma-separated) trains an experimental reader on held-out sets already read too.
 
 use std::path::Path;
 
@@ -52,6 +53,25 @@ fn main() -> Result<(), String> {
         let rows = parse_labelled(text)?;
         println!("tuning set {name}: {} utterances", rows.len());
         labelled.extend(rows);
+    }
+    // An experiment, never the shipped reader: held-out sets already read in their rounds,
+    // trained on too, to measure what more labelled chat buys the reader. Its figures count
+    // only on held-out sets it did not train on (a fresher set), and the sets named here are
+    // spent as held-out sets for any reader so trained.
+    if let Ok(names) = std::env::var("PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT") {
+        for wanted in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let Some((name, text)) = SHIPPED_SETS.iter().find(|(name, _)| *name == wanted) else {
+                return Err(format!(
+                    "PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT: no shipped set is named {wanted:?}"
+                ));
+            };
+            let rows = parse_labelled(text)?;
+            println!(
+                "held-out set {name}: {} utterances, trained on as an experiment (its figures no longer count for this reader)",
+                rows.len()
+            );
+            labelled.extend(rows);
+        }
     }
     let (name, text) = DEVELOPMENT_SET;
     let kept_apart = parse_labelled(text)?;

@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 18] = [
+pub const SHIPPED_SETS: [(&str, &str); 19] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -86,6 +86,10 @@ pub const SHIPPED_SETS: [(&str, &str); 18] = [
     (
         "held-out 12 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_12.jsonl"),
+    ),
+    (
+        "held-out 13 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_13.jsonl"),
     ),
 ];
 

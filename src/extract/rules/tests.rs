@@ -1057,6 +1057,12 @@ fn topics_the_conversation_points_at_are_not_kept() {
         // Owned by someone present, or seen by them: only the conversation names it.
         ("i loved having his dog on the wharf", &[]),
         ("But I did like the parts I saw!", &[]),
+        // What is left when the clause is cut off is a placeholder: nothing named.
+        (
+            "I am not really into the things I was into as a kid either.",
+            &[],
+        ),
+        ("I like the stuff I grew up with", &[]),
         // A clause of its own after the topic is cut off, not kept in it.
         (
             "I'm not a huge fan of Anime I do have to admit",

@@ -380,7 +380,8 @@ pub(super) fn make(
         return None;
     }
     // Pronouns and possessives name nothing on their own: "his newer works", "i wish i".
-    if words.is_empty() {
+    // Nor does a placeholder the cuts above left alone: "the things (I was into as a kid)".
+    if words.is_empty() || words.len() == 1 && NON_TOPIC.contains(&words[0]) {
         return None;
     }
     // A subject that starts or ends on an auxiliary was cut in the wrong place: "doesn't"
