@@ -59,12 +59,22 @@ fn main() -> Result<(), String> {
     // only on held-out sets it did not train on (a fresher set), and the sets named here are
     // spent as held-out sets for any reader so trained.
     if let Ok(names) = std::env::var("PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT") {
+        let mut taken: Vec<&str> = Vec::new();
         for wanted in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let Some((name, text)) = SHIPPED_SETS.iter().find(|(name, _)| *name == wanted) else {
+            // A tuning set is trained on already, and a set named twice would weigh double.
+            let Some((name, text)) = SHIPPED_SETS.iter().find(|(name, _)| {
+                *name == wanted && persona_prefs::extract::evaluate::is_held_out(name)
+            }) else {
                 return Err(format!(
-                    "PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT: no shipped set is named {wanted:?}"
+                    "PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT: no shipped held-out set is named {wanted:?}"
                 ));
             };
+            if taken.contains(name) {
+                return Err(format!(
+                    "PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT names {name:?} twice"
+                ));
+            }
+            taken.push(name);
             let rows = parse_labelled(text)?;
             println!(
                 "held-out set {name}: {} utterances, trained on as an experiment (its figures no longer count for this reader)",
