@@ -992,11 +992,8 @@ pub(super) fn split_coordinated(opinion: ExtractedOpinion) -> Vec<ExtractedOpini
         )?;
         read.strength = opinion.strength;
         read.related_user_ids = opinion.related_user_ids.clone();
-        read.found_by = Some(match &opinion.found_by {
-            Some(inner) => format!("{} > {inner}", COORDINATED.name()),
-            None => COORDINATED.name().to_string(),
-        });
-        Some(read)
+        read.found_by = opinion.found_by.clone();
+        Some(read_within(COORDINATED, read))
     };
     let read = if filler {
         read_side(first).into_iter().collect()

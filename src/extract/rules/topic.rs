@@ -202,9 +202,6 @@ pub(super) fn make(
     }) {
         return None;
     }
-    if words.len() == 1 && NON_TOPIC.contains(&words[0]) {
-        return None;
-    }
     // "10 is a good number", "I like doing (a lot of work)", "I enjoy a fresh, (crisp
     // benjamin)": a number, a bare light verb, or a judgement cut from its noun by a comma.
     // ("I hate the cold", "honesty is essential": nouns that judge are still topics.)
@@ -379,8 +376,9 @@ pub(super) fn make(
     {
         return None;
     }
-    // Pronouns and possessives name nothing on their own: "his newer works", "i wish i".
-    // Nor does a placeholder the cuts above left alone: "the things (I was into as a kid)".
+    // Pronouns and possessives name nothing on their own ("his newer works", "i wish i"),
+    // nor does a placeholder, as given or as the cuts above left it: "the things (I was into
+    // as a kid)". (Checked once, here: no cut turns one word into another.)
     if words.is_empty() || words.len() == 1 && NON_TOPIC.contains(&words[0]) {
         return None;
     }
