@@ -9,7 +9,12 @@
 //! adapted layer's settings (`adapted::Adaptation`; unset, the shipped reader's);
 //! PERSONA_PREFS_TRAIN_EVERY_SET=1 trains on the tuning sets the shipped reader is not trained
 //! on too (`training::NOT_TRAINED_ON`); PERSONA_PREFS_TRAIN_ALSO_READ_HELD_OUT (shipped set
-//! names, comma-separated) trains an experimental reader on held-out sets already read too.
+//! names, comma-separated) trains an experimental reader on held-out sets already read too;
+//! PERSONA_PREFS_CALIBRATE names a reader trained by `scripts/train-learned-reader` (every
+//! layer adapted, thresholds unset) whose thresholds are chosen here instead, as this training
+//! chooses its own, on the sixth of the tuning sets it trained on;
+//! PERSONA_PREFS_AFTER_RULES_THRESHOLDS (confidence,sentence) stores a pair for after the rules
+//! chosen elsewhere in place of the sixth's.
 
 use std::path::Path;
 
@@ -41,6 +46,11 @@ fn main() -> Result<(), String> {
     let mut labelled = Vec::new();
     // Unset, the shipped reader's training: every tuning set but those it is not trained on
     // (`training::NOT_TRAINED_ON`, and why).
+    // A reader trained elsewhere on the same sets (`scripts/train-learned-reader`) has its
+    // thresholds chosen here, on the sixth that training left out.
+    let calibrate = std::env::var("PERSONA_PREFS_CALIBRATE")
+        .ok()
+        .filter(|v| !v.is_empty());
     let every_set = std::env::var("PERSONA_PREFS_TRAIN_EVERY_SET").is_ok_and(|v| v == "1");
     for (name, text) in SHIPPED_SETS {
         if persona_prefs::extract::evaluate::is_held_out(name) {
@@ -93,14 +103,37 @@ fn main() -> Result<(), String> {
         .unwrap_or_else(|_| "data/learned_extractor.safetensors".into());
     let out = Path::new(&out_name);
     let started = std::time::Instant::now();
-    let report = training::train(
-        &model,
-        &labelled,
-        &kept_apart,
-        out,
-        epochs,
-        adapt.then_some((Path::new(&dir), settings)),
-    )?;
+    let report = match &calibrate {
+        Some(reader) => {
+            let bytes = std::fs::read(reader).map_err(|e| format!("{reader}: {e}"))?;
+            let after_rules = match std::env::var("PERSONA_PREFS_AFTER_RULES_THRESHOLDS") {
+                Ok(pair) if !pair.is_empty() => {
+                    let parsed: Vec<f32> = pair
+                        .split(',')
+                        .map(|v| v.trim().parse::<f32>())
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| format!("PERSONA_PREFS_AFTER_RULES_THRESHOLDS: {e}"))?;
+                    let [confidence, sentence] = parsed[..] else {
+                        return Err(
+                            "PERSONA_PREFS_AFTER_RULES_THRESHOLDS: two values, confidence,sentence"
+                                .into(),
+                        );
+                    };
+                    Some((confidence, sentence))
+                }
+                _ => None,
+            };
+            training::calibrate(&model, &bytes, &labelled, &kept_apart, out, after_rules)?
+        }
+        None => training::train(
+            &model,
+            &labelled,
+            &kept_apart,
+            out,
+            epochs,
+            adapt.then_some((Path::new(&dir), settings)),
+        )?,
+    };
     println!(
         "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development (the sixth)",
         started.elapsed().as_secs_f64(),
@@ -121,20 +154,12 @@ fn main() -> Result<(), String> {
     println!(
         "rules then learned on the development split (precision / recall), by span confidence and sentence score:"
     );
-    let mut rows: Vec<(f32, Vec<String>)> = Vec::new();
-    for (confidence, sentence, scored) in &report.after_rules {
-        let cell = format!(
-            "{sentence:.2}: {:.3} / {:.3}",
-            scored.precision, scored.recall
-        );
-        match rows.last_mut() {
-            Some((last, cells)) if last == confidence => cells.push(cell),
-            _ => rows.push((*confidence, vec![cell])),
-        }
-    }
-    for (confidence, cells) in rows {
-        println!("  {confidence:.2} | {}", cells.join(" | "));
-    }
+    print_grid(&report.after_rules);
+    println!(
+        "{}: rules then learned, by span confidence and sentence score:",
+        DEVELOPMENT_SET.0
+    );
+    print_grid(&report.kept_apart_after_rules);
     match report.after_rules_thresholds {
         Some((confidence, sentence)) => println!(
             "after the rules: span confidence {confidence:.2}, sentence score {sentence:.2} (the most recall at the rules' precision)"
@@ -155,6 +180,24 @@ fn main() -> Result<(), String> {
     }
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// A grid of rules-then-learned scores, a row a span confidence.
+fn print_grid(grid: &[(f32, f32, Score)]) {
+    let mut rows: Vec<(f32, Vec<String>)> = Vec::new();
+    for (confidence, sentence, scored) in grid {
+        let cell = format!(
+            "{sentence:.2}: {:.3} / {:.3}",
+            scored.precision, scored.recall
+        );
+        match rows.last_mut() {
+            Some((last, cells)) if last == confidence => cells.push(cell),
+            _ => rows.push((*confidence, vec![cell])),
+        }
+    }
+    for (confidence, cells) in rows {
+        println!("  {confidence:.2} | {}", cells.join(" | "));
+    }
 }
 
 /// A score's precision and recall with their counts.

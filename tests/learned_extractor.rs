@@ -527,3 +527,67 @@ async fn messages_read_in_batches_are_each_read_as_alone() {
         assert_eq!(&reading.unwrap(), expected, "{message}");
     }
 }
+
+/// A reader trained with additions to every layer (`scripts/train-learned-reader`) is read
+/// through a copy of the whole model with them merged in: additions of nothing read exactly
+/// what the model reads, an addition to the first layer alone reaches the last states, and
+/// additions for more layers than the model has, or of the wrong shape, are refused.
+#[test]
+fn additions_to_every_layer_are_merged_into_a_copy_of_the_model() {
+    use persona_prefs::embed::local::LayerAdditions;
+    use persona_prefs::extract::learned::adapted;
+    let model = model();
+    let layers = model.layer_count().expect("the hand-written pass");
+    let (hidden, intermediate, rank) = (384usize, 1536usize, 2usize);
+    let sizes = |name: &str| match name {
+        "intermediate" => (intermediate, hidden),
+        "output" => (hidden, intermediate),
+        _ => (hidden, hidden),
+    };
+    let additions = |scale: f32| -> LayerAdditions {
+        adapted::PRODUCTS
+            .iter()
+            .map(|name| {
+                let (outputs, inputs) = sizes(name);
+                let down: Vec<f32> = (0..rank * inputs)
+                    .map(|i| ((i % 7) as f32 - 3.0) * 0.01)
+                    .collect();
+                let up = vec![scale; outputs * rank];
+                (name.to_string(), (down, up))
+            })
+            .collect()
+    };
+    let text = "I love hiking, but crowds wear me out.";
+    let plain = model.token_states(text).unwrap();
+
+    let nothing = model
+        .last_layers_with(&vec![additions(0.0); layers])
+        .unwrap();
+    let read = model.token_states_with_last(text, &nothing).unwrap();
+    assert_eq!(
+        read.states, plain.states,
+        "additions of nothing changed the states"
+    );
+    assert_eq!(read.words, plain.words);
+
+    let mut first_only = vec![additions(0.0); layers];
+    first_only[0] = additions(0.05);
+    let changed = model.last_layers_with(&first_only).unwrap();
+    let moved = largest_difference(
+        &model.token_states_with_last(text, &changed).unwrap().states,
+        &plain.states,
+    );
+    assert!(
+        moved > 0.01,
+        "an addition to the first layer changed nothing ({moved})"
+    );
+
+    assert!(
+        model
+            .last_layers_with(&vec![additions(0.0); layers + 1])
+            .is_err()
+    );
+    let mut misshapen = vec![additions(0.0); layers];
+    misshapen[2].get_mut("output").unwrap().0.pop();
+    assert!(model.last_layers_with(&misshapen).is_err());
+}

@@ -85,8 +85,16 @@ struct Layer {
     output_norm: LayerNorm,
 }
 
-/// A copy of a model's last layer with changed weights ([`FastBert::changed_last_layer`]).
-pub struct ChangedLayer(Layer);
+/// A copy of a model's last layers with changed weights ([`FastBert::changed_last_layers`]): it
+/// takes the place of as many layers at the end of the model as it holds.
+pub struct ChangedLayers(Vec<Layer>);
+
+impl ChangedLayers {
+    /// How many of the model's last layers it replaces.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+}
 
 pub struct FastBert {
     word_embeddings: Vec<f32>,
@@ -366,52 +374,65 @@ impl FastBert {
         self.layers.len()
     }
 
-    /// A copy of the last layer with each of its dense products changed by `change`, which
-    /// gets the product's name (`query`, `key`, `value`, `attention_output`, `intermediate`,
-    /// `output`), its `outputs × inputs` weight (row-major) and those two sizes. For a reader
-    /// trained with low-rank additions to that layer: merged into the weights once, the layer
-    /// costs what the shipped one does.
-    pub fn changed_last_layer(
+    /// A copy of the model's last `count` layers with each of their dense products changed by
+    /// `change`, which gets the layer's index in the model, the product's name (`query`, `key`,
+    /// `value`, `attention_output`, `intermediate`, `output`), its `outputs × inputs` weight
+    /// (row-major) and those two sizes. For a reader trained with low-rank additions to those
+    /// layers: merged into the weights once, the layers cost what the shipped ones do.
+    pub fn changed_last_layers(
         &self,
-        mut change: impl FnMut(&str, &mut [f32], usize, usize) -> Result<(), BertError>,
-    ) -> Result<ChangedLayer, BertError> {
-        let last = self
-            .layers
-            .last()
-            .ok_or_else(|| BertError("the model has no layers".into()))?;
-        // Each changed in the checkpoint's layout. The 8-bit copy is left out: it would be of
-        // the weights before the change.
-        let mut changed = |names: &[&str], linear: &Linear| -> Result<Linear, BertError> {
-            let mut weight = linear.checkpoint_weight();
-            // Query, key and value are stacked by outputs: each its own block of rows.
-            let block = weight.len() / names.len();
-            for (name, rows) in names.iter().zip(weight.chunks_exact_mut(block)) {
-                change(name, rows, linear.outputs / names.len(), linear.inputs)?;
-            }
-            Ok(Linear::new(
-                &weight,
-                linear.bias.clone(),
-                linear.inputs,
-                linear.outputs,
-            ))
-        };
-        let layer = Layer {
-            query_key_value: changed(&["query", "key", "value"], &last.query_key_value)?,
-            attention_output: changed(&["attention_output"], &last.attention_output)?,
-            attention_norm: last.attention_norm.clone(),
-            intermediate: changed(&["intermediate"], &last.intermediate)?,
-            output: changed(&["output"], &last.output)?,
-            output_norm: last.output_norm.clone(),
-        };
-        Ok(ChangedLayer(layer))
+        count: usize,
+        mut change: impl FnMut(usize, &str, &mut [f32], usize, usize) -> Result<(), BertError>,
+    ) -> Result<ChangedLayers, BertError> {
+        if count == 0 || count > self.layers.len() {
+            return Err(BertError(format!(
+                "{count} layers to change; the model has {}",
+                self.layers.len()
+            )));
+        }
+        let first = self.layers.len() - count;
+        let mut changed_layers = Vec::with_capacity(count);
+        for (index, layer) in self.layers.iter().enumerate().skip(first) {
+            // Each changed in the checkpoint's layout. The 8-bit copy is left out: it would be
+            // of the weights before the change.
+            let mut changed = |names: &[&str], linear: &Linear| -> Result<Linear, BertError> {
+                let mut weight = linear.checkpoint_weight();
+                // Query, key and value are stacked by outputs: each its own block of rows.
+                let block = weight.len() / names.len();
+                for (name, rows) in names.iter().zip(weight.chunks_exact_mut(block)) {
+                    change(
+                        index,
+                        name,
+                        rows,
+                        linear.outputs / names.len(),
+                        linear.inputs,
+                    )?;
+                }
+                Ok(Linear::new(
+                    &weight,
+                    linear.bias.clone(),
+                    linear.inputs,
+                    linear.outputs,
+                ))
+            };
+            changed_layers.push(Layer {
+                query_key_value: changed(&["query", "key", "value"], &layer.query_key_value)?,
+                attention_output: changed(&["attention_output"], &layer.attention_output)?,
+                attention_norm: layer.attention_norm.clone(),
+                intermediate: changed(&["intermediate"], &layer.intermediate)?,
+                output: changed(&["output"], &layer.output)?,
+                output_norm: layer.output_norm.clone(),
+            });
+        }
+        Ok(ChangedLayers(changed_layers))
     }
 
-    /// Each token's state (F32, one text) through every layer but the last, then `last` in
-    /// its place.
+    /// Each token's state (F32, one text) through the model with `last` in place of its last
+    /// layers.
     pub fn forward_with_last(
         &self,
         ids: &[u32],
-        last: &ChangedLayer,
+        last: &ChangedLayers,
     ) -> Result<Vec<f32>, BertError> {
         Ok(self
             .forward_many_with_last(&[ids], last)?
@@ -424,13 +445,16 @@ impl FastBert {
     pub fn forward_many_with_last(
         &self,
         texts: &[&[u32]],
-        last: &ChangedLayer,
+        last: &ChangedLayers,
     ) -> Result<Vec<Vec<f32>>, BertError> {
-        let mut layers: Vec<&Layer> = self.layers.iter().collect();
-        match layers.last_mut() {
-            Some(slot) => *slot = &last.0,
-            None => return Err(BertError("the model has no layers".into())),
-        }
+        let Some(kept) = self.layers.len().checked_sub(last.0.len()) else {
+            return Err(BertError(format!(
+                "{} changed layers for a model of {}",
+                last.0.len(),
+                self.layers.len()
+            )));
+        };
+        let layers: Vec<&Layer> = self.layers[..kept].iter().chain(&last.0).collect();
         self.run_layers(texts, &layers)
     }
 

@@ -12,7 +12,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use super::fast_bert::{BertError, ChangedLayer, FastBert, Precision};
+use super::fast_bert::{BertError, ChangedLayers, FastBert, Precision};
 use super::quantized_bert::QuantisedBert;
 use super::{EmbedError, Embedder, LOCAL_DIMS, normalise};
 use crate::telemetry;
@@ -232,19 +232,39 @@ impl LocalEmbedder {
     }
 
     /// The model's last layer with low-rank additions merged into its dense weights:
-    /// `additions` maps a product's name ([`FastBert::changed_last_layer`]) to its two
-    /// factors, `down` (`rank × inputs`) and `up` (`outputs × rank`), row-major; the weight
-    /// becomes `W + up · down`. Needs the hand-written pass, which the default load gives.
-    pub fn last_layer_with(&self, additions: &LayerAdditions) -> Result<ChangedLayer, EmbedError> {
+    /// [`LocalEmbedder::last_layers_with`] for one layer.
+    pub fn last_layer_with(&self, additions: &LayerAdditions) -> Result<ChangedLayers, EmbedError> {
+        self.last_layers_with(std::slice::from_ref(additions))
+    }
+
+    /// The model's last `additions.len()` layers with low-rank additions merged into their
+    /// dense weights, one map a layer in the model's order: each maps a product's name
+    /// ([`FastBert::changed_last_layers`]) to its two factors, `down` (`rank × inputs`) and `up`
+    /// (`outputs × rank`), row-major; the weight becomes `W + up · down`. Needs the
+    /// hand-written pass, which the default load gives.
+    pub fn last_layers_with(
+        &self,
+        additions: &[LayerAdditions],
+    ) -> Result<ChangedLayers, EmbedError> {
         let Network::HandWritten(bert) = &self.inner.bert else {
             return Err(EmbedError::Model(
-                "a changed last layer needs the hand-written pass (the default load)".into(),
+                "changed layers need the hand-written pass (the default load)".into(),
             ));
         };
-        bert.changed_last_layer(|name, weight, outputs, inputs| {
-            let (down, up) = additions
+        let first = bert
+            .layer_count()
+            .checked_sub(additions.len())
+            .ok_or_else(|| {
+                EmbedError::Model(format!(
+                    "additions for {} layers; the model has {}",
+                    additions.len(),
+                    bert.layer_count()
+                ))
+            })?;
+        bert.changed_last_layers(additions.len(), |layer, name, weight, outputs, inputs| {
+            let (down, up) = additions[layer - first]
                 .get(name)
-                .ok_or_else(|| BertError(format!("no addition for the last layer's {name}")))?;
+                .ok_or_else(|| BertError(format!("no addition for layer {layer}'s {name}")))?;
             if inputs == 0 || down.len() % inputs != 0 {
                 return Err(BertError(format!(
                     "{name}: its down factor is not rank × {inputs}"
@@ -267,14 +287,14 @@ impl LocalEmbedder {
             }
             Ok(())
         })
-        .map_err(|e| EmbedError::Model(format!("changing the last layer: {e}")))
+        .map_err(|e| EmbedError::Model(format!("changing the last layers: {e}")))
     }
 
-    /// [`LocalEmbedder::token_states`] with `last` in place of the model's last layer.
+    /// [`LocalEmbedder::token_states`] with `last` in place of the model's last layers.
     pub fn token_states_with_last(
         &self,
         text: &str,
-        last: &ChangedLayer,
+        last: &ChangedLayers,
     ) -> Result<TokenStates, EmbedError> {
         self.inner.token_states(
             &truncate_chars(text, self.max_input_chars),
@@ -288,7 +308,7 @@ impl LocalEmbedder {
     pub fn token_states_many(
         &self,
         texts: &[String],
-        last: Option<&ChangedLayer>,
+        last: Option<&ChangedLayers>,
     ) -> Result<Vec<TokenStates>, EmbedError> {
         let texts: Vec<String> = texts
             .iter()
@@ -327,7 +347,7 @@ impl LocalEmbedder {
     pub fn mean_states(
         &self,
         texts: &[String],
-        last: Option<&ChangedLayer>,
+        last: Option<&ChangedLayers>,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(self
             .token_states_many(texts, last)?
@@ -395,7 +415,7 @@ fn words_of(encoding: &tokenizers::Encoding) -> (Vec<std::ops::Range<usize>>, Ve
 }
 
 /// Low-rank additions to a layer's dense products, by product name: `(down, up)`, row-major
-/// (`LocalEmbedder::last_layer_with`).
+/// (`LocalEmbedder::last_layers_with`).
 pub type LayerAdditions = std::collections::HashMap<String, (Vec<f32>, Vec<f32>)>;
 
 /// Which layers a reading of token states runs.
@@ -404,8 +424,8 @@ enum Pass<'a> {
     Every,
     /// The first this many only.
     Through(usize),
-    /// Every one but the last, then this one in its place.
-    WithLast(&'a ChangedLayer),
+    /// Every one but the last few, then these in their place.
+    WithLast(&'a ChangedLayers),
 }
 
 impl Model {

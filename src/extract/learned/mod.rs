@@ -33,7 +33,7 @@ use rayon::prelude::*;
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
 use crate::embed::EmbedError;
 use crate::embed::batcher::{BatchWork, Batcher};
-use crate::embed::fast_bert::ChangedLayer;
+use crate::embed::fast_bert::ChangedLayers;
 use crate::embed::local::{LayerAdditions, LocalEmbedder, TokenStates};
 use crate::model::Stance;
 
@@ -313,24 +313,65 @@ fn reader_file(bytes: &[u8]) -> Result<VarBuilder<'static>, ExtractError> {
 
 /// The low-rank additions to the model's last layer a reader's file holds (a reader trained
 /// with [`adapted`]), by product: `(down, up)`, row-major. `None` for a head over the frozen
-/// model.
+/// model, or for a reader whose additions change other layers too ([`ReaderAdditions`]).
 pub fn last_layer_additions(bytes: &[u8]) -> Result<Option<LayerAdditions>, ExtractError> {
-    last_layer_additions_in(&reader_file(bytes)?)
+    Ok(match reader_additions_in(&reader_file(bytes)?)? {
+        Some(ReaderAdditions::LastLayer(additions)) => Some(additions),
+        _ => None,
+    })
 }
 
-fn last_layer_additions_in(vb: &VarBuilder) -> Result<Option<LayerAdditions>, ExtractError> {
-    if !vb.contains_tensor("adapt.query.down") {
-        return Ok(None);
+/// The low-rank additions a reader's file holds.
+pub enum ReaderAdditions {
+    /// To the model's last layer (`adapt.<product>.down`, `.up`): [`adapted`]'s training.
+    LastLayer(LayerAdditions),
+    /// To every layer from `first` on, by the layer's index in the model
+    /// (`adapt.<layer>.<product>.down`, `.up`): `scripts/train-learned-reader`'s training.
+    Layers {
+        first: usize,
+        additions: Vec<LayerAdditions>,
+    },
+}
+
+/// The most layers a reader's file may name additions for.
+const MOST_LAYERS: usize = 64;
+
+fn reader_additions_in(vb: &VarBuilder) -> Result<Option<ReaderAdditions>, ExtractError> {
+    if vb.contains_tensor("adapt.query.down") {
+        return Ok(Some(ReaderAdditions::LastLayer(layer_additions_in(
+            vb, "adapt",
+        )?)));
     }
+    let layers: Vec<usize> = (0..MOST_LAYERS)
+        .filter(|layer| vb.contains_tensor(&format!("adapt.{layer}.query.down")))
+        .collect();
+    let (Some(&first), Some(&last)) = (layers.first(), layers.last()) else {
+        return Ok(None);
+    };
+    if last - first + 1 != layers.len() {
+        return Err(ExtractError::Rejected(format!(
+            "learned reader: additions to layers {layers:?}, not to a run of layers"
+        )));
+    }
+    let additions = layers
+        .iter()
+        .map(|layer| layer_additions_in(vb, &format!("adapt.{layer}")))
+        .collect::<Result<_, _>>()?;
+    Ok(Some(ReaderAdditions::Layers { first, additions }))
+}
+
+/// The additions stored under `prefix` (`<prefix>.<product>.down`, `.up`), one for each of
+/// [`adapted::PRODUCTS`].
+fn layer_additions_in(vb: &VarBuilder, prefix: &str) -> Result<LayerAdditions, ExtractError> {
     let mut additions = LayerAdditions::new();
     for name in adapted::PRODUCTS {
         let factor = |which: &str| {
             let tensor = vb
-                .get_unchecked(&format!("adapt.{name}.{which}"))
+                .get_unchecked(&format!("{prefix}.{name}.{which}"))
                 .map_err(reader_error)?;
             if tensor.rank() != 2 {
                 return Err(ExtractError::Rejected(format!(
-                    "learned reader: adapt.{name}.{which} is not a matrix"
+                    "learned reader: {prefix}.{name}.{which} is not a matrix"
                 )));
             }
             tensor
@@ -340,7 +381,7 @@ fn last_layer_additions_in(vb: &VarBuilder) -> Result<Option<LayerAdditions>, Ex
         };
         additions.insert(name.to_string(), (factor("down")?, factor("up")?));
     }
-    Ok(Some(additions))
+    Ok(additions)
 }
 
 /// Which of its reader's two pairs of thresholds a [`LearnedExtractor`] reads at.
@@ -360,8 +401,9 @@ pub enum Reads {
 pub struct LearnedExtractor {
     model: Arc<LocalEmbedder>,
     head: Arc<Head>,
-    /// The model's last layer with the reader's additions merged in, when it has them.
-    last_layer: Option<Arc<ChangedLayer>>,
+    /// The model's last layer (or layers) with the reader's additions merged in, when it has
+    /// them.
+    last_layer: Option<Arc<ChangedLayers>>,
     max_opinions: usize,
     /// Messages read in batches gathered across concurrent events ([`LearnedExtractor::batched`]);
     /// without it each message is read in a pass of its own.
@@ -401,8 +443,8 @@ impl LearnedExtractor {
             head.min_confidence = confidence;
             head.min_sentence_score = sentence;
         }
-        let last_layer = match last_layer_additions_in(&file)? {
-            Some(additions) => {
+        let last_layer = match reader_additions_in(&file)? {
+            Some(ReaderAdditions::LastLayer(additions)) => {
                 if model.layer_count() != Some(adapted::ADAPTED_LAYER + 1) {
                     return Err(ExtractError::Rejected(format!(
                         "the learned reader was trained on a {}-layer model's last layer; this model has {:?} (or not the hand-written pass)",
@@ -414,6 +456,19 @@ impl LearnedExtractor {
                     .last_layer_with(&additions)
                     .map_err(|e| ExtractError::Rejected(format!("learned reader: {e}")))?;
                 Some(Arc::new(layer))
+            }
+            Some(ReaderAdditions::Layers { first, additions }) => {
+                if model.layer_count() != Some(first + additions.len()) {
+                    return Err(ExtractError::Rejected(format!(
+                        "the learned reader changes layers {first} to {} of its model; this model has {:?} layers (or not the hand-written pass)",
+                        first + additions.len() - 1,
+                        model.layer_count()
+                    )));
+                }
+                let layers = model
+                    .last_layers_with(&additions)
+                    .map_err(|e| ExtractError::Rejected(format!("learned reader: {e}")))?;
+                Some(Arc::new(layers))
             }
             None => None,
         };

@@ -64,6 +64,8 @@ pub struct Report {
     pub rules_kept_apart: Score,
     /// The rules then the learned extractor on the development set, at the stored pair.
     pub after_rules_kept_apart: Option<Score>,
+    /// The same on the development set at every pair of `after_rules`'s grid (reported).
+    pub kept_apart_after_rules: Vec<(f32, f32, Score)>,
 }
 
 /// The pair of `grid` with the most recall whose precision is at least `floor` (of equal
@@ -413,56 +415,16 @@ pub fn train(
         }
     };
 
-    // Thresholds: on the development split, the pair with the best F0.5 (precision weighed
-    // twice as much as recall: a wrong memory persists, a missed opinion is said again).
-    let mut best: Option<(f64, f32, f32, Score)> = None;
-    for confidence in (6..=19).map(|n| n as f32 * 0.05) {
-        for sentence in [0.0f32, 0.2, 0.35, 0.5, 0.65] {
-            head.min_confidence = confidence;
-            head.min_sentence_score = sentence;
-            let found: Vec<_> = development[..sixth]
-                .iter()
-                .zip(&readings)
-                .map(|(read, reading)| head.opinions(&read.row.text, reading, usize::MAX))
-                .collect();
-            let scored = score(&development_rows[..sixth], &found);
-            let (p, r) = (scored.precision, scored.recall);
-            let f = if p + r == 0.0 {
-                0.0
-            } else {
-                1.25 * p * r / (0.25 * p + r)
-            };
-            if best.as_ref().is_none_or(|(best_f, ..)| f > *best_f) {
-                best = Some((f, confidence, sentence, scored));
-            }
-        }
-    }
-    let (_, min_confidence, min_sentence_score, development_score) =
-        best.ok_or("no development utterances")?;
-
-    // The combination with the rules, over a wider range of sentence scores: where the rules
-    // find nothing, an addition must be right about as often as the rules are to keep their
-    // precision. Its own pair is the most recall that keeps the rules' precision: the
-    // combination exists to add recall to the rules, not to trade their precision for it.
-    let after_rules = after_rules_grid(
+    let chosen = choose_thresholds(
         &mut head,
-        &development_rows[..sixth],
-        &readings[..sixth],
-        &ruled[..sixth],
-    );
-    let after_rules_thresholds = keeping_precision(&after_rules, rules_development.precision)
-        .map(|(confidence, sentence, _)| (*confidence, *sentence));
-    let after_rules_kept_apart = after_rules_thresholds.map(|(confidence, sentence)| {
-        head.min_confidence = confidence;
-        head.min_sentence_score = sentence;
-        let rows = &development_rows[sixth..];
-        score(
-            rows,
-            &rules_then_head(&head, rows, &readings[sixth..], &ruled[sixth..]),
-        )
-    });
-    head.min_confidence = min_confidence;
-    head.min_sentence_score = min_sentence_score;
+        &development_rows,
+        &readings,
+        &ruled,
+        sixth,
+        rules_development.precision,
+    )?;
+    let (min_confidence, min_sentence_score) = (chosen.min_confidence, chosen.min_sentence_score);
+    let after_rules_thresholds = chosen.after_rules_thresholds;
 
     let mut tensors: HashMap<String, Tensor> = varmap
         .data()
@@ -489,12 +451,211 @@ pub fn train(
         tagged_utterances: tagged,
         min_confidence,
         min_sentence_score,
-        development: development_score,
+        development: chosen.development,
         rules_development,
-        after_rules,
+        after_rules: chosen.after_rules,
         after_rules_thresholds,
         rules_kept_apart,
+        after_rules_kept_apart: chosen.after_rules_kept_apart,
+        kept_apart_after_rules: chosen.kept_apart_after_rules,
+    })
+}
+
+/// The thresholds [`choose_thresholds`] picked, and what they read.
+struct Chosen {
+    min_confidence: f32,
+    min_sentence_score: f32,
+    development: Score,
+    after_rules: Vec<(f32, f32, Score)>,
+    after_rules_thresholds: Option<(f32, f32)>,
+    after_rules_kept_apart: Option<Score>,
+    kept_apart_after_rules: Vec<(f32, f32, Score)>,
+}
+
+/// A reader's two pairs of thresholds, chosen on the tuning sets' development sixth (the first
+/// `sixth` of `development`; the rest, the development set, is only reported): its own, and
+/// the one for after the rules (`ruled`, whose precision on the sixth is `rules_precision`).
+/// Leaves `head` at its own pair.
+fn choose_thresholds(
+    head: &mut Head,
+    development: &[Labelled],
+    readings: &[Reading],
+    ruled: &[Vec<crate::extract::ExtractedOpinion>],
+    sixth: usize,
+    rules_precision: f64,
+) -> Result<Chosen, String> {
+    // Thresholds: on the development split, the pair with the best F0.5 (precision weighed
+    // twice as much as recall: a wrong memory persists, a missed opinion is said again).
+    let mut best: Option<(f64, f32, f32, Score)> = None;
+    for confidence in (6..=19).map(|n| n as f32 * 0.05) {
+        for sentence in [0.0f32, 0.2, 0.35, 0.5, 0.65] {
+            head.min_confidence = confidence;
+            head.min_sentence_score = sentence;
+            let found: Vec<_> = development[..sixth]
+                .iter()
+                .zip(readings)
+                .map(|(row, reading)| head.opinions(&row.text, reading, usize::MAX))
+                .collect();
+            let scored = score(&development[..sixth], &found);
+            let (p, r) = (scored.precision, scored.recall);
+            let f = if p + r == 0.0 {
+                0.0
+            } else {
+                1.25 * p * r / (0.25 * p + r)
+            };
+            if best.as_ref().is_none_or(|(best_f, ..)| f > *best_f) {
+                best = Some((f, confidence, sentence, scored));
+            }
+        }
+    }
+    let (_, min_confidence, min_sentence_score, development_score) =
+        best.ok_or("no development utterances")?;
+
+    // The combination with the rules, over a wider range of sentence scores: where the rules
+    // find nothing, an addition must be right about as often as the rules are to keep their
+    // precision. Its own pair is the most recall that keeps the rules' precision: the
+    // combination exists to add recall to the rules, not to trade their precision for it.
+    let after_rules = after_rules_grid(
+        head,
+        &development[..sixth],
+        &readings[..sixth],
+        &ruled[..sixth],
+    );
+    let after_rules_thresholds = keeping_precision(&after_rules, rules_precision)
+        .map(|(confidence, sentence, _)| (*confidence, *sentence));
+    let after_rules_kept_apart = after_rules_thresholds.map(|(confidence, sentence)| {
+        head.min_confidence = confidence;
+        head.min_sentence_score = sentence;
+        let rows = &development[sixth..];
+        score(
+            rows,
+            &rules_then_head(head, rows, &readings[sixth..], &ruled[sixth..]),
+        )
+    });
+    // The same grid on the development set, reported only: what each pair reads on chat
+    // nobody tuned the rules or the reader to.
+    let kept_apart_after_rules = after_rules_grid(
+        head,
+        &development[sixth..],
+        &readings[sixth..],
+        &ruled[sixth..],
+    );
+    head.min_confidence = min_confidence;
+    head.min_sentence_score = min_sentence_score;
+
+    Ok(Chosen {
+        min_confidence,
+        min_sentence_score,
+        development: development_score,
+        after_rules,
+        after_rules_thresholds,
         after_rules_kept_apart,
+        kept_apart_after_rules,
+    })
+}
+
+/// Chooses the thresholds of a reader trained elsewhere (`scripts/train-learned-reader`: the
+/// head and low-rank additions to every layer, its thresholds left unset) as [`train`] chooses
+/// its own, through this crate's own reading of the file (the model, the additions merged, the
+/// head): on the development sixth of `labelled`, which that training leaves out by the same
+/// digest. `kept_apart` is read beside it and reported. `after_rules`, when given, is stored as
+/// the pair for after the rules instead of the sixth's (a pair chosen on the development set
+/// for the rules checked by the reader, which the sixth's rule does not see). Writes the file
+/// with its thresholds to `out`.
+pub fn calibrate(
+    model: &LocalEmbedder,
+    reader: &[u8],
+    labelled: &[Labelled],
+    kept_apart: &[Labelled],
+    out: &Path,
+    after_rules: Option<(f32, f32)>,
+) -> Result<Report, String> {
+    let error = |e: candle_core::Error| e.to_string();
+    let development_rows: Vec<Labelled> = labelled
+        .iter()
+        .filter(|row| in_development(&row.text))
+        .chain(kept_apart)
+        .cloned()
+        .collect();
+    let sixth = development_rows.len() - kept_apart.len();
+    let file = super::reader_file(reader).map_err(|e| e.to_string())?;
+    let mut head = Head::from_reader(&file, crate::embed::LOCAL_DIMS).map_err(|e| e.to_string())?;
+    let layers = match super::reader_additions_in(&file).map_err(|e| e.to_string())? {
+        Some(super::ReaderAdditions::Layers { additions, .. }) => model
+            .last_layers_with(&additions)
+            .map_err(|e| e.to_string())?,
+        Some(super::ReaderAdditions::LastLayer(additions)) => model
+            .last_layer_with(&additions)
+            .map_err(|e| e.to_string())?,
+        None => return Err("the reader has no additions: train it with its own script".into()),
+    };
+    let texts: Vec<String> = development_rows.iter().map(|r| r.text.clone()).collect();
+    let mut readings = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(32) {
+        let states = model
+            .token_states_many(chunk, Some(&layers))
+            .map_err(|e| e.to_string())?;
+        for (text, states) in chunk.iter().zip(&states) {
+            readings.push(head.read(text, states).map_err(error)?);
+        }
+    }
+    let rules = crate::extract::rules::RulesExtractor::new(8);
+    let ruled: Vec<Vec<crate::extract::ExtractedOpinion>> = development_rows
+        .iter()
+        .map(|row| rules.extract_text(&row.text))
+        .collect();
+    let rules_development = score(&development_rows[..sixth], &ruled[..sixth]);
+    let rules_kept_apart = score(&development_rows[sixth..], &ruled[sixth..]);
+    let mut chosen = choose_thresholds(
+        &mut head,
+        &development_rows,
+        &readings,
+        &ruled,
+        sixth,
+        rules_development.precision,
+    )?;
+    if let Some((confidence, sentence)) = after_rules {
+        chosen.after_rules_thresholds = Some((confidence, sentence));
+        head.min_confidence = confidence;
+        head.min_sentence_score = sentence;
+        let rows = &development_rows[sixth..];
+        chosen.after_rules_kept_apart = Some(score(
+            rows,
+            &rules_then_head(&head, rows, &readings[sixth..], &ruled[sixth..]),
+        ));
+    }
+    let device = Device::Cpu;
+    let mut tensors = candle_core::safetensors::load_buffer(reader, &device).map_err(error)?;
+    tensors.insert(
+        "thresholds".into(),
+        Tensor::from_vec(
+            vec![chosen.min_confidence, chosen.min_sentence_score],
+            2,
+            &device,
+        )
+        .map_err(error)?,
+    );
+    tensors.remove(AFTER_RULES_THRESHOLDS);
+    if let Some((confidence, sentence)) = chosen.after_rules_thresholds {
+        tensors.insert(
+            AFTER_RULES_THRESHOLDS.into(),
+            Tensor::from_vec(vec![confidence, sentence], 2, &device).map_err(error)?,
+        );
+    }
+    candle_core::safetensors::save(&tensors, out).map_err(error)?;
+    Ok(Report {
+        training_utterances: labelled.len() - sixth,
+        development_utterances: sixth,
+        tagged_utterances: 0,
+        min_confidence: chosen.min_confidence,
+        min_sentence_score: chosen.min_sentence_score,
+        development: chosen.development,
+        rules_development,
+        after_rules: chosen.after_rules,
+        after_rules_thresholds: chosen.after_rules_thresholds,
+        rules_kept_apart,
+        after_rules_kept_apart: chosen.after_rules_kept_apart,
+        kept_apart_after_rules: chosen.kept_apart_after_rules,
     })
 }
 
