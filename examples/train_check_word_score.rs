@@ -18,7 +18,10 @@ async fn main() -> Result<(), String> {
     );
     let mut rows = Vec::new();
     for (name, text) in SHIPPED_SETS {
-        if !training::trained_on(name) {
+        // The sets the shipped word score was trained on: the tuning sets less the fourth
+        // people's-chat one, which the learned reader left out when the word score was made
+        // (the reader trains on it since; the word score's own training is kept as it was).
+        if !training::trained_on(name) || name == "people's chat (tuning 4)" {
             continue;
         }
         let labelled = parse_labelled(text)?;

@@ -11,9 +11,7 @@ use common::fake_openai::{FakeOpenAi, Reply};
 use persona_prefs::config::Config;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::evaluate::{SHIPPED_SETS, evaluate, parse_labelled};
-use persona_prefs::extract::learned::{
-    CheckedRules, Head, LearnedExtractor, RulesThenLearned, training,
-};
+use persona_prefs::extract::learned::{CheckedRules, Head, LearnedExtractor, RulesThenLearned};
 use persona_prefs::extract::rules::RulesExtractor;
 use persona_prefs::extract::{ExtractionInput, Extractor, ExtractorKind};
 use serde_json::json;
@@ -33,27 +31,15 @@ fn input(message: &str) -> ExtractionInput<'_> {
     }
 }
 
-/// On the development sixth of the tuning sets (1 345 utterances, 220 opinions), which its
-/// training did not fit: the shipped reader (its own additions to the model's last layer)
-/// alone measured precision 0.807, recall 0.482 (the head over the frozen model before it:
-/// 0.845 / 0.432); the rules then the reader where they find nothing, at the pair chosen to
-/// keep the rules' precision, 0.949 / 0.695 against the rules' 0.946 / 0.645. Floors under
-/// those measurements.
+/// A quarter of the development set (every fourth of its 8 000 people's-chat messages), which
+/// no reader trains on: what the shipped reader (additions to every layer) reads alone, and
+/// after the rules checked by it at the shipped 0.08, at the pair it stores for after the
+/// rules. Measured: alone 0.777 (150/193) / 0.631 (149/236); rules 0.870
+/// (120/138) / 0.504, rules checked then learned 0.892 (148/166) / 0.623 (147/236). Floors under those measurements.
 #[tokio::test(flavor = "multi_thread")]
-async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
-    let mut development = Vec::new();
-    for (name, text) in SHIPPED_SETS {
-        if !training::trained_on(name) {
-            continue;
-        }
-        development.extend(
-            parse_labelled(text)
-                .unwrap()
-                .into_iter()
-                .filter(|row| training::in_development(&row.text)),
-        );
-    }
-    assert!(development.len() > 400, "{}", development.len());
+async fn on_chat_no_reader_trained_on_it_adds_recall_to_the_checked_rules() {
+    let development = development_quarter();
+    assert!(development.len() > 1900, "{}", development.len());
     let model = model();
     let learned = LearnedExtractor::new(model.clone(), 8).unwrap();
     let alone = evaluate(&learned, &development, 2).await.unwrap();
@@ -61,8 +47,8 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         "learned alone: precision {:.3} ({}/{}), recall {:.3} ({}/{})",
         alone.precision, alone.matched, alone.found, alone.recall, alone.recalled, alone.expected
     );
-    assert!(alone.precision >= 0.75, "{}", alone.precision);
-    assert!(alone.recall >= 0.38, "{}", alone.recall);
+    assert!(alone.precision >= 0.70, "{}", alone.precision);
+    assert!(alone.recall >= 0.55, "{}", alone.recall);
 
     let rules = evaluate(&RulesExtractor::new(8), &development, 2)
         .await
@@ -71,38 +57,53 @@ async fn on_utterances_its_training_kept_apart_it_adds_recall_to_the_rules() {
         rules: CheckedRules::new(
             RulesExtractor::new(8),
             LearnedExtractor::after_rules(model, 8).unwrap(),
-            0.0,
+            0.08,
         ),
     };
     let both = evaluate(&combined, &development, 2).await.unwrap();
     println!(
-        "rules: {:.3} / {:.3}; rules then learned: {:.3} / {:.3}",
-        rules.precision, rules.recall, both.precision, both.recall
+        "rules: {:.3} ({}/{}) / {:.3}; rules checked then learned: {:.3} ({}/{}) / {:.3} ({}/{})",
+        rules.precision,
+        rules.matched,
+        rules.found,
+        rules.recall,
+        both.precision,
+        both.matched,
+        both.found,
+        both.recall,
+        both.recalled,
+        both.expected
     );
     assert!(
-        both.recall >= rules.recall + 0.03,
-        "the learned extractor adds recall where the rules find nothing"
+        both.recall >= rules.recall + 0.08,
+        "the learned extractor adds recall where the checked rules find nothing"
     );
     assert!(
         both.precision >= rules.precision - 0.02,
-        "after the rules it reads at a pair that keeps their precision"
+        "after the checked rules it reads at a pair that keeps about their precision"
     );
 }
 
-/// The check on the rules (`extract.rules_min_sentence_score`), measured on the fourth
-/// people's-chat tuning set, which the reader is not trained on: at 0.08, the highest value
-/// that cost at most 0.02 of recall there, the rules' findings read precision 0.872 (346/397)
-/// against 0.824 (365/443) unchecked, recall 0.384 against 0.404. Floors: precision up by at
+/// Every fourth message of the development set: people's chat no reader trains on.
+fn development_quarter() -> Vec<persona_prefs::extract::evaluate::Labelled> {
+    let (_, text) = persona_prefs::extract::evaluate::DEVELOPMENT_SET;
+    parse_labelled(text)
+        .unwrap()
+        .into_iter()
+        .step_by(4)
+        .collect()
+}
+
+/// The check on the rules (`extract.rules_min_sentence_score`), measured on a quarter of the
+/// development set, which no reader trains on: at 0.08 (chosen with the earlier reader on the
+/// fourth chat tuning set, the highest value that cost at most 0.02 of recall there) the rules'
+/// findings read precision 0.938 (120/128) against 0.870
+/// (120/138) unchecked, recall 0.504 both. Floors: precision up by at
 /// least 0.03, recall down by at most 0.03; a plain view passes, a remark of the moment does
 /// not, and each finding is judged by its own sentence, not by the message around it.
 #[tokio::test(flavor = "multi_thread")]
 async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_never_saw() {
-    let (name, text) = SHIPPED_SETS
-        .iter()
-        .find(|(name, _)| *name == "people's chat (tuning 4)")
-        .expect("the fourth chat tuning set ships");
-    assert!(!training::trained_on(name), "the reader never saw it");
-    let rows = parse_labelled(text).unwrap();
+    let rows = development_quarter();
     let checked = CheckedRules::new(
         RulesExtractor::new(8),
         LearnedExtractor::new(model(), 8).unwrap(),
@@ -178,9 +179,10 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
 
 /// The word score before the check (`extract.rules_check_keeps_at_word_score`): findings it is
 /// sure of are kept without the model, which reads the rest. On the fourth chat tuning set
-/// (never trained on by the word score or the reader) at the shipped 0.4 it measured 0.872
-/// (347/398) / 0.385 with the model reading 257 of 443 findings, against the model alone's
-/// 0.872 (346/397) / 0.384; on the persona tuning set the model read 1 of 507. Floors: the
+/// (never trained on by the word score; the every-layer reader trains on it) at the shipped
+/// 0.4 it measured 0.882 (383/434) / 0.405 with the model reading 265 of 462 findings, against
+/// the model alone's 0.884 (382/432) / 0.404; on the persona tuning set the model read 1 of
+/// 507. Floors: the
 /// same precision and recall within 0.01, and the model reading at most 70% of the findings
 /// on chat and 10% on persona text. At 1 the model reads every finding.
 #[tokio::test(flavor = "multi_thread")]
@@ -395,28 +397,49 @@ fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .fold(0f32, f32::max)
 }
 
-/// The shipped reader was trained with low-rank additions to the model's last layer; the
-/// extractor merges them into that layer's weights once (`LocalEmbedder::last_layer_with`)
-/// rather than running the training's copy of the layer on every message. Both read the
-/// same states, within f32 rounding of two implementations, and they are not the plain
-/// model's: the additions are in the shipped file and they take effect.
+/// A reader trained with low-rank additions to the model's last layer
+/// (`scripts/train-learned-extractor`, the reader shipped before the every-layer one) is read
+/// with them merged into that layer's weights once (`LocalEmbedder::last_layer_with`) rather
+/// than through the training's copy of the layer on every message. Both read the same states,
+/// within f32 rounding of two implementations, and they are not the plain model's: the
+/// additions take effect.
 #[test]
 fn the_merged_last_layer_reads_what_the_trained_layer_read() {
+    use candle_core::{Device, Tensor};
     use candle_nn::VarBuilder;
-    use persona_prefs::extract::learned::{SHIPPED_HEAD, adapted, last_layer_additions};
+    use persona_prefs::embed::local::LayerAdditions;
+    use persona_prefs::extract::learned::adapted;
     let model = model();
     let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
-    let additions = last_layer_additions(SHIPPED_HEAD)
-        .unwrap()
-        .expect("the shipped reader carries additions to the last layer");
+    let (hidden, intermediate, rank) = (384usize, 1536usize, adapted::RANK);
+    let mut additions = LayerAdditions::new();
+    let mut tensors = std::collections::HashMap::new();
+    for (p, name) in adapted::PRODUCTS.iter().enumerate() {
+        let (outputs, inputs) = match *name {
+            "intermediate" => (intermediate, hidden),
+            "output" => (hidden, intermediate),
+            _ => (hidden, hidden),
+        };
+        let down: Vec<f32> = (0..rank * inputs)
+            .map(|i| (((i * 7 + p) % 13) as f32 - 6.0) * 0.004)
+            .collect();
+        let up: Vec<f32> = (0..outputs * rank)
+            .map(|i| (((i * 5 + p) % 11) as f32 - 5.0) * 0.004)
+            .collect();
+        let cpu = &Device::Cpu;
+        tensors.insert(
+            format!("adapt.{name}.down"),
+            Tensor::from_vec(down.clone(), (rank, inputs), cpu).unwrap(),
+        );
+        tensors.insert(
+            format!("adapt.{name}.up"),
+            Tensor::from_vec(up.clone(), (outputs, rank), cpu).unwrap(),
+        );
+        additions.insert(name.to_string(), (down, up));
+    }
     let merged = model.last_layer_with(&additions).unwrap();
-    let vb = VarBuilder::from_buffered_safetensors(
-        SHIPPED_HEAD.to_vec(),
-        candle_core::DType::F32,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    let trained = adapted::load(std::path::Path::new(&dir), vb, adapted::RANK).unwrap();
+    let vb = VarBuilder::from_tensors(tensors, candle_core::DType::F32, &Device::Cpu);
+    let trained = adapted::load(std::path::Path::new(&dir), vb, rank).unwrap();
     for text in [
         "I love hiking, but crowds wear me out.",
         "ok",

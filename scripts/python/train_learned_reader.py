@@ -10,10 +10,10 @@ MODEL = os.environ['PERSONA_PREFS_MODEL_DIR']
 DATA = os.environ.get('DATA', 'tests/data/')
 OUT = os.environ.get('OUT', 'data/learned_extractor.safetensors')
 EPOCHS = int(os.environ.get('EPOCHS', '3')); RANK = int(os.environ.get('RANK', '8')); ALPHA = 16.0
-# The tuning sets the crate's reader trains on (extract::learned::training::trained_on): the
-# fourth people's-chat set stays text the reader never saw, for the tests that say so.
+# Every tuning set (extract::learned::training::trained_on); never a held-out set, nor the
+# development set (tests/data/extraction_development.jsonl), which stays text no reader saw.
 SETS = ['rules_extraction', 'rules_extraction_other_hand', 'rules_extraction_chitchat',
-        'rules_extraction_chitchat_2', 'rules_extraction_chitchat_3']
+        'rules_extraction_chitchat_2', 'rules_extraction_chitchat_3', 'rules_extraction_chitchat_4']
 SETS += [s for s in os.environ.get('ALSO_TRAIN_ON', '').split(',') if s]
 NEIGHBOURS = [-1, 1, -2, 2]
 cfg = json.load(open(MODEL + '/config.json'))
