@@ -2,21 +2,23 @@
 //! trained on the tuning sets tags the words that name a topic, with their stance, and scores
 //! whether the message holds an opinion at all.
 //!
-//! - The reader is two parts, trained together ([`adapted`]): rank-8 additions to each dense
-//!   product of MiniLM's last layer (the first five layers are the embedder's, frozen), and
-//!   the head ([`Head`]): two layers over each word's features ([`word_features`]: its
-//!   first-token state, those of the words up to two away, the message's mean state; tags:
+//! - The reader is two parts, trained together (`scripts/train-learned-reader`, in PyTorch):
+//!   rank-8 additions to each dense product of every one of MiniLM's layers (the embedder's
+//!   weights stay frozen beneath them; [`adapted`] trained the earlier reader's additions to
+//!   the last layer alone), and the head ([`Head`]): two layers over each word's features
+//!   ([`word_features`]: its first-token state, those of the words up to two away, the message's mean state; tags:
 //!   outside, or the beginning or inside of a topic held for or against) and one over the
 //!   message's mean state (the sentence score). Its weights and two pairs of thresholds (its
 //!   own, and for reading after the rules) are a small shipped file
-//!   (`data/learned_extractor.safetensors`, 1.4 MB, compiled in), made by
-//!   `scripts/train-learned-extractor` from the tuning sets only; `extract.learned_reader`
-//!   names another.
-//! - [`LearnedExtractor`] merges the additions into a copy of the last layer once
-//!   (`LocalEmbedder::last_layer_with`), so a message costs one pass of the model, as an
+//!   (`data/learned_extractor.safetensors`, 2.5 MB, compiled in), made by
+//!   `scripts/train-learned-reader` from the tuning sets only, its thresholds chosen by this
+//!   crate's own reading of it ([`training::calibrate`]); `extract.learned_reader` names
+//!   another.
+//! - [`LearnedExtractor`] merges the additions into a copy of the layers they change once
+//!   (`LocalEmbedder::last_layers_with`), so a message costs one pass of the model, as an
 //!   embedding does; it reads topics as the spans of tagged words whose mean confidence
 //!   reaches the threshold; the evidence is the sentence the span is in, verbatim.
-//! - [`training`] reproduces the weights.
+//! - [`training`] reproduces the earlier reader's weights and chooses any reader's thresholds.
 
 pub mod adapted;
 pub mod training;
