@@ -62,17 +62,9 @@ async fn on_chat_no_reader_trained_on_it_adds_recall_to_the_checked_rules() {
     };
     let both = evaluate(&combined, &development, 2).await.unwrap();
     println!(
-        "rules: {:.3} ({}/{}) / {:.3}; rules checked then learned: {:.3} ({}/{}) / {:.3} ({}/{})",
-        rules.precision,
-        rules.matched,
-        rules.found,
-        rules.recall,
-        both.precision,
-        both.matched,
-        both.found,
-        both.recall,
-        both.recalled,
-        both.expected
+        "rules: {}; rules checked then learned: {}",
+        figures(&rules),
+        figures(&both)
     );
     assert!(
         both.recall >= rules.recall + 0.08,
@@ -82,6 +74,14 @@ async fn on_chat_no_reader_trained_on_it_adds_recall_to_the_checked_rules() {
         both.precision >= rules.precision - 0.02,
         "after the checked rules it reads at a pair that keeps about their precision"
     );
+}
+
+/// A score as precision (right/found) / recall (recalled/labelled).
+fn figures(score: &persona_prefs::extract::evaluate::Score) -> String {
+    format!(
+        "{:.3} ({}/{}) / {:.3} ({}/{})",
+        score.precision, score.matched, score.found, score.recall, score.recalled, score.expected
+    )
 }
 
 /// Every fourth message of the development set: people's chat no reader trains on.
@@ -111,17 +111,7 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
     );
     let rules = evaluate(&RulesExtractor::new(8), &rows, 2).await.unwrap();
     let both = evaluate(&checked, &rows, 2).await.unwrap();
-    println!(
-        "rules: {:.3} ({}/{}) / {:.3}; checked: {:.3} ({}/{}) / {:.3}",
-        rules.precision,
-        rules.matched,
-        rules.found,
-        rules.recall,
-        both.precision,
-        both.matched,
-        both.found,
-        both.recall
-    );
+    println!("rules: {}; checked: {}", figures(&rules), figures(&both));
     assert!(both.precision >= rules.precision + 0.03);
     assert!(both.recall >= rules.recall - 0.03);
 
