@@ -103,6 +103,8 @@ fn main() -> Result<(), String> {
         .unwrap_or_else(|_| "data/learned_extractor.safetensors".into());
     let out = Path::new(&out_name);
     let started = std::time::Instant::now();
+    let given_pair = calibrate.is_some()
+        && std::env::var("PERSONA_PREFS_AFTER_RULES_THRESHOLDS").is_ok_and(|v| !v.is_empty());
     let report = match &calibrate {
         Some(reader) => {
             let bytes = std::fs::read(reader).map_err(|e| format!("{reader}: {e}"))?;
@@ -134,13 +136,21 @@ fn main() -> Result<(), String> {
             adapt.then_some((Path::new(&dir), settings)),
         )?,
     };
-    println!(
-        "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development (the sixth)",
-        started.elapsed().as_secs_f64(),
-        report.training_utterances,
-        report.tagged_utterances,
-        report.development_utterances
-    );
+    if calibrate.is_some() {
+        println!(
+            "read in {:.0} s: {} utterances of the sixth the training left out",
+            started.elapsed().as_secs_f64(),
+            report.development_utterances
+        );
+    } else {
+        println!(
+            "trained in {:.0} s on {} utterances ({} with every topic found among their words), {} kept for development (the sixth)",
+            started.elapsed().as_secs_f64(),
+            report.training_utterances,
+            report.tagged_utterances,
+            report.development_utterances
+        );
+    }
     println!(
         "thresholds: span confidence {:.2}, sentence score {:.2}; on the development split: {}",
         report.min_confidence,
@@ -162,7 +172,12 @@ fn main() -> Result<(), String> {
     print_grid(&report.kept_apart_after_rules);
     match report.after_rules_thresholds {
         Some((confidence, sentence)) => println!(
-            "after the rules: span confidence {confidence:.2}, sentence score {sentence:.2} (the most recall at the rules' precision)"
+            "after the rules: span confidence {confidence:.2}, sentence score {sentence:.2} ({})",
+            if given_pair {
+                "given: PERSONA_PREFS_AFTER_RULES_THRESHOLDS"
+            } else {
+                "the most recall at the rules' precision"
+            }
         ),
         None => println!("after the rules: no pair keeps the rules' precision; none stored"),
     }

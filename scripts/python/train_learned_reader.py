@@ -14,7 +14,6 @@ EPOCHS = int(os.environ.get('EPOCHS', '3')); RANK = int(os.environ.get('RANK', '
 # development set (tests/data/extraction_development.jsonl), which stays text no reader saw.
 SETS = ['rules_extraction', 'rules_extraction_other_hand', 'rules_extraction_chitchat',
         'rules_extraction_chitchat_2', 'rules_extraction_chitchat_3', 'rules_extraction_chitchat_4']
-SETS += [s for s in os.environ.get('ALSO_TRAIN_ON', '').split(',') if s]
 NEIGHBOURS = [-1, 1, -2, 2]
 cfg = json.load(open(MODEL + '/config.json'))
 tok = Tokenizer.from_file(MODEL + '/tokenizer.json'); tok.no_padding(); tok.enable_truncation(256)
