@@ -180,9 +180,12 @@ async def http(url, token, persona, other_token, other_persona):
     ), ClientSession(read, write) as session:
         await session.initialize()
         await other_persona_sees_only_its_own(session, other_persona, "jazz")
-    # No token, or a wrong one: refused before any MCP session.
-    async with httpx2.AsyncClient() as plain:
-        for headers in ({}, {"Authorization": "Bearer not-a-token-of-ours-at-all"}):
+    # No token, or a wrong one: refused before any MCP session. A client of its own for each,
+    # so no request rides a pooled connection: once, under the whole suite's load, the second
+    # refusal failed with "Server disconnected without sending a response" (likely the pooled
+    # connection closed by the server after the first refusal; not confirmed).
+    for headers in ({}, {"Authorization": "Bearer not-a-token-of-ours-at-all"}):
+        async with httpx2.AsyncClient() as plain:
             response = await plain.post(
                 url,
                 headers={**headers, "Accept": "application/json, text/event-stream", "Content-Type": "application/json"},
