@@ -89,13 +89,6 @@ struct Layer {
 /// takes the place of as many layers at the end of the model as it holds.
 pub struct ChangedLayers(Vec<Layer>);
 
-impl ChangedLayers {
-    /// How many of the model's last layers it replaces.
-    pub fn count(&self) -> usize {
-        self.0.len()
-    }
-}
-
 pub struct FastBert {
     word_embeddings: Vec<f32>,
     position_embeddings: Vec<f32>,
