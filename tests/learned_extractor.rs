@@ -604,3 +604,45 @@ fn additions_to_every_layer_are_merged_into_a_copy_of_the_model() {
     misshapen[2].get_mut("output").unwrap().0.pop();
     assert!(model.last_layers_with(&misshapen).is_err());
 }
+
+/// A reader's file names the layers its additions change (`adapt.<layer>.<product>`): the
+/// shipped one changes all six and loads; one whose changed layers have a gap, or that changes
+/// more layers than the model has, is refused with the reason, never read half-changed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_readers_additions_must_change_a_run_of_the_models_last_layers() {
+    use persona_prefs::extract::learned::{Reads, SHIPPED_HEAD};
+    let model = model();
+    let cpu = candle_core::Device::Cpu;
+    let shipped = candle_core::safetensors::load_buffer(SHIPPED_HEAD, &cpu).unwrap();
+    assert!(
+        shipped.contains_key("adapt.0.query.down") && shipped.contains_key("adapt.5.output.up")
+    );
+    LearnedExtractor::from_file(model.clone(), 8, SHIPPED_HEAD, Reads::AfterRules).unwrap();
+    let written = |tensors: &std::collections::HashMap<String, candle_core::Tensor>| {
+        let path =
+            std::env::temp_dir().join(format!("reader-{}.safetensors", uuid::Uuid::new_v4()));
+        candle_core::safetensors::save(tensors, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        bytes
+    };
+    let mut gap = shipped.clone();
+    gap.retain(|name, _| !name.starts_with("adapt.2."));
+    let refused = LearnedExtractor::from_file(model.clone(), 8, &written(&gap), Reads::Alone)
+        .err()
+        .expect("a gap in the changed layers is refused");
+    assert!(
+        refused.to_string().contains("not to a run of layers"),
+        "{refused}"
+    );
+    let mut extra = shipped.clone();
+    for (name, tensor) in &shipped {
+        if let Some(product) = name.strip_prefix("adapt.5.") {
+            extra.insert(format!("adapt.6.{product}"), tensor.clone());
+        }
+    }
+    let refused = LearnedExtractor::from_file(model, 8, &written(&extra), Reads::Alone)
+        .err()
+        .expect("a seventh layer's additions are refused for a six-layer model");
+    assert!(refused.to_string().contains("this model has"), "{refused}");
+}
