@@ -386,6 +386,41 @@ fn layer_additions_in(vb: &VarBuilder, prefix: &str) -> Result<LayerAdditions, E
     Ok(additions)
 }
 
+/// The model's layers with a reader file's additions merged in (`None` for a head over the
+/// frozen model), refused where the additions do not name the model's last layers: what the
+/// extractor reads through, and what [`training::calibrate`] chooses thresholds through.
+fn changed_layers_in(
+    model: &LocalEmbedder,
+    file: &VarBuilder,
+) -> Result<Option<ChangedLayers>, ExtractError> {
+    let merged = |layers: Result<ChangedLayers, EmbedError>| {
+        layers.map_err(|e| ExtractError::Rejected(format!("learned reader: {e}")))
+    };
+    match reader_additions_in(file)? {
+        Some(ReaderAdditions::LastLayer(additions)) => {
+            if model.layer_count() != Some(adapted::ADAPTED_LAYER + 1) {
+                return Err(ExtractError::Rejected(format!(
+                    "the learned reader was trained on a {}-layer model's last layer; this model has {:?} (or not the hand-written pass)",
+                    adapted::ADAPTED_LAYER + 1,
+                    model.layer_count()
+                )));
+            }
+            merged(model.last_layer_with(&additions)).map(Some)
+        }
+        Some(ReaderAdditions::Layers { first, additions }) => {
+            if model.layer_count() != Some(first + additions.len()) {
+                return Err(ExtractError::Rejected(format!(
+                    "the learned reader changes layers {first} to {} of its model; this model has {:?} layers (or not the hand-written pass)",
+                    first + additions.len() - 1,
+                    model.layer_count()
+                )));
+            }
+            merged(model.last_layers_with(&additions)).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
 /// Which of its reader's two pairs of thresholds a [`LearnedExtractor`] reads at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reads {
@@ -445,35 +480,7 @@ impl LearnedExtractor {
             head.min_confidence = confidence;
             head.min_sentence_score = sentence;
         }
-        let last_layer = match reader_additions_in(&file)? {
-            Some(ReaderAdditions::LastLayer(additions)) => {
-                if model.layer_count() != Some(adapted::ADAPTED_LAYER + 1) {
-                    return Err(ExtractError::Rejected(format!(
-                        "the learned reader was trained on a {}-layer model's last layer; this model has {:?} (or not the hand-written pass)",
-                        adapted::ADAPTED_LAYER + 1,
-                        model.layer_count()
-                    )));
-                }
-                let layer = model
-                    .last_layer_with(&additions)
-                    .map_err(|e| ExtractError::Rejected(format!("learned reader: {e}")))?;
-                Some(Arc::new(layer))
-            }
-            Some(ReaderAdditions::Layers { first, additions }) => {
-                if model.layer_count() != Some(first + additions.len()) {
-                    return Err(ExtractError::Rejected(format!(
-                        "the learned reader changes layers {first} to {} of its model; this model has {:?} layers (or not the hand-written pass)",
-                        first + additions.len() - 1,
-                        model.layer_count()
-                    )));
-                }
-                let layers = model
-                    .last_layers_with(&additions)
-                    .map_err(|e| ExtractError::Rejected(format!("learned reader: {e}")))?;
-                Some(Arc::new(layers))
-            }
-            None => None,
-        };
+        let last_layer = changed_layers_in(&model, &file)?.map(Arc::new);
         Ok(LearnedExtractor {
             head: Arc::new(head),
             last_layer,

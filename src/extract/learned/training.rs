@@ -420,28 +420,19 @@ pub fn train(
         &ruled,
         sixth,
         rules_development.precision,
+        None,
     )?;
     let (min_confidence, min_sentence_score) = (chosen.min_confidence, chosen.min_sentence_score);
     let after_rules_thresholds = chosen.after_rules_thresholds;
 
-    let mut tensors: HashMap<String, Tensor> = varmap
+    let tensors: HashMap<String, Tensor> = varmap
         .data()
         .lock()
         .map_err(|_| "the weights' lock is poisoned".to_string())?
         .iter()
         .map(|(name, var)| (name.clone(), var.as_tensor().clone()))
         .collect();
-    tensors.insert(
-        "thresholds".into(),
-        Tensor::from_vec(vec![min_confidence, min_sentence_score], 2, &device).map_err(error)?,
-    );
-    if let Some((confidence, sentence)) = after_rules_thresholds {
-        tensors.insert(
-            AFTER_RULES_THRESHOLDS.into(),
-            Tensor::from_vec(vec![confidence, sentence], 2, &device).map_err(error)?,
-        );
-    }
-    candle_core::safetensors::save(&tensors, out).map_err(error)?;
+    save_with_thresholds(tensors, &chosen, out)?;
     let _ = TAGS;
     Ok(Report {
         training_utterances: training.len(),
@@ -457,6 +448,26 @@ pub fn train(
         after_rules_kept_apart: chosen.after_rules_kept_apart,
         kept_apart_after_rules: chosen.kept_apart_after_rules,
     })
+}
+
+/// Writes a reader's `tensors` to `out` with the thresholds `chosen` picked: its own pair, and
+/// the pair for after the rules where there is one (an earlier one in `tensors` is dropped).
+fn save_with_thresholds(
+    mut tensors: HashMap<String, Tensor>,
+    chosen: &Chosen,
+    out: &Path,
+) -> Result<(), String> {
+    let error = |e: candle_core::Error| e.to_string();
+    let pair = |a: f32, b: f32| Tensor::from_vec(vec![a, b], 2, &Device::Cpu).map_err(error);
+    tensors.insert(
+        "thresholds".into(),
+        pair(chosen.min_confidence, chosen.min_sentence_score)?,
+    );
+    tensors.remove(AFTER_RULES_THRESHOLDS);
+    if let Some((confidence, sentence)) = chosen.after_rules_thresholds {
+        tensors.insert(AFTER_RULES_THRESHOLDS.into(), pair(confidence, sentence)?);
+    }
+    candle_core::safetensors::save(&tensors, out).map_err(error)
 }
 
 /// The thresholds [`choose_thresholds`] picked, and what they read.
@@ -481,6 +492,7 @@ fn choose_thresholds(
     ruled: &[Vec<crate::extract::ExtractedOpinion>],
     sixth: usize,
     rules_precision: f64,
+    given_after_rules: Option<(f32, f32)>,
 ) -> Result<Chosen, String> {
     // Thresholds: on the development split, the pair with the best F0.5 (precision weighed
     // twice as much as recall: a wrong memory persists, a missed opinion is said again).
@@ -519,8 +531,10 @@ fn choose_thresholds(
         &readings[..sixth],
         &ruled[..sixth],
     );
-    let after_rules_thresholds = keeping_precision(&after_rules, rules_precision)
-        .map(|(confidence, sentence, _)| (*confidence, *sentence));
+    let after_rules_thresholds = given_after_rules.or_else(|| {
+        keeping_precision(&after_rules, rules_precision)
+            .map(|(confidence, sentence, _)| (*confidence, *sentence))
+    });
     let after_rules_kept_apart = after_rules_thresholds.map(|(confidence, sentence)| {
         head.min_confidence = confidence;
         head.min_sentence_score = sentence;
@@ -578,15 +592,9 @@ pub fn calibrate(
     let sixth = development_rows.len() - kept_apart.len();
     let file = super::reader_file(reader).map_err(|e| e.to_string())?;
     let mut head = Head::from_reader(&file, crate::embed::LOCAL_DIMS).map_err(|e| e.to_string())?;
-    let layers = match super::reader_additions_in(&file).map_err(|e| e.to_string())? {
-        Some(super::ReaderAdditions::Layers { additions, .. }) => model
-            .last_layers_with(&additions)
-            .map_err(|e| e.to_string())?,
-        Some(super::ReaderAdditions::LastLayer(additions)) => model
-            .last_layer_with(&additions)
-            .map_err(|e| e.to_string())?,
-        None => return Err("the reader has no additions: train it with its own script".into()),
-    };
+    let layers = super::changed_layers_in(model, &file)
+        .map_err(|e| e.to_string())?
+        .ok_or("the reader has no additions: train it with its own script")?;
     let texts: Vec<String> = development_rows.iter().map(|r| r.text.clone()).collect();
     let mut readings = Vec::with_capacity(texts.len());
     for chunk in texts.chunks(32) {
@@ -604,43 +612,17 @@ pub fn calibrate(
         .collect();
     let rules_development = score(&development_rows[..sixth], &ruled[..sixth]);
     let rules_kept_apart = score(&development_rows[sixth..], &ruled[sixth..]);
-    let mut chosen = choose_thresholds(
+    let chosen = choose_thresholds(
         &mut head,
         &development_rows,
         &readings,
         &ruled,
         sixth,
         rules_development.precision,
+        after_rules,
     )?;
-    if let Some((confidence, sentence)) = after_rules {
-        chosen.after_rules_thresholds = Some((confidence, sentence));
-        head.min_confidence = confidence;
-        head.min_sentence_score = sentence;
-        let rows = &development_rows[sixth..];
-        chosen.after_rules_kept_apart = Some(score(
-            rows,
-            &rules_then_head(&head, rows, &readings[sixth..], &ruled[sixth..]),
-        ));
-    }
-    let device = Device::Cpu;
-    let mut tensors = candle_core::safetensors::load_buffer(reader, &device).map_err(error)?;
-    tensors.insert(
-        "thresholds".into(),
-        Tensor::from_vec(
-            vec![chosen.min_confidence, chosen.min_sentence_score],
-            2,
-            &device,
-        )
-        .map_err(error)?,
-    );
-    tensors.remove(AFTER_RULES_THRESHOLDS);
-    if let Some((confidence, sentence)) = chosen.after_rules_thresholds {
-        tensors.insert(
-            AFTER_RULES_THRESHOLDS.into(),
-            Tensor::from_vec(vec![confidence, sentence], 2, &device).map_err(error)?,
-        );
-    }
-    candle_core::safetensors::save(&tensors, out).map_err(error)?;
+    let tensors = candle_core::safetensors::load_buffer(reader, &Device::Cpu).map_err(error)?;
+    save_with_thresholds(tensors, &chosen, out)?;
     Ok(Report {
         training_utterances: labelled.len() - sixth,
         development_utterances: sixth,
