@@ -438,9 +438,8 @@ pub enum Reads {
 pub struct LearnedExtractor {
     model: Arc<LocalEmbedder>,
     head: Arc<Head>,
-    /// The model's last layer (or layers) with the reader's additions merged in, when it has
-    /// them.
-    last_layer: Option<Arc<ChangedLayers>>,
+    /// The model's layers the reader's additions change, with them merged in, when it has any.
+    changed_layers: Option<Arc<ChangedLayers>>,
     max_opinions: usize,
     /// Messages read in batches gathered across concurrent events ([`LearnedExtractor::batched`]);
     /// without it each message is read in a pass of its own.
@@ -480,10 +479,10 @@ impl LearnedExtractor {
             head.min_confidence = confidence;
             head.min_sentence_score = sentence;
         }
-        let last_layer = changed_layers_in(&model, &file)?.map(Arc::new);
+        let changed_layers = changed_layers_in(&model, &file)?.map(Arc::new);
         Ok(LearnedExtractor {
             head: Arc::new(head),
-            last_layer,
+            changed_layers,
             model,
             max_opinions,
             readings: None,
@@ -529,15 +528,15 @@ impl LearnedExtractor {
     /// What the reader reads in each of `messages`, in one pass of the model (CPU work on the
     /// blocking pool).
     pub async fn read_many(&self, messages: Vec<String>) -> Result<Vec<Reading>, ExtractError> {
-        let (model, head, last_layer) = (
+        let (model, head, changed_layers) = (
             self.model.clone(),
             self.head.clone(),
-            self.last_layer.clone(),
+            self.changed_layers.clone(),
         );
         let failed = |e: String| ExtractError::Rejected(format!("learned extractor: {e}"));
         tokio::task::spawn_blocking(move || {
             let states = model
-                .token_states_many(&messages, last_layer.as_deref())
+                .token_states_many(&messages, changed_layers.as_deref())
                 .map_err(|e| failed(e.to_string()))?;
             // The head's tagging of each message, side by side on the model's threads: one
             // after another, it left a core idle after every batch's pass.
@@ -554,15 +553,15 @@ impl LearnedExtractor {
     /// The sentence score of each of `texts`, read together in one pass of the model (CPU
     /// work on the blocking pool): what [`CheckedRules`] needs, without the tags.
     pub async fn sentence_scores(&self, texts: Vec<String>) -> Result<Vec<f32>, ExtractError> {
-        let (model, head, last_layer) = (
+        let (model, head, changed_layers) = (
             self.model.clone(),
             self.head.clone(),
-            self.last_layer.clone(),
+            self.changed_layers.clone(),
         );
         let failed = |e: String| ExtractError::Rejected(format!("learned extractor: {e}"));
         tokio::task::spawn_blocking(move || {
             let means = model
-                .mean_states(&texts, last_layer.as_deref())
+                .mean_states(&texts, changed_layers.as_deref())
                 .map_err(|e| failed(e.to_string()))?;
             means
                 .iter()
