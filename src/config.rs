@@ -277,6 +277,10 @@ impl Config {
             "extract.rules_check_keeps_at_word_score",
             self.extract.rules_check_keeps_at_word_score,
         )?;
+        unit(
+            "extract.learned_beside_rules_min_confidence",
+            self.extract.learned_beside_rules_min_confidence,
+        )?;
         if self.extract.rules_min_sentence_score > 0.0
             && self.embed.kind != crate::embed::EmbedderKind::Local
         {
@@ -769,6 +773,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.extract.rules_check_keeps_at_word_score, 1.0);
+    }
+
+    #[test]
+    fn the_learned_finds_beside_the_rules_take_a_confidence_named_when_wrong() {
+        for bad in ["-0.1", "1.5", "NaN"] {
+            let error = Config::load_from(
+                None,
+                &env(&[(
+                    "PERSONA_PREFS__EXTRACT__LEARNED_BESIDE_RULES_MIN_CONFIDENCE",
+                    bad,
+                )]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains("extract.learned_beside_rules_min_confidence"),
+                "{bad}: {error}"
+            );
+        }
+        assert_eq!(
+            Config::defaults()
+                .extract
+                .learned_beside_rules_min_confidence,
+            0.85
+        );
+        let config = Config::load_from(
+            None,
+            &env(&[(
+                "PERSONA_PREFS__EXTRACT__LEARNED_BESIDE_RULES_MIN_CONFIDENCE",
+                "1",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(config.extract.learned_beside_rules_min_confidence, 1.0);
     }
 
     #[test]

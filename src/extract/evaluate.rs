@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 19] = [
+pub const SHIPPED_SETS: [(&str, &str); 20] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -90,6 +90,10 @@ pub const SHIPPED_SETS: [(&str, &str); 19] = [
     (
         "held-out 13 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_13.jsonl"),
+    ),
+    (
+        "held-out 14 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_14.jsonl"),
     ),
 ];
 

@@ -206,7 +206,11 @@ fn learned_from_config(
             if kind == ExtractorKind::Rules {
                 Arc::new(checked)
             } else {
-                Arc::new(learned::RulesThenLearned { rules: checked })
+                let beside = config.learned_beside_rules_min_confidence as f32;
+                Arc::new(learned::RulesThenLearned {
+                    rules: checked,
+                    beside_rules: (beside < 1.0).then_some(beside),
+                })
             }
         }
     })
@@ -257,6 +261,12 @@ pub struct ExtractConfig {
     /// reads every finding.
     #[serde(default = "default_keeps_at_word_score")]
     pub rules_check_keeps_at_word_score: f64,
+    /// For `rules_then_learned`: where the rules find something, the learned reader's own
+    /// finds on other topics are kept beside theirs when their span confidence is at least
+    /// this (a message often voices two views, and the rules read one). 1: only the rules'
+    /// findings there.
+    #[serde(default = "default_beside_rules_min_confidence")]
+    pub learned_beside_rules_min_confidence: f64,
     pub llm: LlmConfig,
     pub adjudication: AdjudicationConfig,
 }
@@ -265,6 +275,12 @@ pub struct ExtractConfig {
 /// one (`config/default.toml` says how it was chosen).
 fn default_keeps_at_word_score() -> f64 {
     0.4
+}
+
+/// `extract.learned_beside_rules_min_confidence`'s value when a file leaves it out: the shipped
+/// one (`config/default.toml` says how it was chosen).
+fn default_beside_rules_min_confidence() -> f64 {
+    0.85
 }
 
 /// Grey-zone adjudication by the LLM (`adjudicate.rs`); only with `extract.kind = "llm"`.

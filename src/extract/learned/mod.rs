@@ -141,7 +141,23 @@ impl Head {
     /// hold none of these (`rules::not_the_speakers_view`). On the tuning sets' development
     /// sixth that check removed one to three wrong finds at every threshold and no right one.
     pub fn opinions(&self, message: &str, reading: &Reading, max: usize) -> Vec<ExtractedOpinion> {
-        if reading.sentence_score < self.min_sentence_score {
+        self.opinions_at(
+            message,
+            reading,
+            max,
+            (self.min_confidence, self.min_sentence_score),
+        )
+    }
+
+    /// [`Head::opinions`] at another pair of thresholds (span confidence, sentence score).
+    pub fn opinions_at(
+        &self,
+        message: &str,
+        reading: &Reading,
+        max: usize,
+        (min_confidence, min_sentence_score): (f32, f32),
+    ) -> Vec<ExtractedOpinion> {
+        if reading.sentence_score < min_sentence_score {
             return Vec::new();
         }
         let mut found: Vec<ExtractedOpinion> = Vec::new();
@@ -149,7 +165,7 @@ impl Head {
             if found.len() == max {
                 break;
             }
-            if span.confidence < self.min_confidence {
+            if span.confidence < min_confidence {
                 continue;
             }
             let Some(opinion) = opinion_of(message, span) else {
@@ -576,6 +592,17 @@ impl LearnedExtractor {
     pub fn opinions(&self, message: &str, reading: &Reading) -> Vec<ExtractedOpinion> {
         self.head.opinions(message, reading, self.max_opinions)
     }
+
+    /// The opinions of a reading at another pair of thresholds ([`Head::opinions_at`]).
+    pub fn opinions_at(
+        &self,
+        message: &str,
+        reading: &Reading,
+        thresholds: (f32, f32),
+    ) -> Vec<ExtractedOpinion> {
+        self.head
+            .opinions_at(message, reading, self.max_opinions, thresholds)
+    }
 }
 
 /// The learned reader's readings as batch work (unbatched itself: its own reads go straight to
@@ -829,8 +856,15 @@ impl Extractor for CheckedRules {
 /// The rules first (checked, when `extract.rules_min_sentence_score` asks), the learned
 /// extractor where they find nothing: the rules' precision where they read something, the
 /// learned recall where they read nothing. The reader here is the rules' check's.
+///
+/// Where the rules do find something, the reader's own finds can be kept beside theirs
+/// (`beside_rules`, a stricter span confidence than after the rules): a message often voices
+/// two views, and the rules read one ("I love the beach, and honestly hiking bores me").
 pub struct RulesThenLearned {
     pub rules: CheckedRules,
+    /// The least span confidence of a reader's find kept beside the rules' findings; `None`:
+    /// where the rules find something, only their findings (`extract.learned_beside_rules_min_confidence`).
+    pub beside_rules: Option<f32>,
 }
 
 impl Extractor for RulesThenLearned {
@@ -840,12 +874,49 @@ impl Extractor for RulesThenLearned {
     ) -> BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
         Box::pin(async move {
             let ruled = self.rules.checked(input).await?;
-            if !ruled.is_empty() {
-                return Ok(ruled);
+            if ruled.is_empty() {
+                return self.rules.learned.extract(input).await;
             }
-            self.rules.learned.extract(input).await
+            let Some(min_confidence) = self.beside_rules else {
+                return Ok(ruled);
+            };
+            let learned = &self.rules.learned;
+            let reading = learned.read(input.persona_message).await?;
+            let (_, min_sentence_score) = learned.thresholds();
+            let beside = learned.opinions_at(
+                input.persona_message,
+                &reading,
+                (min_confidence, min_sentence_score),
+            );
+            Ok(beside_the_rules(ruled, beside, learned.max_opinions))
         })
     }
+}
+
+/// The rules' findings, then the reader's finds on topics the rules did not name (the same
+/// topic by `model::topic`'s normaliser, or one named inside the other: "tea" beside "green
+/// tea" is one view read twice), at most `max` in all. Pure.
+pub fn beside_the_rules(
+    ruled: Vec<ExtractedOpinion>,
+    learned: Vec<ExtractedOpinion>,
+    max: usize,
+) -> Vec<ExtractedOpinion> {
+    use crate::model::topic;
+    let mut kept = ruled;
+    for opinion in learned {
+        if kept.len() >= max {
+            break;
+        }
+        let named = kept.iter().any(|r| {
+            topic::same(&r.name, &opinion.name)
+                || topic::contains(&r.name, &opinion.name)
+                || topic::contains(&opinion.name, &r.name)
+        });
+        if !named {
+            kept.push(opinion);
+        }
+    }
+    kept
 }
 
 /// Which persona messages are worth a model's time: those the rules read an opinion in, and
@@ -897,6 +968,52 @@ impl Extractor for Gated {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn found(name: &str) -> ExtractedOpinion {
+        ExtractedOpinion {
+            name: name.into(),
+            opinion: String::new(),
+            category: String::new(),
+            stance: crate::model::Stance::For,
+            strength: 0.5,
+            related_user_ids: Vec::new(),
+            evidence: String::new(),
+            found_by: None,
+        }
+    }
+
+    #[test]
+    fn the_readers_finds_beside_the_rules_add_only_topics_the_rules_did_not_name() {
+        // (the rules' topics, the reader's, the cap, what is kept)
+        let table: [(&[&str], &[&str], usize, &[&str]); 6] = [
+            (&["beach"], &["hiking"], 8, &["beach", "hiking"]),
+            // The same topic once normalised, or one named inside the other: one view.
+            (&["the beach"], &["Beaches"], 8, &["the beach"]),
+            (
+                &["green tea"],
+                &["tea", "green tea in the morning"],
+                8,
+                &["green tea"],
+            ),
+            // The rules' findings come first and are never displaced by the cap.
+            (&["a", "b"], &["c", "d"], 3, &["a", "b", "c"]),
+            (&["a", "b"], &["c"], 2, &["a", "b"]),
+            // Two finds of the reader's on one new topic: the first is kept.
+            (&["beach"], &["jazz", "Jazz"], 8, &["beach", "jazz"]),
+        ];
+        for (ruled, learned, max, kept) in table {
+            let got = beside_the_rules(
+                ruled.iter().map(|n| found(n)).collect(),
+                learned.iter().map(|n| found(n)).collect(),
+                max,
+            );
+            let names: Vec<&str> = got.iter().map(|o| o.name.as_str()).collect();
+            assert_eq!(
+                names, kept,
+                "rules {ruled:?}, reader {learned:?}, at most {max}"
+            );
+        }
+    }
 
     #[test]
     fn a_words_features_are_its_state_its_neighbours_and_the_mean() {
