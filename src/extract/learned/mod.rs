@@ -985,7 +985,13 @@ mod tests {
     #[test]
     fn the_readers_finds_beside_the_rules_add_only_topics_the_rules_did_not_name() {
         // (the rules' topics, the reader's, the cap, what is kept)
-        let table: [(&[&str], &[&str], usize, &[&str]); 6] = [
+        type Row = (
+            &'static [&'static str],
+            &'static [&'static str],
+            usize,
+            &'static [&'static str],
+        );
+        let table: [Row; 6] = [
             (&["beach"], &["hiking"], 8, &["beach", "hiking"]),
             // The same topic once normalised, or one named inside the other: one view.
             (&["the beach"], &["Beaches"], 8, &["the beach"]),
