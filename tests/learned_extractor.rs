@@ -53,14 +53,7 @@ async fn on_chat_no_reader_trained_on_it_adds_recall_to_the_checked_rules() {
     let rules = evaluate(&RulesExtractor::new(8), &development, 2)
         .await
         .unwrap();
-    let combined = RulesThenLearned {
-        rules: CheckedRules::new(
-            RulesExtractor::new(8),
-            LearnedExtractor::after_rules(model.clone(), 8).unwrap(),
-            0.08,
-        ),
-        beside_rules: None,
-    };
+    let combined = checked_then_learned(model.clone(), None);
     let both = evaluate(&combined, &development, 2).await.unwrap();
     println!(
         "rules: {}; rules checked then learned: {}",
@@ -79,14 +72,7 @@ async fn on_chat_no_reader_trained_on_it_adds_recall_to_the_checked_rules() {
     // The reader's finds beside the rules' where they find something (the shipped 0.85):
     // on the whole development set 0.824 / 0.574 -> 0.819 / 0.584; on this quarter 0.888
     // (151/170) / 0.636 (150/236).
-    let beside = RulesThenLearned {
-        rules: CheckedRules::new(
-            RulesExtractor::new(8),
-            LearnedExtractor::after_rules(model, 8).unwrap(),
-            0.08,
-        ),
-        beside_rules: Some(0.85),
-    };
+    let beside = checked_then_learned(model, Some(0.85));
     let with_beside = evaluate(&beside, &development, 2).await.unwrap();
     println!(
         "the reader's finds beside the rules' at 0.85: {}",
@@ -112,14 +98,7 @@ async fn the_readers_finds_beside_the_rules_follow_the_rules_findings_whole() {
         LearnedExtractor::after_rules(model.clone(), 8).unwrap(),
         0.08,
     );
-    let beside = RulesThenLearned {
-        rules: CheckedRules::new(
-            RulesExtractor::new(8),
-            LearnedExtractor::after_rules(model, 8).unwrap(),
-            0.08,
-        ),
-        beside_rules: Some(0.5),
-    };
+    let beside = checked_then_learned(model, Some(0.5));
     let (mut ruled_messages, mut added) = (0, 0);
     for row in &development_quarter() {
         let message = input(&row.text);
@@ -145,6 +124,19 @@ async fn the_readers_finds_beside_the_rules_follow_the_rules_findings_whole() {
     println!("{ruled_messages} messages with the rules' findings, {added} finds added beside");
     assert!(ruled_messages > 40, "{ruled_messages}");
     assert!(added > 0, "at 0.5 the reader reads a second view somewhere");
+}
+
+/// The rules checked by the shipped reader at the shipped 0.08, then the reader where they find
+/// nothing, its finds kept beside theirs at `beside_rules` when given.
+fn checked_then_learned(model: Arc<LocalEmbedder>, beside_rules: Option<f32>) -> RulesThenLearned {
+    RulesThenLearned {
+        rules: CheckedRules::new(
+            RulesExtractor::new(8),
+            LearnedExtractor::after_rules(model, 8).unwrap(),
+            0.08,
+        ),
+        beside_rules,
+    }
 }
 
 /// A score as precision (right/found) / recall (recalled/labelled).
@@ -216,14 +208,7 @@ async fn checked_rules_trade_a_little_recall_for_precision_on_chat_the_reader_ne
     );
     // After the rules, a message whose finds the check dropped is the learned reader's, as
     // one the rules found nothing in is.
-    let combined = RulesThenLearned {
-        rules: CheckedRules::new(
-            RulesExtractor::new(8),
-            LearnedExtractor::after_rules(model(), 8).unwrap(),
-            0.08,
-        ),
-        beside_rules: None,
-    };
+    let combined = checked_then_learned(model(), None);
     let after_rules = LearnedExtractor::after_rules(model(), 8).unwrap();
     for text in [
         "Writing the code, yes.",
