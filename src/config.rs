@@ -743,70 +743,36 @@ mod tests {
         assert_eq!(Config::defaults().extract.rules_min_sentence_score, 0.0);
     }
 
+    /// Scores in [0, 1] of the extractor's: refused with their key's name out of range, their
+    /// shipped default when unset, 1 taken as given (off, for both).
     #[test]
-    fn the_word_score_before_the_check_is_a_score_named_when_wrong() {
-        for bad in ["-0.1", "1.5", "NaN"] {
-            let error = Config::load_from(
-                None,
-                &env(&[(
-                    "PERSONA_PREFS__EXTRACT__RULES_CHECK_KEEPS_AT_WORD_SCORE",
-                    bad,
-                )]),
-            )
-            .unwrap_err()
-            .to_string();
-            assert!(
-                error.contains("extract.rules_check_keeps_at_word_score"),
-                "{bad}: {error}"
-            );
-        }
-        assert_eq!(
-            Config::defaults().extract.rules_check_keeps_at_word_score,
-            0.4
-        );
-        let config = Config::load_from(
-            None,
-            &env(&[(
+    fn the_extractors_unit_scores_are_bounded_and_named_when_wrong() {
+        type Read = fn(&Config) -> f64;
+        let scores: [(&str, &str, Read, f64); 2] = [
+            (
                 "PERSONA_PREFS__EXTRACT__RULES_CHECK_KEEPS_AT_WORD_SCORE",
-                "1",
-            )]),
-        )
-        .unwrap();
-        assert_eq!(config.extract.rules_check_keeps_at_word_score, 1.0);
-    }
-
-    #[test]
-    fn the_learned_finds_beside_the_rules_take_a_confidence_named_when_wrong() {
-        for bad in ["-0.1", "1.5", "NaN"] {
-            let error = Config::load_from(
-                None,
-                &env(&[(
-                    "PERSONA_PREFS__EXTRACT__LEARNED_BESIDE_RULES_MIN_CONFIDENCE",
-                    bad,
-                )]),
-            )
-            .unwrap_err()
-            .to_string();
-            assert!(
-                error.contains("extract.learned_beside_rules_min_confidence"),
-                "{bad}: {error}"
-            );
-        }
-        assert_eq!(
-            Config::defaults()
-                .extract
-                .learned_beside_rules_min_confidence,
-            0.85
-        );
-        let config = Config::load_from(
-            None,
-            &env(&[(
+                "extract.rules_check_keeps_at_word_score",
+                |c| c.extract.rules_check_keeps_at_word_score,
+                0.4,
+            ),
+            (
                 "PERSONA_PREFS__EXTRACT__LEARNED_BESIDE_RULES_MIN_CONFIDENCE",
-                "1",
-            )]),
-        )
-        .unwrap();
-        assert_eq!(config.extract.learned_beside_rules_min_confidence, 1.0);
+                "extract.learned_beside_rules_min_confidence",
+                |c| c.extract.learned_beside_rules_min_confidence,
+                0.85,
+            ),
+        ];
+        for (variable, key, read, default) in scores {
+            for bad in ["-0.1", "1.5", "NaN"] {
+                let error = Config::load_from(None, &env(&[(variable, bad)]))
+                    .unwrap_err()
+                    .to_string();
+                assert!(error.contains(key), "{key} = {bad}: {error}");
+            }
+            assert_eq!(read(&Config::defaults()), default, "{key}");
+            let config = Config::load_from(None, &env(&[(variable, "1")])).unwrap();
+            assert_eq!(read(&config), 1.0, "{key}");
+        }
     }
 
     #[test]

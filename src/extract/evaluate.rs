@@ -239,10 +239,7 @@ pub struct Score {
 /// and "superman" alike), or when either is named inside the other, word for word ("green tea"
 /// and "green tea in the morning"): topic wording is the embedder's business, not the label's.
 pub fn same_topic(found: &str, labelled: &str) -> bool {
-    use crate::model::topic;
-    topic::same(found, labelled)
-        || topic::contains(found, labelled)
-        || topic::contains(labelled, found)
+    crate::model::topic::overlaps(found, labelled)
 }
 
 /// Scores what was found for each utterance (`found[i]` for `labelled[i]`). Pure.

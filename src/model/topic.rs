@@ -24,6 +24,13 @@ pub fn contains(outer: &str, inner: &str) -> bool {
     !inner.is_empty() && outer.windows(inner.len()).any(|window| window == inner)
 }
 
+/// Whether two wordings name one view's topic: the same topic ([`same`]), or one named inside
+/// the other ("tea" and "green tea in the morning"). What an extractor's find is scored against
+/// a label by, and what two extractors' finds in one message are merged by.
+pub fn overlaps(a: &str, b: &str) -> bool {
+    same(a, b) || contains(a, b) || contains(b, a)
+}
+
 /// The normalised words: lower case, hyphens as spaces, punctuation around each word dropped,
 /// a leading article left out, each word's plural ending read as singular and reduced to its
 /// [`stem`].

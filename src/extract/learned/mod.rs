@@ -893,25 +893,22 @@ impl Extractor for RulesThenLearned {
     }
 }
 
-/// The rules' findings, then the reader's finds on topics the rules did not name (the same
-/// topic by `model::topic`'s normaliser, or one named inside the other: "tea" beside "green
-/// tea" is one view read twice), at most `max` in all. Pure.
+/// The rules' findings, then the reader's finds on topics the rules did not name
+/// (`model::topic::overlaps`: "tea" beside "green tea" is one view read twice), at most `max`
+/// in all. Pure.
 pub fn beside_the_rules(
     ruled: Vec<ExtractedOpinion>,
     learned: Vec<ExtractedOpinion>,
     max: usize,
 ) -> Vec<ExtractedOpinion> {
-    use crate::model::topic;
     let mut kept = ruled;
     for opinion in learned {
         if kept.len() >= max {
             break;
         }
-        let named = kept.iter().any(|r| {
-            topic::same(&r.name, &opinion.name)
-                || topic::contains(&r.name, &opinion.name)
-                || topic::contains(&opinion.name, &r.name)
-        });
+        let named = kept
+            .iter()
+            .any(|r| crate::model::topic::overlaps(&r.name, &opinion.name));
         if !named {
             kept.push(opinion);
         }
