@@ -237,6 +237,18 @@ fn rules_extractor_on_the_fourth_peoples_chat_tuning_set() {
     assert!(recall >= 0.38, "recall {recall:.3} < 0.38");
 }
 
+/// A fifth tuning sample of people's chat (16 000 messages, 2 377 opinions; `THIRD_PARTY.md`),
+/// labelled by sixteen readers who had not seen the extractor and committed before it ran,
+/// drawn for the learned reader to train on. Its readers marked more messages (12.4 %) than
+/// the fourth set's (9.4 %), so the rules' recall reads lower: precision 0.860 [0.84–0.88],
+/// recall 0.340 [0.32–0.36] when first run. Floors under that; misses shown (a tuning set).
+#[test]
+fn rules_extractor_on_the_fifth_peoples_chat_tuning_set() {
+    let (precision, recall) = measure("rules_extraction_chitchat_5.jsonl", 16000, Misses::Shown);
+    assert!(precision >= 0.83, "precision {precision:.3} < 0.83");
+    assert!(recall >= 0.32, "recall {recall:.3} < 0.32");
+}
+
 /// How far apart two readings of the same people's chat are: the fourth tuning set's first
 /// 2 000 messages read again by two more readers with the same instructions, who had not seen
 /// the first labels (`THIRD_PARTY.md`). Scored as the extractors are, the second reading as

@@ -14,6 +14,9 @@ EPOCHS = int(os.environ.get('EPOCHS', '3')); RANK = int(os.environ.get('RANK', '
 # development set (tests/data/extraction_development.jsonl), which stays text no reader saw.
 SETS = ['rules_extraction', 'rules_extraction_other_hand', 'rules_extraction_chitchat',
         'rules_extraction_chitchat_2', 'rules_extraction_chitchat_3', 'rules_extraction_chitchat_4']
+# ALSO_SETS (comma-separated) trains on tuning sets the shipped reader leaves out
+# (extract::learned::training::NOT_TRAINED_ON), e.g. rules_extraction_chitchat_5.
+SETS += [s for s in os.environ.get('ALSO_SETS', '').split(',') if s]
 NEIGHBOURS = [-1, 1, -2, 2]
 cfg = json.load(open(MODEL + '/config.json'))
 tok = Tokenizer.from_file(MODEL + '/tokenizer.json'); tok.no_padding(); tok.enable_truncation(256)

@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 20] = [
+pub const SHIPPED_SETS: [(&str, &str); 21] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -62,6 +62,10 @@ pub const SHIPPED_SETS: [(&str, &str); 20] = [
     (
         "people's chat (tuning 4)",
         include_str!("../../tests/data/rules_extraction_chitchat_4.jsonl"),
+    ),
+    (
+        "people's chat (tuning 5)",
+        include_str!("../../tests/data/rules_extraction_chitchat_5.jsonl"),
     ),
     (
         "held-out 7 (people's chat)",
