@@ -278,8 +278,17 @@ fn is_hearsay(clause: &str) -> bool {
         return false;
     };
     let next = rest.split_whitespace().next().unwrap_or("");
-    !matches!(next, "" | "of" | "a" | "an" | "from" | "back" | "nothing" | "you" | "it")
+    !matches!(
+        next,
+        "" | "of" | "a" | "an" | "from" | "back" | "nothing" | "you" | "it"
+    )
 }
+
+/// The verbs of another's liking or dislike, in either person.
+const LIKING_VERBS: [&str; 12] = [
+    "love", "loves", "like", "likes", "adore", "adores", "hate", "hates", "enjoy", "enjoys",
+    "prefer", "prefers",
+];
 
 /// "My roommate loves CS Lewis", "My husband love fruit snacks": a liking of someone else's,
 /// named by whose it is. "My husband and I love hiking" is the speaker's own, so a subject
@@ -294,11 +303,9 @@ fn is_anothers_liking(clause: &str) -> bool {
     let words: Vec<&str> = rest.split_whitespace().take(4).collect();
     // One or two words name whose it is ("roommate", "little sister"), then the verb.
     (1..words.len().min(3)).any(|verb_at| {
-        words[..verb_at].iter().all(|word| *word != "and" && *word != "&")
-            && matches!(
-                words[verb_at],
-                "love" | "loves" | "like" | "likes" | "adore" | "adores" | "hate" | "hates"
-                    | "enjoy" | "enjoys" | "prefer" | "prefers"
-            )
+        words[..verb_at]
+            .iter()
+            .all(|word| *word != "and" && *word != "&")
+            && LIKING_VERBS.contains(&words[verb_at])
     })
 }
