@@ -240,72 +240,21 @@ pub fn sentences(message: &str) -> Vec<String> {
 /// else's view reported, a hypothetical, or a view held once ("I used to love trains"). `None`
 /// when none of these. The labels hold none of these as opinions (`evaluate::Labelled`); the
 /// rules skip them clause by clause, and the learned extractor, whose head reads words, not
-/// sentence forms, skips a span in such a sentence. Three forms the rules never read a view
-/// in, so only the learned extractor needs them here: hearsay ("I heard that the ward is
-/// pretty good"), another's liking ("My roommate loves CS Lewis") and a wish ("I wish I
-/// liked running"), each written from the reader's wrong finds on the fifth chat tuning set,
-/// which it never trained on.
+/// sentence forms, skips a span in such a sentence.
 pub fn not_the_speakers_view(sentence: &str) -> Option<&'static str> {
     let trimmed = sentence.trim();
     if trimmed.ends_with('?') {
         return Some("question");
     }
     let clause = LEADING_FILLER.replace(&normalise(trimmed), "").into_owned();
-    if OthersView::read(trimmed).is_some()
-        || is_reported(&clause)
-        || is_hearsay(&clause)
-        || is_anothers_liking(&clause)
-    {
+    if OthersView::read(trimmed).is_some() || is_reported(&clause) {
         return Some("reported");
     }
-    if is_hypothetical(&clause) || clause.starts_with("i wish ") {
+    if is_hypothetical(&clause) {
         return Some("hypothetical");
     }
     if is_a_past_view(&clause) {
         return Some("past");
     }
     None
-}
-
-/// "I heard that X is good", "I've heard good things about X": a view passed on, not held.
-/// "I heard of X", "I heard a song by X" report hearing, not a verdict, and are left to the
-/// other checks.
-fn is_hearsay(clause: &str) -> bool {
-    let Some(rest) = ["i heard ", "i hear ", "i've heard ", "i have heard "]
-        .iter()
-        .find_map(|start| clause.strip_prefix(start))
-    else {
-        return false;
-    };
-    let next = rest.split_whitespace().next().unwrap_or("");
-    !matches!(
-        next,
-        "" | "of" | "a" | "an" | "from" | "back" | "nothing" | "you" | "it"
-    )
-}
-
-/// The verbs of another's liking or dislike, in either person.
-const LIKING_VERBS: [&str; 12] = [
-    "love", "loves", "like", "likes", "adore", "adores", "hate", "hates", "enjoy", "enjoys",
-    "prefer", "prefers",
-];
-
-/// "My roommate loves CS Lewis", "My husband love fruit snacks": a liking of someone else's,
-/// named by whose it is. "My husband and I love hiking" is the speaker's own, so a subject
-/// with "and" is left alone.
-fn is_anothers_liking(clause: &str) -> bool {
-    let Some(rest) = ["my ", "your ", "our ", "his ", "her ", "their "]
-        .iter()
-        .find_map(|start| clause.strip_prefix(start))
-    else {
-        return false;
-    };
-    let words: Vec<&str> = rest.split_whitespace().take(4).collect();
-    // One or two words name whose it is ("roommate", "little sister"), then the verb.
-    (1..words.len().min(3)).any(|verb_at| {
-        words[..verb_at]
-            .iter()
-            .all(|word| *word != "and" && *word != "&")
-            && LIKING_VERBS.contains(&words[verb_at])
-    })
 }
