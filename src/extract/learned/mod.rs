@@ -21,6 +21,7 @@
 //! - [`training`] reproduces the earlier reader's weights and chooses any reader's thresholds.
 
 pub mod adapted;
+pub mod stance;
 pub mod training;
 pub mod word_score;
 
@@ -168,9 +169,16 @@ impl Head {
             if span.confidence < min_confidence {
                 continue;
             }
-            let Some(opinion) = opinion_of(message, span) else {
+            let Some(mut opinion) = opinion_of(message, span) else {
                 continue;
             };
+            // The head reads most views as held for; a denied liking, a fault or an
+            // exception beside the span says otherwise ([`stance::cued_stance`]).
+            if opinion.stance == Stance::For
+                && stance::cued_stance(message, span.range.clone()) == Some(Stance::Against)
+            {
+                opinion.stance = Stance::Against;
+            }
             if found.iter().any(|o| o.name == opinion.name)
                 || super::rules::not_the_speakers_view(&opinion.evidence).is_some()
             {

@@ -311,8 +311,65 @@ pub(super) fn word_polarity(word: &str) -> Option<Stance> {
 /// The stance of the judgement at the start of `text`: the first evaluative word after any
 /// modifiers ("a bit dull", "the absolute worst", "pure bliss", "lowkey amazing"). An adverb
 /// in "-ly" is a modifier too ("wonderfully romantic", "painfully dull"); when nothing
-/// evaluative follows it, its own stem decides ("beautifully").
+/// evaluative follows it, its own stem decides ("beautifully"). Too much or the least of a
+/// good thing is against it: "too sweet", "too light", "my least favourite".
 pub(super) fn polarity(text: &str) -> Option<Stance> {
+    let stance = plain_polarity(text)?;
+    Some(if stance == Stance::For && too_much_or_least(text) {
+        Stance::Against
+    } else {
+        stance
+    })
+}
+
+/// Whether the modifiers before a judgement's first evaluative word say too much of it or the
+/// least of it ("too rich", "the least favourite").
+fn too_much_or_least(text: &str) -> bool {
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .take(6)
+        .collect();
+    let mut marked = false;
+    for word in words {
+        if matches!(word, "too" | "least") {
+            marked = true;
+            continue;
+        }
+        if MODIFIERS.contains(&word) {
+            continue;
+        }
+        return marked && can_be_too_much(word);
+    }
+    false
+}
+
+/// Whether too much of what `word` praises is a fault ("too sweet", "too rich"); praise
+/// that cannot be had in excess ("too good", "too cute", "too funny") stays praise.
+pub(super) fn can_be_too_much(word: &str) -> bool {
+    !NEVER_TOO_MUCH.contains(&word.trim_end_matches(['.', '!', ',', '?']))
+}
+
+/// Praise that stays praise after "too": "too good", "too cute", "too funny".
+const NEVER_TOO_MUCH: &[&str] = &[
+    "good",
+    "cute",
+    "funny",
+    "adorable",
+    "amazing",
+    "perfect",
+    "beautiful",
+    "awesome",
+    "cool",
+    "kind",
+    "precious",
+    "great",
+    "fun",
+    "hilarious",
+    "lovely",
+];
+
+fn plain_polarity(text: &str) -> Option<Stance> {
     let words: Vec<&str> = text
         .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
         .filter(|w| !w.is_empty())
