@@ -87,9 +87,9 @@ const FAULTS: &[&str] = &[
 
 /// "least" is a fault only before a liking: "my least favorite", not "at least".
 fn least_liked(words: &[&str]) -> bool {
-    words.windows(2).any(|pair| {
-        pair[0] == "least" && LIKINGS.contains(&pair[1]) || pair[1] == "liked" && pair[0] == "least"
-    })
+    words
+        .windows(2)
+        .any(|pair| pair[0] == "least" && (pair[1] == "liked" || LIKINGS.contains(&pair[1])))
 }
 
 /// How far, in words, a cue may stand before the span.

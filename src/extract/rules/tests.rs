@@ -1238,8 +1238,14 @@ fn too_much_or_the_least_of_a_good_thing_is_against_it() {
     use Stance::{Against, For};
     assert_reads(&[
         // From the fifth chat tuning set, where each read for: a wrong find and a miss.
-        ("But, regular cake is too sweet.", &[("regular cake", Against)]),
-        ("even the normal milk is too rich in my opinion", &[("normal milk", Against)]),
+        (
+            "But, regular cake is too sweet.",
+            &[("regular cake", Against)],
+        ),
+        (
+            "even the normal milk is too rich in my opinion",
+            &[("normal milk", Against)],
+        ),
         ("Breast is my least favorite.", &[("breast", Against)]),
         // Praise that cannot be had in excess stays praise.
         ("Tacos are too good.", &[("tacos", For)]),
