@@ -325,13 +325,8 @@ pub(super) fn polarity(text: &str) -> Option<Stance> {
 /// Whether the modifiers before a judgement's first evaluative word say too much of it or the
 /// least of it ("too rich", "the least favourite").
 fn too_much_or_least(text: &str) -> bool {
-    let words: Vec<&str> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
-        .filter(|w| !w.is_empty())
-        .take(6)
-        .collect();
     let mut marked = false;
-    for word in words {
+    for word in leading_words(text) {
         if matches!(word, "too" | "least") {
             marked = true;
             continue;
@@ -369,12 +364,16 @@ const NEVER_TOO_MUCH: &[&str] = &[
     "lovely",
 ];
 
-fn plain_polarity(text: &str) -> Option<Stance> {
-    let words: Vec<&str> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+/// The first six words of a judgement: where its verdict is read.
+fn leading_words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
         .filter(|w| !w.is_empty())
         .take(6)
-        .collect();
+        .collect()
+}
+
+fn plain_polarity(text: &str) -> Option<Stance> {
+    let words = leading_words(text);
     let mut adverb = None;
     let mut after_like = false;
     for (i, &word) in words.iter().enumerate() {
