@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 23] = [
+pub const SHIPPED_SETS: [(&str, &str); 24] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -106,6 +106,10 @@ pub const SHIPPED_SETS: [(&str, &str); 23] = [
     (
         "held-out 16 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_16.jsonl"),
+    ),
+    (
+        "held-out 17 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_17.jsonl"),
     ),
 ];
 
