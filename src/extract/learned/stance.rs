@@ -95,12 +95,13 @@ fn least_liked(words: &[&str]) -> bool {
 /// How far, in words, a cue may stand before the span.
 const REACH: usize = 8;
 
-/// The stance the words around `span` (a byte range of `sentence`) give it: against where a
-/// denied liking, a fault or an exception from a liking stands beside it; `None` where no cue
-/// does (the head's stance stands). Only the clause the span is in is read: in "I love the
-/// beach, but I don't like sand" a cue after "but" says nothing of the beach.
-pub fn cued_stance(sentence: &str, span: std::ops::Range<usize>) -> Option<Stance> {
-    let lower = sentence.to_ascii_lowercase();
+/// The stance the words around `span` (a byte range of `text`, a message or one of its
+/// sentences) give it: against where a denied liking, a fault or an exception from a liking
+/// stands beside it; `None` where no cue does (the head's stance stands). Only the clause the
+/// span is in is read: in "I love the beach, but I don't like sand" a cue after "but" says
+/// nothing of the beach.
+pub fn cued_stance(text: &str, span: std::ops::Range<usize>) -> Option<Stance> {
+    let lower = text.to_ascii_lowercase();
     let (start, end) = (span.start.min(lower.len()), span.end.min(lower.len()));
     let (Some(before), Some(after)) = (lower.get(..start), lower.get(end..)) else {
         return None;

@@ -712,14 +712,14 @@ pub(super) fn read_clause(clause: &str, sentence: &str) -> Option<ExtractedOpini
         if momentary || about_the_talk || tautology || done_by || dummy_it {
             return None;
         }
-        // "regular cake is too sweet": too much of a good thing is a fault.
-        let too_much = excessive
-            && c["judgement"]
-                .split_whitespace()
-                .next()
-                .is_some_and(lexicon::can_be_too_much);
-        let stance = match judgement_polarity(&c["judgement"]) {
-            Some(Stance::For) if too_much => Stance::Against,
+        // The pattern reads "too" as an intensifier; the polarity is read with it, since too
+        // much of a good thing is a fault ("regular cake is too sweet": `lexicon::polarity`).
+        let judged = if excessive {
+            format!("too {}", &c["judgement"])
+        } else {
+            c["judgement"].to_string()
+        };
+        let stance = match judgement_polarity(&judged) {
             Some(stance) => stance,
             None if excessive => Stance::Against,
             None => return None,

@@ -341,8 +341,8 @@ fn too_much_or_least(text: &str) -> bool {
 
 /// Whether too much of what `word` praises is a fault ("too sweet", "too rich"); praise
 /// that cannot be had in excess ("too good", "too cute", "too funny") stays praise.
-pub(super) fn can_be_too_much(word: &str) -> bool {
-    !NEVER_TOO_MUCH.contains(&word.trim_end_matches(['.', '!', ',', '?']))
+fn can_be_too_much(word: &str) -> bool {
+    !NEVER_TOO_MUCH.contains(&word)
 }
 
 /// Praise that stays praise after "too": "too good", "too cute", "too funny".
