@@ -110,7 +110,8 @@ pub const SHIPPED_SETS: [(&str, &str); 25] = [
     (
         "held-out 17 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_17.jsonl"),
-    ),    (
+    ),
+    (
         "held-out 18 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_18.jsonl"),
     ),
