@@ -152,7 +152,7 @@ async fn main() {
         Messages::Opinions(distinct_topic),
         |config| {
             config.embed.cache_size = 0;
-            config.extract.rules_min_sentence_score = check;
+            config.extract.rules_min_sentence_score = Some(check);
         },
     )
     .await;
@@ -165,7 +165,7 @@ async fn main() {
         Messages::Opinions(distinct_topic),
         |config| {
             config.embed.cache_size = 0;
-            config.extract.rules_min_sentence_score = check;
+            config.extract.rules_min_sentence_score = Some(check);
             config.extract.rules_check_keeps_at_word_score = 1.0;
         },
     )
@@ -182,7 +182,7 @@ async fn main() {
         |config| {
             config.embed.cache_size = 0;
             config.extract.kind = ExtractorKind::RulesThenLearned;
-            config.extract.rules_min_sentence_score = check;
+            config.extract.rules_min_sentence_score = Some(check);
         },
     )
     .await;

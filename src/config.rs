@@ -271,7 +271,7 @@ impl Config {
         }
         unit(
             "extract.rules_min_sentence_score",
-            self.extract.rules_min_sentence_score,
+            self.extract.rules_check(),
         )?;
         unit(
             "extract.rules_check_keeps_at_word_score",
@@ -281,7 +281,12 @@ impl Config {
             "extract.learned_beside_rules_min_confidence",
             self.extract.learned_beside_rules_min_confidence,
         )?;
-        if self.extract.rules_min_sentence_score > 0.0
+        // Set by hand; a kind's own check (`rules_then_learned`) needs the model for the kind
+        // itself, and says so when the extractor is built.
+        if self
+            .extract
+            .rules_min_sentence_score
+            .is_some_and(|check| check > 0.0)
             && self.embed.kind != crate::embed::EmbedderKind::Local
         {
             return Err(invalid(
@@ -573,6 +578,10 @@ const RETIRED_KEYS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Keys `config/default.toml` leaves unset, whose value is then chosen from other keys (the
+/// extractor's kind picks its own check), and which the environment may still set.
+const UNSET_BY_DEFAULT: &[&str] = &["extract.rules_min_sentence_score"];
+
 fn refuse_retired_keys(value: &toml::Value) -> Result<(), ConfigError> {
     for (section, key, instead) in RETIRED_KEYS {
         if value
@@ -617,8 +626,14 @@ fn set_path(root: &mut toml::Value, path: &[String], value: toml::Value) -> Resu
     let table = node
         .as_table_mut()
         .ok_or_else(|| format!("`{}` is not a section", path.join(".")))?;
+    let key = path.join(".");
+    // A key whose default is no value (chosen from other keys when unset) is absent from the
+    // defaults; an override sets it as written.
+    if table.get(last).is_none() && UNSET_BY_DEFAULT.contains(&key.as_str()) {
+        table.insert(last.clone(), value);
+        return Ok(());
+    }
     let existing = table.get(last).ok_or_else(|| {
-        let key = path.join(".");
         match RETIRED_KEYS
             .iter()
             .find(|(section, name, _)| key == format!("{section}.{name}"))
@@ -739,8 +754,51 @@ mod tests {
             &env(&[("PERSONA_PREFS__EXTRACT__RULES_MIN_SENTENCE_SCORE", "0.05")]),
         )
         .unwrap();
-        assert_eq!(config.extract.rules_min_sentence_score, 0.05);
-        assert_eq!(Config::defaults().extract.rules_min_sentence_score, 0.0);
+        assert_eq!(config.extract.rules_check(), 0.05);
+        assert_eq!(Config::defaults().extract.rules_check(), 0.0);
+    }
+
+    /// Each kind's check on the rules when the key is unset: none for the rules alone (the
+    /// default needs no model for them), 0.6 after the rules, where the model is loaded anyway
+    /// (the configuration measured held out); a value set is taken as given, 0 included.
+    #[test]
+    fn each_kind_checks_the_rules_at_its_own_value_unless_told() {
+        use crate::extract::ExtractorKind;
+        // (extract.kind, rules_min_sentence_score set, the check, nothing beside the rules)
+        let table: [(&str, Option<&str>, f64); 5] = [
+            ("rules", None, 0.0),
+            ("rules_then_learned", None, 0.6),
+            ("rules_then_learned", Some("0"), 0.0),
+            ("rules_then_learned", Some("0.08"), 0.08),
+            ("rules", Some("0.6"), 0.6),
+        ];
+        for (kind, set, check) in table {
+            let mut vars = vec![("PERSONA_PREFS__EXTRACT__KIND", kind)];
+            if let Some(value) = set {
+                vars.push(("PERSONA_PREFS__EXTRACT__RULES_MIN_SENTENCE_SCORE", value));
+            }
+            let config = Config::load_from(None, &env(&vars)).unwrap();
+            assert_eq!(config.extract.rules_check(), check, "{kind} {set:?}");
+            assert_eq!(
+                config.extract.learned_beside_rules_min_confidence, 1.0,
+                "{kind}: nothing beside the rules unless told"
+            );
+        }
+        assert_eq!(
+            crate::extract::default_rules_check(ExtractorKind::Learned),
+            0.0
+        );
+        // A kind's own check is no reason to refuse another embedder: the learned kinds say
+        // what they need when the extractor is built.
+        Config::load_from(
+            None,
+            &env(&[
+                ("PERSONA_PREFS__EXTRACT__KIND", "rules_then_learned"),
+                ("PERSONA_PREFS__EMBED__KIND", "openai"),
+                ("PERSONA_PREFS__STORE__EMBEDDING_DIMS", "1536"),
+            ]),
+        )
+        .unwrap();
     }
 
     /// Scores in [0, 1] of the extractor's: refused with their key's name out of range, their
@@ -759,7 +817,7 @@ mod tests {
                 "PERSONA_PREFS__EXTRACT__LEARNED_BESIDE_RULES_MIN_CONFIDENCE",
                 "extract.learned_beside_rules_min_confidence",
                 |c| c.extract.learned_beside_rules_min_confidence,
-                0.85,
+                1.0,
             ),
         ];
         for (variable, key, read, default) in scores {

@@ -1137,7 +1137,7 @@ async fn the_check_on_the_rules_keeps_a_remark_beside_a_view_out_of_memory() {
         (0.08, vec!["hiking"]),
     ] {
         let mut config = test_config("checked");
-        config.extract.rules_min_sentence_score = check;
+        config.extract.rules_min_sentence_score = Some(check);
         let h = Harness::start(config).await;
         h.publish(&event(
             "ada",
