@@ -764,7 +764,7 @@ mod tests {
     #[test]
     fn each_kind_checks_the_rules_at_its_own_value_unless_told() {
         use crate::extract::ExtractorKind;
-        // (extract.kind, rules_min_sentence_score set, the check, nothing beside the rules)
+        // (extract.kind, rules_min_sentence_score as set, the check read)
         let table: [(&str, Option<&str>, f64); 5] = [
             ("rules", None, 0.0),
             ("rules_then_learned", None, 0.6),
