@@ -521,13 +521,13 @@ async fn evaluate_extraction_reads_the_held_out_sets_only_when_asked() {
             .iter()
             .filter(|name| name.contains("held-out"))
             .count(),
-        18,
+        19,
         "{with_held_out:?}"
     );
-    assert_eq!(with_held_out.len(), ordinary.len() + 18);
+    assert_eq!(with_held_out.len(), ordinary.len() + 19);
     let text = cli(&config, &["evaluate-extraction"]).await;
     assert!(
-        stdout(&text).contains("the 18 held-out sets are not read: --held-out reads them"),
+        stdout(&text).contains("the 19 held-out sets are not read: --held-out reads them"),
         "{}",
         stdout(&text)
     );

@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 25] = [
+pub const SHIPPED_SETS: [(&str, &str); 26] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -114,6 +114,10 @@ pub const SHIPPED_SETS: [(&str, &str); 25] = [
     (
         "held-out 18 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_18.jsonl"),
+    ),
+    (
+        "held-out 19 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_19.jsonl"),
     ),
 ];
 

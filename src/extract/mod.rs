@@ -287,9 +287,9 @@ fn default_beside_rules_min_confidence() -> f64 {
 /// What each kind checks the rules' findings at when `extract.rules_min_sentence_score` is
 /// unset: nothing for the rules alone, the default (they need no model then, and the check
 /// costs the persona register a little recall); 0.6 after the rules, where the model is
-/// loaded anyway. Over every held-out set (4 418 opinions, README "Held-out set 18"),
-/// `rules_then_learned` at 0.6 with nothing beside the rules read +0.004 precision and +0.060
-/// recall against the rules alone; at stop 79's 0.08 and 0.85 beside, −0.014 / +0.084.
+/// loaded anyway. Over every held-out set (4 881 opinions, README "Held-out set 19"),
+/// `rules_then_learned` at 0.6 with nothing beside the rules read +0.006 precision and +0.061
+/// recall against the rules alone; at stop 79's 0.08 and 0.85 beside, −0.013 / +0.085.
 /// Pure.
 pub(crate) fn default_rules_check(kind: ExtractorKind) -> f64 {
     match kind {
