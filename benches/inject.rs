@@ -260,24 +260,13 @@ async fn main() {
             store.get_preferences_for_injection(&query).await.unwrap();
         })
     });
-    let packed_call: Call<'_> = Box::new(|i| {
-        let client = client.clone();
-        let subject = subject.clone();
-        let payload = packed_payloads[i % packed_payloads.len()].clone();
-        Box::pin(async move {
-            let reply = client.request(subject, payload.into()).await.unwrap();
-            assert!(reply.headers.is_none(), "error reply");
-        })
-    });
-    let refused_call: Call<'_> = Box::new(|i| {
-        let client = client.clone();
-        let subject = subject.clone();
-        let payload = refused_payloads[i % refused_payloads.len()].clone();
-        Box::pin(async move {
-            let reply = client.request(subject, payload.into()).await.unwrap();
-            assert!(reply.headers.is_some(), "max_count 0 was not refused");
-        })
-    });
+    let packed_call = request_of(
+        &client,
+        &subject,
+        &packed_payloads,
+        Some(Answer::Preferences),
+    );
+    let refused_call = request_of(&client, &subject, &refused_payloads, Some(Answer::Refusal));
     // The base64 request's own floor: the same echo of its (smaller) payload.
     let packed_echo_call = echo_of(&client, &echo_subject, &packed_payloads);
     let mut calls = vec![
@@ -577,18 +566,44 @@ async fn info_field(connection: &mut persona_prefs::store::RedisConnection, name
         .unwrap_or(0)
 }
 
-/// A bare NATS request-reply through the bench's echo responder, of each payload in turn.
-fn echo_of<'a>(
+/// What a request sent by [`request_of`] is answered with.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Answer {
+    Preferences,
+    /// An error reply (its headers say so).
+    Refusal,
+}
+
+/// A request of each payload in turn, its answer checked when `expected` says what it must be.
+fn request_of<'a>(
     client: &'a async_nats::Client,
     subject: &'a str,
     payloads: &'a [Vec<u8>],
+    expected: Option<Answer>,
 ) -> Call<'a> {
     Box::new(move |i| {
         let client = client.clone();
         let subject = subject.to_string();
         let payload = payloads[i % payloads.len()].clone();
         Box::pin(async move {
-            client.request(subject, payload.into()).await.unwrap();
+            let reply = client.request(subject, payload.into()).await.unwrap();
+            if let Some(expected) = expected {
+                let answer = if reply.headers.is_some() {
+                    Answer::Refusal
+                } else {
+                    Answer::Preferences
+                };
+                assert_eq!(answer, expected, "{:?}", reply.payload);
+            }
         })
     })
+}
+
+/// A bare NATS request-reply through the bench's echo responder, of each payload in turn.
+fn echo_of<'a>(
+    client: &'a async_nats::Client,
+    subject: &'a str,
+    payloads: &'a [Vec<u8>],
+) -> Call<'a> {
+    request_of(client, subject, payloads, None)
 }
