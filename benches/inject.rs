@@ -232,9 +232,18 @@ async fn main() {
             took.lock().unwrap().push(body.took_ms);
         })
     });
-    let vsim_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef);
-    let vsim_users_call =
-        raw_vsim_with_users_call(&connection, &keys, &queries, &users, 16, search_ef);
+    // The service's own semantic search (it leaves out the hits too far to inject).
+    let min_relevance = config.store.min_semantic_relevance;
+    let vsim_call = raw_vsim_call(&connection, &keys, &queries, 16, search_ef, min_relevance);
+    let vsim_users_call = raw_vsim_with_users_call(
+        &connection,
+        &keys,
+        &queries,
+        &users,
+        16,
+        search_ef,
+        min_relevance,
+    );
     let echo_call = echo_of(&client, &echo_subject, &payloads);
     let original_call: Call<'_> = Box::new(|i| {
         let mut connection = original_connection.clone();

@@ -183,6 +183,9 @@ async fn main() {
     let users = vec!["user1".to_string(), "user2".to_string()];
     let keys = store.keys().clone();
     let search_ef = config.store.vector_search_ef;
+    // Injection's floors send its own semantic search, which leaves out the hits too far to
+    // inject (`query::semantic_vsim_command_for_bytes`); find_conflicts' floor asks for all.
+    let min_relevance = config.store.min_semantic_relevance;
     // The neighbours the store call asks for (`inject`'s views, twice over, as the store
     // reads them), which the floors search for too.
     let injection_top_k = (INJECTION_MAX_COUNT * 2).min(config.store.max_top_k);
@@ -193,6 +196,7 @@ async fn main() {
         search_ef,
         half_life_days: config.store.strength_half_life_days,
         now_days: 0.0,
+        min_semantic_relevance: config.store.min_semantic_relevance,
     };
 
     // Each store call alternates with its floor and the original plan, call by call (see
@@ -204,7 +208,7 @@ async fn main() {
             store.nearest_topics("p0", &q).await.unwrap();
         })
     });
-    let conflicts_floor_call = raw_vsim_call(&connection, &keys, &queries, 5, search_ef);
+    let conflicts_floor_call = raw_vsim_call(&connection, &keys, &queries, 5, search_ef, 0.0);
     let inject_call: Call<'_> = Box::new(|i| {
         Box::pin(inject(
             store.clone(),
@@ -228,8 +232,16 @@ async fn main() {
         &users,
         injection_top_k,
         search_ef,
+        min_relevance,
     );
-    let inject_floor_call = raw_vsim_call(&connection, &keys, &queries, injection_top_k, search_ef);
+    let inject_floor_call = raw_vsim_call(
+        &connection,
+        &keys,
+        &queries,
+        injection_top_k,
+        search_ef,
+        min_relevance,
+    );
     let inject_users_floor_call = raw_vsim_with_users_call(
         &connection,
         &keys,
@@ -237,6 +249,7 @@ async fn main() {
         &users,
         injection_top_k,
         search_ef,
+        min_relevance,
     );
     let inject_raw_pipeline_call: Call<'_> = Box::new(|i| {
         let mut connection = connection.clone();

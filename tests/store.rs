@@ -881,6 +881,82 @@ async fn hostile_user_ids_neither_break_queries_nor_reach_other_personas() {
     }
 }
 
+/// The semantic search asks Redis only for the hits close enough to inject
+/// (`store.min_semantic_relevance`, 0.25: `VSIM … EPSILON`), and every one of those comes
+/// back: the views just over the floor are injected, those under it are neither injected nor
+/// sent.
+#[tokio::test]
+async fn the_semantic_search_leaves_out_only_the_hits_too_far_to_inject() {
+    let t = TestStore::new("inject-epsilon").await;
+    assert_eq!(t.config.store.min_semantic_relevance, 0.25);
+    let query_vector = unit_vector(60);
+    let mut near = Vec::new();
+    for (k, similarity) in [0.9f32, 0.35, 0.3, 0.2, 0.1, 0.0].into_iter().enumerate() {
+        let preference = new_preference(
+            "ada",
+            &format!("view {k}"),
+            "A view at a known distance.",
+            vector_near(&query_vector, similarity, 61 + k as u64),
+        );
+        let id = t.add_preference(preference).await.unwrap().id;
+        if similarity > 0.25 {
+            near.push(id);
+        }
+    }
+    let query = InjectionQuery {
+        persona_id: "ada",
+        query_embedding: &query_vector,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &[],
+    };
+    let mut chosen: Vec<String> = t
+        .get_preferences_for_injection(&query)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    chosen.sort();
+    near.sort();
+    assert_eq!(chosen, near, "the views over the floor, and only those");
+
+    // What Redis answers the store's own search: only those three.
+    let sizes = persona_prefs::store::query::PassSizes {
+        top_k: 16,
+        strongest: 0,
+        search_ef: t.config.store.vector_search_ef,
+        half_life_days: 0.0,
+        now_days: 0.0,
+        min_semantic_relevance: t.config.store.min_semantic_relevance,
+    };
+    let pipe = persona_prefs::store::query::plain_injection_pipeline(
+        t.keys(),
+        "ada",
+        &query_vector,
+        sizes,
+        &[],
+        false,
+    )
+    .expect("a query, no residents: the plain pipeline");
+    let mut connection = t.connection();
+    let replies = connection
+        .pipeline_for_key(&t.keys().vectors("ada"), &pipe)
+        .await
+        .unwrap();
+    let hits = persona_prefs::store::query::parse_vector_hits(
+        replies[0].clone(),
+        persona_prefs::store::query::VectorScore::VsimScore,
+    )
+    .unwrap();
+    let mut sent: Vec<String> = hits.into_iter().map(|hit| hit.id).collect();
+    sent.sort();
+    assert_eq!(
+        sent, near,
+        "Redis sent only the hits close enough to inject"
+    );
+}
+
 #[tokio::test]
 async fn injection_merges_semantic_and_user_passes_and_respects_caps() {
     let t = TestStore::new("inject").await;

@@ -650,23 +650,26 @@ pub async fn original_find_conflicts(
 
 /// The new floor: one raw VSIM of `count` over persona p0's vector set per call, the query
 /// picked by the call's number, reply unparsed. It is the service's own command
-/// (`query::vsim_command`: the same exploration, `store.vector_search_ef`, in Redis's main
-/// thread), so the floor differs from the service's path only by what the service adds.
+/// (`query::semantic_vsim_command_for_bytes`: the same exploration, `store.vector_search_ef`, in
+/// Redis's main thread, and with a `min_relevance` above 0, as injection sends it, without the
+/// hits too far to inject), so the floor differs from the service's path only by what the
+/// service adds. find_conflicts' floor passes 0: it asks for every hit, as ingest does.
 pub fn raw_vsim_call<'a>(
     connection: &'a persona_prefs::store::RedisConnection,
     keys: &'a persona_prefs::store::Keys,
     queries: &'a [Vec<f32>],
     count: usize,
     ef: usize,
+    min_relevance: f64,
 ) -> Call<'a> {
     Box::new(move |i| {
         let mut connection = connection.clone();
-        let command = persona_prefs::store::query::vsim_command(
+        let command = persona_prefs::store::query::semantic_vsim_command_for_bytes(
             keys.vectors("p0"),
-            &queries[i % queries.len()],
+            &persona_prefs::store::query::vector_to_bytes(&queries[i % queries.len()]),
             count,
             ef,
-            true,
+            min_relevance,
         );
         Box::pin(async move {
             let _: redis::Value = command.query_async(&mut connection).await.unwrap();
@@ -675,7 +678,7 @@ pub fn raw_vsim_call<'a>(
 }
 
 /// The raw searches an injection with present users cannot do without, in one round trip as
-/// the script makes them: [`raw_vsim_call`]'s search of the persona's set and a `VSIM` of each
+/// the store makes them: [`raw_vsim_call`]'s search of the persona's set and a `VSIM` of each
 /// user's own vector set (`Keys::about_vectors`), pipelined. A floor that prices the user pass,
 /// printed beside the one that does not.
 pub fn raw_vsim_with_users_call<'a>(
@@ -685,18 +688,21 @@ pub fn raw_vsim_with_users_call<'a>(
     users: &'a [String],
     count: usize,
     ef: usize,
+    min_relevance: f64,
 ) -> Call<'a> {
     Box::new(move |i| {
         let mut connection = connection.clone();
         let query = &queries[i % queries.len()];
         let mut pipe = redis::pipe();
-        pipe.add_command(persona_prefs::store::query::vsim_command(
-            keys.vectors("p0"),
-            query,
-            count,
-            ef,
-            true,
-        ));
+        pipe.add_command(
+            persona_prefs::store::query::semantic_vsim_command_for_bytes(
+                keys.vectors("p0"),
+                &persona_prefs::store::query::vector_to_bytes(query),
+                count,
+                ef,
+                min_relevance,
+            ),
+        );
         for user in users {
             pipe.add_command(persona_prefs::store::query::vsim_command(
                 keys.about_vectors("p0", user),

@@ -121,6 +121,7 @@ impl PreferenceStore {
                     .instant()
                     .unix_timestamp_nanos() as f64
                     / 86_400e9,
+                min_semantic_relevance: config.min_semantic_relevance,
             };
             let route = self.route_key(&persona_id);
             let mut connection = self.connection.clone();
