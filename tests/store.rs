@@ -957,6 +957,100 @@ async fn the_semantic_search_leaves_out_only_the_hits_too_far_to_inject() {
     );
 }
 
+/// A base layer's semantic search runs inside the injection script (it reads its hits'
+/// vectors for the override check): it leaves out the hits too far to inject as the persona's
+/// own search does, so their attributes and vectors are neither read nor sent.
+#[tokio::test]
+async fn a_base_layers_search_leaves_out_only_the_hits_too_far_to_inject() {
+    let t = TestStore::new("inject-epsilon-base").await;
+    assert_eq!(t.config.store.min_semantic_relevance, 0.25);
+    let query_vector = unit_vector(70);
+    let mut near = Vec::new();
+    for (k, similarity) in [0.9f32, 0.35, 0.3, 0.2, 0.1, 0.0].into_iter().enumerate() {
+        let preference = new_preference(
+            "elder",
+            &format!("inherited view {k}"),
+            "A base view at a known distance.",
+            vector_near(&query_vector, similarity, 71 + k as u64),
+        );
+        let id = t.add_preference(preference).await.unwrap().id;
+        if similarity > 0.25 {
+            near.push(id);
+        }
+    }
+    t.set_bases("kid", &["elder".to_string()]).await.unwrap();
+    let query = InjectionQuery {
+        persona_id: "kid",
+        query_embedding: &query_vector,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &[],
+    };
+    let mut chosen: Vec<String> = t
+        .get_preferences_for_injection(&query)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    chosen.sort();
+    near.sort();
+    assert_eq!(
+        chosen, near,
+        "the base's views over the floor, and only those"
+    );
+
+    // What the script answers for the base layer (with its hits' vectors): only those three.
+    let sizes = persona_prefs::store::query::PassSizes {
+        top_k: 16,
+        strongest: 0,
+        search_ef: t.config.store.vector_search_ef,
+        half_life_days: 0.0,
+        now_days: 0.0,
+        min_semantic_relevance: t.config.store.min_semantic_relevance,
+    };
+    let pipe = persona_prefs::store::query::injection_pipeline(
+        t.keys(),
+        "elder",
+        &query_vector,
+        sizes,
+        &[],
+        true,
+    );
+    let mut connection = t.connection();
+    // The injection above ran the script on the base's node, so it is loaded there.
+    let replies = connection
+        .pipeline_for_key(&t.keys().vectors("elder"), &pipe)
+        .await
+        .unwrap();
+    let Some(redis::Value::Array(parts)) = replies.last() else {
+        panic!("the script answers an array: {replies:?}");
+    };
+    let redis::Value::Array(semantic) = &parts[0] else {
+        panic!("the semantic part is an array: {parts:?}");
+    };
+    let mut sent: Vec<String> = semantic
+        .chunks(3)
+        .map(|hit| match &hit[0] {
+            redis::Value::BulkString(id) => String::from_utf8(id.clone()).unwrap(),
+            other => panic!("an id: {other:?}"),
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent, near,
+        "the script read only the hits close enough to inject"
+    );
+    let redis::Value::Array(vectors) = &parts[4] else {
+        panic!("the vectors part is an array: {parts:?}");
+    };
+    assert_eq!(
+        vectors.len(),
+        2 * near.len(),
+        "one vector read for each of those"
+    );
+}
+
 #[tokio::test]
 async fn injection_merges_semantic_and_user_passes_and_respects_caps() {
     let t = TestStore::new("inject").await;

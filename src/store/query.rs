@@ -176,7 +176,11 @@ fn injection_invocation(
         .arg(if with_vectors { "1" } else { "0" })
         .arg(sizes.search_ef)
         .arg(sizes.half_life_days.to_string())
-        .arg(sizes.now_days.to_string());
+        .arg(sizes.now_days.to_string())
+        .arg(
+            relevance_epsilon(sizes.min_semantic_relevance)
+                .map_or_else(String::new, |epsilon| epsilon.to_string()),
+        );
     for user in active_user_ids {
         invocation.arg(user.as_str());
     }

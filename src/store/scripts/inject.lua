@@ -8,7 +8,14 @@ local k = tonumber(ARGV[2])
 local beside = ARGV[5] ~= '1'
 local semantic = {}
 if ARGV[1] ~= '' and not beside then
-  semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
+  -- ARGV[9], when not empty, is the EPSILON that leaves out the hits too far from the query
+  -- to inject, as the persona's own search beside the script does: their attributes and
+  -- vectors are then neither read nor sent.
+  if ARGV[9] ~= '' then
+    semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6], 'EPSILON', ARGV[9])
+  else
+    semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
+  end
 end
 local about, candidates = {}, {}
 -- The user pass. With a query, each present user's own vector set (`Keys::about_vectors`) is
@@ -18,8 +25,8 @@ local about, candidates = {}, {}
 -- none, or memory from before these sets until `index migrate`) has their candidates read,
 -- which the service ranks.
 local users, whole = {}, {}
-if #ARGV >= 9 and ARGV[1] ~= '' and beside then
-  for i = 9, #ARGV do
+if #ARGV >= 10 and ARGV[1] ~= '' and beside then
+  for i = 10, #ARGV do
     local user = ARGV[i]
     local count = redis.call('VCARD', KEYS[3] .. ':' .. user)
     local entries = redis.call('ZLEXCOUNT', KEYS[3], '[' .. user .. '\0', '(' .. user .. '\1')
@@ -29,9 +36,9 @@ if #ARGV >= 9 and ARGV[1] ~= '' and beside then
       users[#users + 1] = user
     end
   end
-elseif #ARGV >= 9 and ARGV[1] ~= '' then
+elseif #ARGV >= 10 and ARGV[1] ~= '' then
   local nearest, order = {}, {}
-  for i = 9, #ARGV do
+  for i = 10, #ARGV do
     local user = ARGV[i]
     local set = KEYS[3] .. ':' .. user
     local count = redis.call('VCARD', set)
@@ -58,8 +65,8 @@ elseif #ARGV >= 9 and ARGV[1] ~= '' then
     about[#about + 1] = tostring(2 * nearest[id] - 1)
     about[#about + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
   end
-elseif #ARGV >= 9 then
-  for i = 9, #ARGV do users[#users + 1] = ARGV[i] end
+elseif #ARGV >= 10 then
+  for i = 10, #ARGV do users[#users + 1] = ARGV[i] end
 end
 if #users > 0 then
   local cap = tonumber(ARGV[4])
