@@ -215,8 +215,9 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 ///   kept);
 /// - `bases`: the persona's bases, comma-separated ("" for none), so a persona without bases
 ///   costs no second round trip;
-/// - `vectors`: flat `id, VEMB reply` for every hit above but the user candidates (whose
-///   vectors are in hand) when `ARGV[5]` is "1".
+/// - `vectors`: flat `id, vector` for every hit above but the user candidates (whose
+///   vectors are in hand) when `ARGV[5]` is "1": a Q8 set's raw bytes (`VEMB RAW`), the
+///   `VEMB` reply's numbers otherwise ([`super::query::stored_vector`]).
 pub static INJECT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         &include_str!("scripts/inject.lua")

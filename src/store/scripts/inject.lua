@@ -202,11 +202,21 @@ end
 local vectors = {}
 if ARGV[5] == '1' then
   local seen = {}
+  -- A Q8 set's vector goes as its bytes (VEMB RAW: the stored direction times one scale,
+  -- which the override check's VSIM, normalising its query, ignores), not as 384 numbers in
+  -- text; other quantisations' as the dequantised numbers.
   local function add(id)
     if seen[id] then return end
     seen[id] = true
-    local vector = redis.call('VEMB', KEYS[1], id)
-    if vector then vectors[#vectors + 1] = id; vectors[#vectors + 1] = vector end
+    local raw = redis.call('VEMB', KEYS[1], id, 'RAW')
+    if raw then
+      local kind = raw[1]
+      if type(kind) == 'table' then kind = kind.ok end
+      local vector = raw[2]
+      if kind ~= 'int8' then vector = redis.call('VEMB', KEYS[1], id) end
+      vectors[#vectors + 1] = id
+      vectors[#vectors + 1] = vector
+    end
   end
   for i = 1, #semantic do
     -- RESP2 flat triples; a RESP3 map arrives as a flat list too in Lua.
