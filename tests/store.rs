@@ -881,6 +881,63 @@ async fn hostile_user_ids_neither_break_queries_nor_reach_other_personas() {
     }
 }
 
+/// Six views of `persona_id` at cosine 0.9, 0.35, 0.3, 0.2, 0.1 and 0 from `query` (the
+/// default `store.min_semantic_relevance` is 0.25): the ids of the three over it.
+async fn views_either_side_of_the_floor(
+    t: &TestStore,
+    persona_id: &str,
+    query: &[f32],
+    seed: u64,
+) -> Vec<String> {
+    assert_eq!(t.config.store.min_semantic_relevance, 0.25);
+    let mut near = Vec::new();
+    for (k, similarity) in [0.9f32, 0.35, 0.3, 0.2, 0.1, 0.0].into_iter().enumerate() {
+        let preference = new_preference(
+            persona_id,
+            &format!("view {k}"),
+            "A view at a known distance.",
+            vector_near(query, similarity, seed + k as u64),
+        );
+        let id = t.add_preference(preference).await.unwrap().id;
+        if similarity > 0.25 {
+            near.push(id);
+        }
+    }
+    near
+}
+
+/// The injection passes' sizes for a search alone: 16 hits, no residents, the configured floor.
+fn semantic_pass_sizes(t: &TestStore) -> persona_prefs::store::query::PassSizes {
+    persona_prefs::store::query::PassSizes {
+        top_k: 16,
+        strongest: 0,
+        search_ef: t.config.store.vector_search_ef,
+        half_life_days: 0.0,
+        now_days: 0.0,
+        min_semantic_relevance: t.config.store.min_semantic_relevance,
+    }
+}
+
+/// The ids injection chooses for `persona_id` near `query` (at most 8, no user present), sorted.
+async fn injected_ids(t: &TestStore, persona_id: &str, query: &[f32]) -> Vec<String> {
+    let request = InjectionQuery {
+        persona_id,
+        query_embedding: query,
+        max_count: 8,
+        max_chars: 2000,
+        active_user_ids: &[],
+    };
+    let mut chosen: Vec<String> = t
+        .get_preferences_for_injection(&request)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    chosen.sort();
+    chosen
+}
+
 /// The semantic search asks Redis only for the hits close enough to inject
 /// (`store.min_semantic_relevance`, 0.25: `VSIM … EPSILON`), and every one of those comes
 /// back: the views just over the floor are injected, those under it are neither injected nor
@@ -888,48 +945,17 @@ async fn hostile_user_ids_neither_break_queries_nor_reach_other_personas() {
 #[tokio::test]
 async fn the_semantic_search_leaves_out_only_the_hits_too_far_to_inject() {
     let t = TestStore::new("inject-epsilon").await;
-    assert_eq!(t.config.store.min_semantic_relevance, 0.25);
     let query_vector = unit_vector(60);
-    let mut near = Vec::new();
-    for (k, similarity) in [0.9f32, 0.35, 0.3, 0.2, 0.1, 0.0].into_iter().enumerate() {
-        let preference = new_preference(
-            "ada",
-            &format!("view {k}"),
-            "A view at a known distance.",
-            vector_near(&query_vector, similarity, 61 + k as u64),
-        );
-        let id = t.add_preference(preference).await.unwrap().id;
-        if similarity > 0.25 {
-            near.push(id);
-        }
-    }
-    let query = InjectionQuery {
-        persona_id: "ada",
-        query_embedding: &query_vector,
-        max_count: 8,
-        max_chars: 2000,
-        active_user_ids: &[],
-    };
-    let mut chosen: Vec<String> = t
-        .get_preferences_for_injection(&query)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    chosen.sort();
+    let mut near = views_either_side_of_the_floor(&t, "ada", &query_vector, 61).await;
     near.sort();
-    assert_eq!(chosen, near, "the views over the floor, and only those");
+    assert_eq!(
+        injected_ids(&t, "ada", &query_vector).await,
+        near,
+        "the views over the floor, and only those"
+    );
 
     // What Redis answers the store's own search: only those three.
-    let sizes = persona_prefs::store::query::PassSizes {
-        top_k: 16,
-        strongest: 0,
-        search_ef: t.config.store.vector_search_ef,
-        half_life_days: 0.0,
-        now_days: 0.0,
-        min_semantic_relevance: t.config.store.min_semantic_relevance,
-    };
+    let sizes = semantic_pass_sizes(&t);
     let pipe = persona_prefs::store::query::plain_injection_pipeline(
         t.keys(),
         "ada",
@@ -963,52 +989,18 @@ async fn the_semantic_search_leaves_out_only_the_hits_too_far_to_inject() {
 #[tokio::test]
 async fn a_base_layers_search_leaves_out_only_the_hits_too_far_to_inject() {
     let t = TestStore::new("inject-epsilon-base").await;
-    assert_eq!(t.config.store.min_semantic_relevance, 0.25);
     let query_vector = unit_vector(70);
-    let mut near = Vec::new();
-    for (k, similarity) in [0.9f32, 0.35, 0.3, 0.2, 0.1, 0.0].into_iter().enumerate() {
-        let preference = new_preference(
-            "elder",
-            &format!("inherited view {k}"),
-            "A base view at a known distance.",
-            vector_near(&query_vector, similarity, 71 + k as u64),
-        );
-        let id = t.add_preference(preference).await.unwrap().id;
-        if similarity > 0.25 {
-            near.push(id);
-        }
-    }
+    let mut near = views_either_side_of_the_floor(&t, "elder", &query_vector, 71).await;
     t.set_bases("kid", &["elder".to_string()]).await.unwrap();
-    let query = InjectionQuery {
-        persona_id: "kid",
-        query_embedding: &query_vector,
-        max_count: 8,
-        max_chars: 2000,
-        active_user_ids: &[],
-    };
-    let mut chosen: Vec<String> = t
-        .get_preferences_for_injection(&query)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    chosen.sort();
     near.sort();
     assert_eq!(
-        chosen, near,
+        injected_ids(&t, "kid", &query_vector).await,
+        near,
         "the base's views over the floor, and only those"
     );
 
     // What the script answers for the base layer (with its hits' vectors): only those three.
-    let sizes = persona_prefs::store::query::PassSizes {
-        top_k: 16,
-        strongest: 0,
-        search_ef: t.config.store.vector_search_ef,
-        half_life_days: 0.0,
-        now_days: 0.0,
-        min_semantic_relevance: t.config.store.min_semantic_relevance,
-    };
+    let sizes = semantic_pass_sizes(&t);
     let pipe = persona_prefs::store::query::injection_pipeline(
         t.keys(),
         "elder",

@@ -15,50 +15,28 @@ compare the two encoders, not either with the service.
 Environment: ENCODER_DIR (all-mpnet-base-v2, with model.safetensors and tokenizer.json),
 PERSONA_PREFS_MODEL_DIR (the shipped MiniLM), OUT (a folder for the readings), DATA
 (tests/data/). STAGE=train|shipped|score runs one stage (all three by default)."""
-import hashlib, json, math, os, random, sys, time
+import json, math, os, random, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
+# The shipped reader's training, shared so that the recipe is the same by construction: its
+# additions and layer, its tags, its sixth, its batches and its training loop (three epochs,
+# rank 8), on its tuning sets (extract::learned::training::trained_on).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_learned_reader import (  # noqa: E402  (needs PERSONA_PREFS_MODEL_DIR, as it reads MiniLM's config)
+    ALPHA, NEIGHBOURS, PRODUCTS, RANK, SETS, Layer, batches, examples, fit, in_sixth, with_additions)
+from train_learned_reader import Reader as ShippedReader, read as read_words  # noqa: E402
+
 torch.manual_seed(0); random.seed(0); torch.set_num_threads(2)
 DATA = os.environ.get('DATA', 'tests/data/')
 OUT = os.environ.get('OUT', '.tools/encoders/readings')
-EPOCHS, RANK, ALPHA, LR = 3, 8, 16.0, 1e-3
 # all-mpnet-base-v2's last states are about a third the size of MiniLM's (token norms about
 # 3.4 against 8): with them as they are, the head learned nothing at this rate (every tag
 # outside, one sentence score for every message). Scaled by 3 before the head (a constant a
 # Rust head could fold into its first layer's weights), it learned faster than MiniLM's.
 SCALE = {'mpnet': 3.0, 'minilm': 1.0}
-# The shipped reader's tuning sets (extract::learned::training::trained_on).
-SETS = ['rules_extraction', 'rules_extraction_other_hand', 'rules_extraction_chitchat',
-        'rules_extraction_chitchat_2', 'rules_extraction_chitchat_3', 'rules_extraction_chitchat_4']
 READ = [('rules_extraction_chitchat_5', "people's chat (tuning 5)"), ('extraction_development', None)]
-NEIGHBOURS = [-1, 1, -2, 2]
-PRODUCTS = [('q', 'query'), ('k', 'key'), ('v', 'value'), ('o', 'attention_output'), ('i', 'intermediate'), ('out', 'output')]
-
-
-class Added(nn.Module):
-    """W x + b + up(down(x)) * ALPHA / RANK; W, b frozen (as scripts/python/train_learned_reader.py)."""
-    def __init__(s, base):
-        super().__init__(); s.base = base
-        s.down = nn.Parameter(torch.randn(RANK, base.in_features) / math.sqrt(base.in_features))
-        s.up = nn.Parameter(torch.zeros(base.out_features, RANK))
-    def forward(s, x):
-        return s.base(x) + (F.dropout(x, 0.1, s.training) @ s.down.t() @ s.up.t()) * (ALPHA / RANK)
-
-
-class Layer(nn.Module):
-    def __init__(s, H, I, nh, eps):
-        super().__init__(); s.nh = nh
-        s.q, s.k, s.v, s.o = (nn.Linear(H, H) for _ in range(4))
-        s.ln1 = nn.LayerNorm(H, eps=eps); s.i = nn.Linear(H, I); s.out = nn.Linear(I, H); s.ln2 = nn.LayerNorm(H, eps=eps)
-    def forward(s, x, bias):
-        B, T, H = x.shape; d = H // s.nh
-        sp = lambda t: t.view(B, T, s.nh, d).transpose(1, 2)
-        a = torch.softmax(sp(s.q(x)) @ sp(s.k(x)).transpose(-1, -2) / math.sqrt(d) + bias, -1)
-        c = (F.dropout(a, 0.1, s.training) @ sp(s.v(x))).transpose(1, 2).reshape(B, T, H)
-        x = s.ln1(x + F.dropout(s.o(c), 0.1, s.training))
-        return s.ln2(x + F.dropout(s.out(F.gelu(s.i(x))), 0.1, s.training))
 
 
 def relative_bucket(relative, buckets=32, max_distance=128):
@@ -90,20 +68,9 @@ class Reader(nn.Module):
         bias = bias + (1.0 - mask[:, None, None, :].float()) * -1e9
         for l in s.layers: x = l(x, bias)
         return x * SCALE[s.kind]
-    def forward(s, ids, mask, first):
-        x = s.states(ids, mask)
-        B, T, H = x.shape
-        mean = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-        padded = torch.cat([x, torch.zeros(B, 1, H)], 1)
-        W = first.shape[1]; cols = [first]
-        for off in NEIGHBOURS:
-            shifted = torch.full_like(first, T)
-            if off < 0: shifted[:, -off:] = first[:, :W + off]
-            else: shifted[:, :W - off] = first[:, off:]
-            cols.append(shifted)
-        feats = [torch.gather(padded, 1, c.clamp(max=T)[..., None].expand(B, W, H)) for c in cols]
-        feats.append(mean[:, None, :].expand(B, W, H))
-        return s.tags(F.relu(s.hidden(F.dropout(torch.cat(feats, -1), 0.1, s.training)))), s.sentence(mean).squeeze(-1)
+    # The head over the states, exactly the shipped reader's (each word beside its neighbours
+    # and the message's mean; a sentence score over the mean).
+    forward = ShippedReader.forward
 
 
 def load(kind, model_dir):
@@ -126,87 +93,20 @@ def load(kind, model_dir):
             for t in ('weight', 'bias'): sd[f'layers.{i}.{ours}.{t}'] = w[f'encoder.layer.{i}.{theirs}.{t}']
     missing, unexpected = m.load_state_dict(sd, strict=False)
     assert not unexpected and all(k.startswith(('hidden', 'tags', 'sentence')) for k in missing), (missing, unexpected)
-    for p in m.parameters(): p.requires_grad = False
-    for l in m.layers:
-        for ours, _ in PRODUCTS: setattr(l, ours, Added(getattr(l, ours)))
-    for mod in (m.hidden, m.tags, m.sentence):
-        for p in mod.parameters(): p.requires_grad = True
+    with_additions(m)
     tok = Tokenizer.from_file(model_dir + '/tokenizer.json'); tok.no_padding(); tok.enable_truncation(256)
     return m, tok
 
 
-def norm(w):
-    w = ''.join(c for c in w.lower() if c.isalnum() or c == "'")
-    return w[:-1] if len(w) > 3 and w.endswith('s') else w
-
-
-def read(tok, text):
-    e = tok.encode(text)
-    words, first, last = [], [], None
-    for t, (wid, (a, b)) in enumerate(zip(e.word_ids, e.offsets)):
-        if wid is None: continue
-        if wid == last: words[-1] = (words[-1][0], b)
-        else: words.append((a, b)); first.append(t); last = wid
-    return e.ids, words, first
-
-
-def tags_of(text, words, opinions):
-    normalised = [norm(text[a:b]) for a, b in words]
-    content = [i for i in range(len(words)) if normalised[i]]
-    tags = [0] * len(words)
-    for o in opinions:
-        topic = [x for x in (norm(x) for x in o['topic'].split()) if x]
-        while len(topic) > 1 and topic[0] in ('the', 'a', 'an'): topic = topic[1:]
-        n = len(topic); start = None
-        for j in range(len(content) - n + 1):
-            if [normalised[i] for i in content[j:j + n]] == topic: start = content[j:j + n]; break
-        if not start: return None
-        b = 1 if o['stance'] == 'for' else 3
-        tags[start[0]] = b
-        for k in range(start[0] + 1, start[-1] + 1): tags[k] = b + 1
-    return tags
-
-
-def in_sixth(text): return hashlib.sha256(text.encode()).digest()[0] % 6 == 0
-
-
-def batches(exs, size, shuffle):
-    order = sorted(range(len(exs)), key=lambda i: len(exs[i][0]))
-    chunks = [order[i:i + size] for i in range(0, len(order), size)]
-    if shuffle: random.shuffle(chunks)
-    for c in chunks:
-        T = max(len(exs[i][0]) for i in c); W = max(max(len(exs[i][1]), 1) for i in c)
-        ids = torch.zeros(len(c), T, dtype=torch.long); mask = torch.zeros(len(c), T, dtype=torch.long)
-        first = torch.full((len(c), W), T, dtype=torch.long); tags = torch.full((len(c), W), -100, dtype=torch.long)
-        sent = torch.zeros(len(c))
-        for r, i in enumerate(c):
-            e = exs[i]; ids[r, :len(e[0])] = torch.tensor(e[0]); mask[r, :len(e[0])] = 1
-            if e[1]: first[r, :len(e[1])] = torch.tensor(e[1])
-            if e[2]: tags[r, :len(e[2])] = torch.tensor(e[2])
-            sent[r] = e[3]
-        yield c, ids, mask, first, tags, sent
+def read(tok, text): return read_words(text, tok)
 
 
 def train(m, tok):
     rows = []
     for s in SETS: rows += [json.loads(l) for l in open(DATA + s + '.jsonl') if l.strip()]
-    exs = []
-    for r in (r for r in rows if not in_sixth(r['text'])):
-        ids, words, first = read(tok, r['text'])
-        exs.append((ids, first, tags_of(r['text'], words, r['opinions']), 1.0 if r['opinions'] else 0.0))
-    print(f'{m.kind}: {len(exs)} utterances, {EPOCHS} epochs', flush=True)
-    params = [p for p in m.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
-    steps = EPOCHS * math.ceil(len(exs) / 32)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, s / (0.06 * steps)) * max(0.0, (steps - s) / steps))
-    for ep in range(EPOCHS):
-        m.train(); t0 = time.time(); total = 0.0
-        for _, ids, mask, first, tags, sent in batches(exs, 32, True):
-            logits, s = m(ids, mask, first)
-            loss = F.binary_cross_entropy_with_logits(s, sent)
-            if (tags != -100).any(): loss = loss + F.cross_entropy(logits.reshape(-1, 5), tags.reshape(-1), ignore_index=-100)
-            opt.zero_grad(); loss.backward(); opt.step(); sched.step(); total += loss.item()
-        print(f'epoch {ep}: loss {total:.1f}, {time.time() - t0:.0f} s', flush=True)
+    exs = examples([r for r in rows if not in_sixth(r['text'])], lambda text: read(tok, text))
+    print(f'{m.kind}: {len(exs)} utterances, rank {RANK}', flush=True)
+    fit(m, exs)
 
 
 def read_sets(m, tok, name):
@@ -217,8 +117,11 @@ def read_sets(m, tok, name):
         for r in rows:
             ids, words, first = read(tok, r['text']); exs.append((ids, first, None, 0.0, words))
         out = [None] * len(exs); t0 = time.time()
+        # In order of length, 64 at a time (one batch each, so its rows keep that order).
+        order = sorted(range(len(exs)), key=lambda i: len(exs[i][0]))
         with torch.no_grad():
-            for c, ids, mask, first, _, _ in batches([e[:4] for e in exs], 64, False):
+            for c in (order[i:i + 64] for i in range(0, len(order), 64)):
+                ids, mask, first, _, _ = next(batches([exs[i][:4] for i in c], len(c), False))
                 logits, s = m(ids, mask, first)
                 conf, tag = torch.softmax(logits, -1).max(-1); score = torch.sigmoid(s)
                 for r, i in enumerate(c):

@@ -87,6 +87,11 @@ def load():
             for t in ('weight', 'bias'): sd[f'layers.{i}.{ours}.{t}'] = w[p + theirs + '.' + t]
     missing, unexpected = m.load_state_dict(sd, strict=False)
     assert not unexpected and all(k.startswith(('hidden', 'tags', 'sentence')) for k in missing), (missing, unexpected)
+    return with_additions(m)
+
+def with_additions(m):
+    """The model frozen, the low-rank additions wrapped around every layer's six products, and
+    those and the head left to train."""
     for p in m.parameters(): p.requires_grad = False
     for l in m.layers:
         for ours, _ in PRODUCTS: setattr(l, ours, Added(getattr(l, ours)))
@@ -98,8 +103,9 @@ def norm(w):
     w = ''.join(c for c in w.lower() if c.isalnum() or c == "'")
     return w[:-1] if len(w) > 3 and w.endswith('s') else w
 
-def read(text):
-    e = tok.encode(text)
+def read(text, tokenizer=None):
+    """Token ids, each word's byte range, each word's first token (through `tokenizer`, MiniLM's by default)."""
+    e = (tokenizer or tok).encode(text)
     words, first, last = [], [], None
     for t, (wid, (a, b)) in enumerate(zip(e.word_ids, e.offsets)):
         if wid is None: continue
@@ -142,16 +148,16 @@ def batches(exs, size, shuffle):
             sent[r] = e[3]
         yield ids, mask, first, tags, sent
 
-def main():
-    rows = []
-    for s in SETS: rows += [json.loads(l) for l in open(DATA + s + '.jsonl') if l.strip()]
-    rows = [r for r in rows if not in_sixth(r['text'])]
+def examples(rows, read):
+    """Each row as (token ids, each word's first token, its words' tags or None, whether it holds an opinion)."""
     exs = []
     for r in rows:
         ids, words, first = read(r['text'])
         exs.append((ids, first, tags_of(r['text'], words, r['opinions']), 1.0 if r['opinions'] else 0.0))
-    print(f'{len(exs)} utterances ({sum(1 for e in exs if e[2] is not None)} tagged), every layer at rank {RANK}, {EPOCHS} epochs', flush=True)
-    m = load()
+    return exs
+
+def fit(m, exs):
+    """The training: AdamW at 1e-3, warm-up over 6 % of the steps then a linear fall, batches of 32."""
     params = [p for p in m.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
     steps = EPOCHS * math.ceil(len(exs) / 32)
@@ -164,6 +170,15 @@ def main():
             if (tags != -100).any(): loss = loss + F.cross_entropy(logits.reshape(-1, 5), tags.reshape(-1), ignore_index=-100)
             opt.zero_grad(); loss.backward(); opt.step(); sched.step(); total += loss.item()
         print(f'epoch {ep}: loss {total:.1f}, {time.time() - t0:.0f} s', flush=True)
+
+def main():
+    rows = []
+    for s in SETS: rows += [json.loads(l) for l in open(DATA + s + '.jsonl') if l.strip()]
+    rows = [r for r in rows if not in_sixth(r['text'])]
+    exs = examples(rows, read)
+    print(f'{len(exs)} utterances ({sum(1 for e in exs if e[2] is not None)} tagged), every layer at rank {RANK}, {EPOCHS} epochs', flush=True)
+    m = load()
+    fit(m, exs)
     out = {'hidden.weight': m.hidden.weight, 'hidden.bias': m.hidden.bias, 'tags.weight': m.tags.weight,
            'tags.bias': m.tags.bias, 'sentence.weight': m.sentence.weight, 'sentence.bias': m.sentence.bias,
            'thresholds': torch.tensor([0.5, 0.5])}

@@ -17,6 +17,18 @@ if ARGV[1] ~= '' and not beside then
     semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
   end
 end
+-- An element's vector as the service reads it (`query::stored_vector`): a Q8 set's as its
+-- bytes (VEMB RAW: the stored direction times one scale, which a cosine and a VSIM query,
+-- normalised, both ignore), not as 384 numbers in text; other quantisations' as the
+-- dequantised numbers. nil when the element is gone.
+local function stored_vector(id)
+  local raw = redis.call('VEMB', KEYS[1], id, 'RAW')
+  if not raw then return nil end
+  local kind = raw[1]
+  if type(kind) == 'table' then kind = kind.ok end
+  if kind ~= 'int8' then return redis.call('VEMB', KEYS[1], id) end
+  return raw[2]
+end
 local about, candidates = {}, {}
 -- The user pass. With a query, each present user's own vector set (`Keys::about_vectors`) is
 -- searched: one small VSIM, whatever the user's count (beside the script, or here for a base
@@ -97,16 +109,10 @@ if #users > 0 then
   elseif #ids > 0 then
     -- Each candidate's vector and attributes, for the service to rank by similarity: a cosine
     -- over 384 numbers is a few microseconds in Rust and about 250 in this Lua (measured: 40
-    -- candidates took an injection from 1 to 11 ms). A Q8 set's vector goes as its bytes
-    -- (VEMB RAW: the stored direction times one scale, which a cosine ignores); other
-    -- quantisations' as the dequantised numbers.
+    -- candidates took an injection from 1 to 11 ms).
     for _, id in ipairs(ids) do
-      local raw = redis.call('VEMB', KEYS[1], id, 'RAW')
-      if raw then
-        local kind = raw[1]
-        if type(kind) == 'table' then kind = kind.ok end
-        local vector = raw[2]
-        if kind ~= 'int8' then vector = redis.call('VEMB', KEYS[1], id) end
+      local vector = stored_vector(id)
+      if vector then
         candidates[#candidates + 1] = id
         candidates[#candidates + 1] = vector
         candidates[#candidates + 1] = redis.call('VGETATTR', KEYS[1], id) or ''
@@ -202,18 +208,11 @@ end
 local vectors = {}
 if ARGV[5] == '1' then
   local seen = {}
-  -- A Q8 set's vector goes as its bytes (VEMB RAW: the stored direction times one scale,
-  -- which the override check's VSIM, normalising its query, ignores), not as 384 numbers in
-  -- text; other quantisations' as the dequantised numbers.
   local function add(id)
     if seen[id] then return end
     seen[id] = true
-    local raw = redis.call('VEMB', KEYS[1], id, 'RAW')
-    if raw then
-      local kind = raw[1]
-      if type(kind) == 'table' then kind = kind.ok end
-      local vector = raw[2]
-      if kind ~= 'int8' then vector = redis.call('VEMB', KEYS[1], id) end
+    local vector = stored_vector(id)
+    if vector then
       vectors[#vectors + 1] = id
       vectors[#vectors + 1] = vector
     end
