@@ -519,14 +519,14 @@ async fn evaluate_extraction_reads_the_held_out_sets_only_when_asked() {
     // fewer than the 19 read by 2026-12-06.
     let shipped_held_out = persona_prefs::extract::evaluate::SHIPPED_SETS
         .iter()
-        .filter(|(name, _)| name.contains("held-out"))
+        .filter(|(name, _)| persona_prefs::extract::evaluate::is_held_out(name))
         .count();
     assert!(shipped_held_out >= 19, "{shipped_held_out}");
     let with_held_out = sets(&cli(&config, &["evaluate-extraction", "--held-out", "--json"]).await);
     assert_eq!(
         with_held_out
             .iter()
-            .filter(|name| name.contains("held-out"))
+            .filter(|name| persona_prefs::extract::evaluate::is_held_out(name))
             .count(),
         shipped_held_out,
         "{with_held_out:?}"

@@ -590,10 +590,10 @@ pub fn parse_bases(text: &str) -> Vec<String> {
 /// A vector as the injection script hands it over: a Q8 set's raw bytes (`VEMB RAW`: signed
 /// codes, the direction up to one scale, which a cosine and a `VSIM` query both ignore), or a
 /// `VEMB` reply's numbers for other quantisations.
-pub fn stored_vector(value: Value) -> Option<Vec<f32>> {
+pub fn stored_vector(value: &Value) -> Option<Vec<f32>> {
     match value {
         Value::BulkString(codes) => Some(codes.iter().map(|&code| code as i8 as f32).collect()),
-        other => parse_vemb(&other),
+        other => parse_vemb(other),
     }
 }
 
@@ -662,7 +662,7 @@ pub fn parse_injection_reply(
         .collect::<Result<_, StoreError>>()?;
     let mut vectors: HashMap<String, Vec<f32>> = pairs(vectors, "vectors")?
         .into_iter()
-        .filter_map(|(id, vector)| Some((value_to_string(&id), stored_vector(vector)?)))
+        .filter_map(|(id, vector)| Some((value_to_string(&id), stored_vector(&vector)?)))
         .collect();
     let mut about_users = parse_vector_hits(about_users, VectorScore::Cosine)?;
     let mut unread_attributes = Vec::new();
@@ -728,14 +728,9 @@ pub fn parse_injection_reply(
     while let (Some(id), Some(vector), Some(attributes)) =
         (items.next(), items.next(), items.next())
     {
-        let vector = match stored_vector(vector) {
-            Some(vector) => vector,
-            None => {
-                return Err(StoreError::UnexpectedReply(
-                    "user candidate vector is neither codes nor numbers".into(),
-                ));
-            }
-        };
+        let vector = stored_vector(&vector).ok_or_else(|| {
+            StoreError::UnexpectedReply(format!("user candidate vector {vector:?}"))
+        })?;
         candidates.push(UserCandidate {
             id: value_into_string(id),
             vector,

@@ -183,8 +183,8 @@ pub const RESIDENT_WALK_LIMIT: usize = 256;
 /// strength half-life in days (0: no decay), `ARGV[8]` now, in days since the Unix epoch,
 /// `ARGV[9]` the `EPSILON` of the script's own semantic search ("" for none: every hit;
 /// [`super::query::relevance_epsilon`] of `store.min_semantic_relevance`, so a base layer's
-/// hits too far to inject are neither read nor sent), `ARGV[10..]` the users. With a query and `ARGV[5]` "0" (the persona's own layer) the caller
-/// sends the semantic VSIM and each present user's set's VSIM beside the script in the same
+/// hits too far to inject are neither read nor sent), `ARGV[10..]` the users. With a query
+/// and `ARGV[5]` "0" (the persona's own layer) the caller sends the semantic VSIM and each present user's set's VSIM beside the script in the same
 /// pipeline ([`super::query::injection_pipeline`]); with `ARGV[5]` "1" (a base layer, whose
 /// hits' vectors the script reads) the script runs them itself.
 ///

@@ -11,11 +11,12 @@ if ARGV[1] ~= '' and not beside then
   -- ARGV[9], when not empty, is the EPSILON that leaves out the hits too far from the query
   -- to inject, as the persona's own search beside the script does: their attributes and
   -- vectors are then neither read nor sent.
+  local search = {'VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6]}
   if ARGV[9] ~= '' then
-    semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6], 'EPSILON', ARGV[9])
-  else
-    semantic = redis.call('VSIM', KEYS[1], 'FP32', ARGV[1], 'WITHSCORES', 'WITHATTRIBS', 'COUNT', k, 'EF', ARGV[6])
+    search[#search + 1] = 'EPSILON'
+    search[#search + 1] = ARGV[9]
   end
+  semantic = redis.call(unpack(search))
 end
 -- An element's vector as the service reads it (`query::stored_vector`): a Q8 set's as its
 -- bytes (VEMB RAW: the stored direction times one scale, which a cosine and a VSIM query,
