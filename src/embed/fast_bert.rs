@@ -12,6 +12,12 @@
 //! (post-norm, exact-erf GELU, no padding so no mask): vectors agree with candle's to float
 //! rounding (`tests/topic_matching.rs` holds cosine ≥ 0.99999 on the labelled sentences).
 //!
+//! The same pass reads MPNet (`model_type` "mpnet", all-mpnet-base-v2: an encoder the learned
+//! reader may run over): the same post-norm layers, with no token types, positions counted from
+//! 2 (after its padding id), and a learned bias added to every head's attention scores by the
+//! bucket of the two tokens' relative position (T5's buckets, one table shared by every layer),
+//! as `transformers`' `MPNetModel` computes them (`tests/data/tiny_mpnet` holds its states).
+//!
 //! [`Precision::Int8`] runs the same pass with the dense layers' products in 8-bit integers
 //! (`crates/int8`), for search text only (`LocalEmbedder::for_queries`): a short query in
 //! less than half the time, its vector within cosine 0.99 of the F32 one.
@@ -20,8 +26,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::bert::Config as BertConfig;
 use gemm::Parallelism;
+use serde::Deserialize;
 
 use persona_prefs_int8::{self as int8, Kernel, QuantisedInputs, QuantisedWeights};
 
@@ -32,6 +38,106 @@ pub enum Precision {
     Full,
     /// The dense layers' products in 8-bit integers (`crates/int8`); everything else F32.
     Int8,
+}
+
+/// What the pass needs of a checkpoint's `config.json` (BERT's or MPNet's).
+#[derive(Debug, Clone, Deserialize)]
+pub struct EncoderConfig {
+    /// `bert` (also MiniLM's) or `mpnet`.
+    #[serde(default = "EncoderConfig::bert")]
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub max_position_embeddings: usize,
+    /// BERT's segment types (MPNet has none).
+    #[serde(default)]
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    /// The activation between the two dense products: only the exact-erf GELU is written here.
+    #[serde(default = "EncoderConfig::gelu")]
+    pub hidden_act: String,
+    /// MPNet's relative-position buckets.
+    #[serde(default = "EncoderConfig::buckets")]
+    pub relative_attention_num_buckets: usize,
+}
+
+impl EncoderConfig {
+    fn bert() -> String {
+        "bert".into()
+    }
+
+    fn gelu() -> String {
+        "gelu".into()
+    }
+
+    fn buckets() -> usize {
+        32
+    }
+
+    /// Whether this is MPNet (relative-position bias, positions from 2, no token types).
+    pub fn is_mpnet(&self) -> bool {
+        self.model_type == "mpnet"
+    }
+}
+
+/// MPNet's positions start after its padding id (1): the first token's is 2.
+const MPNET_FIRST_POSITION: usize = 2;
+/// How many relative-position buckets MPNet has (`transformers` fixes it).
+const MPNET_BUCKETS: usize = 32;
+/// The farthest relative position MPNet's buckets tell apart (`transformers`' default, which
+/// all-mpnet-base-v2 uses); farther ones share the last bucket.
+const MPNET_MAX_DISTANCE: usize = 128;
+
+/// A learned bias on the attention scores by the two tokens' relative position (MPNet).
+struct RelativeBias {
+    /// `buckets × heads`, row-major: the checkpoint's `encoder.relative_attention_bias`.
+    table: Vec<f32>,
+    /// The bucket of each relative position `key − query`, from `−(longest − 1)` at index 0.
+    bucket_of: Vec<usize>,
+    /// The longest text the buckets were worked out for (the position table's length).
+    longest: usize,
+}
+
+impl RelativeBias {
+    fn new(table: Vec<f32>, buckets: usize, longest: usize) -> RelativeBias {
+        let bucket_of = (0..(2 * longest).saturating_sub(1))
+            .map(|index| relative_bucket(index as i64 - (longest as i64 - 1), buckets))
+            .collect();
+        RelativeBias {
+            table,
+            bucket_of,
+            longest,
+        }
+    }
+
+    /// The bias of `head` for the query at `query` and the key at `key`.
+    fn at(&self, heads: usize, head: usize, query: usize, key: usize) -> f32 {
+        let bucket = self.bucket_of[key + self.longest - 1 - query];
+        self.table[bucket * heads + head]
+    }
+}
+
+/// T5's bidirectional bucket of a relative position (`key − query`), as `transformers`' MPNet
+/// computes it: half the buckets for keys before the query, half for those after; within each,
+/// one bucket a distance up to a quarter of the buckets, then buckets logarithmically wider up
+/// to [`MPNET_MAX_DISTANCE`]. Computed in F32 as torch computes it, so the truncation lands on
+/// the same bucket at every distance (checked against `transformers` in the tests).
+fn relative_bucket(relative: i64, buckets: usize) -> usize {
+    let half = buckets / 2;
+    let distance = -relative;
+    let side = if distance < 0 { half } else { 0 };
+    let distance = distance.unsigned_abs() as usize;
+    let exact = half / 2;
+    if distance < exact {
+        return side + distance;
+    }
+    let spread = ((distance as f32 / exact as f32).ln()
+        / ((MPNET_MAX_DISTANCE as f64 / exact as f64).ln() as f32)
+        * (half - exact) as f32) as usize;
+    side + (exact + spread).min(half - 1)
 }
 
 /// A dense layer. `weight` is stored transposed, `inputs × outputs` row-major (the checkpoint
@@ -96,9 +202,14 @@ pub struct FastBert {
     token_type_embedding: Vec<f32>,
     embeddings_norm: LayerNorm,
     layers: Vec<Layer>,
+    /// MPNet's bias on the attention scores (`None` for BERT).
+    relative_bias: Option<RelativeBias>,
+    /// The position of a text's first token (0 for BERT, 2 for MPNet).
+    first_position: usize,
     hidden: usize,
     heads: usize,
     vocabulary: usize,
+    /// The most tokens a text may have: the position table's rows from `first_position` on.
     max_positions: usize,
     norm_epsilon: f32,
     parallelism: Parallelism,
@@ -123,13 +234,14 @@ impl std::fmt::Display for BertError {
 struct Checkpoint(HashMap<String, Tensor>);
 
 impl Checkpoint {
-    /// The tensor `name` (with or without the `bert.` prefix some exports carry), as F32,
-    /// checked against the `shape` the config implies.
+    /// The tensor `name` (with or without the `bert.` or `mpnet.` prefix some exports carry),
+    /// as F32, checked against the `shape` the config implies.
     fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, BertError> {
         let tensor = self
             .0
             .remove(name)
             .or_else(|| self.0.remove(&format!("bert.{name}")))
+            .or_else(|| self.0.remove(&format!("mpnet.{name}")))
             .ok_or_else(|| BertError(format!("model.safetensors has no tensor {name}")))?;
         if tensor.dims() != shape {
             return Err(BertError(format!(
@@ -171,11 +283,11 @@ impl Checkpoint {
 }
 
 impl FastBert {
-    /// Reads the checkpoint at `weights` for the BERT `config` describes. `threads` is how
-    /// many threads one text's matrix products may share (1: the calling thread only).
+    /// Reads the checkpoint at `weights` for the BERT or MPNet `config` describes. `threads`
+    /// is how many threads one text's matrix products may share (1: the calling thread only).
     pub fn load(
         weights: &Path,
-        config: &BertConfig,
+        config: &EncoderConfig,
         threads: usize,
     ) -> Result<FastBert, BertError> {
         // With the weights stored transposed, `gemm` may read them in place, which it does for
@@ -185,6 +297,19 @@ impl FastBert {
         // in the same order. Process-wide, so candle's products pack the same way.
         gemm::set_lhs_packing_threshold_single_thread(0);
         gemm::set_lhs_packing_threshold_multi_thread(0);
+        if config.hidden_act != "gelu" {
+            return Err(BertError(format!(
+                "hidden_act {:?}: only the exact-erf \"gelu\" is written here",
+                config.hidden_act
+            )));
+        }
+        let mpnet = config.is_mpnet();
+        if !mpnet && config.model_type != "bert" {
+            return Err(BertError(format!(
+                "model_type {:?}: this pass reads \"bert\" and \"mpnet\"",
+                config.model_type
+            )));
+        }
         let tensors = candle_core::safetensors::load(weights, &Device::Cpu)
             .map_err(|e| BertError(format!("model.safetensors: {e}")))?;
         let mut checkpoint = Checkpoint(tensors);
@@ -196,19 +321,42 @@ impl FastBert {
             )));
         }
         let intermediate = config.intermediate_size;
-        let token_types = checkpoint.take(
-            "embeddings.token_type_embeddings.weight",
-            &[config.type_vocab_size, hidden],
-        )?;
+        // MPNet has no segment types: adding zero leaves every value as it was.
+        let token_type_embedding = if mpnet {
+            vec![0.0; hidden]
+        } else {
+            checkpoint.take(
+                "embeddings.token_type_embeddings.weight",
+                &[config.type_vocab_size, hidden],
+            )?[..hidden]
+                .to_vec()
+        };
+        // The same products under each architecture's names.
+        let names = |index: usize| {
+            let prefix = format!("encoder.layer.{index}");
+            let [query, key, value, attention_output, attention_norm] = if mpnet {
+                ["attn.q", "attn.k", "attn.v", "attn.o", "LayerNorm"]
+            } else {
+                [
+                    "self.query",
+                    "self.key",
+                    "self.value",
+                    "output.dense",
+                    "output.LayerNorm",
+                ]
+            }
+            .map(|name| format!("{prefix}.attention.{name}"));
+            (
+                [query, key, value, attention_output, attention_norm],
+                prefix,
+            )
+        };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for index in 0..config.num_hidden_layers {
-            let prefix = format!("encoder.layer.{index}");
-            let (query, query_bias) =
-                checkpoint.dense(&format!("{prefix}.attention.self.query"), hidden, hidden)?;
-            let (key, key_bias) =
-                checkpoint.dense(&format!("{prefix}.attention.self.key"), hidden, hidden)?;
-            let (value, value_bias) =
-                checkpoint.dense(&format!("{prefix}.attention.self.value"), hidden, hidden)?;
+            let ([query, key, value, attention_output, attention_norm], prefix) = names(index);
+            let (query, query_bias) = checkpoint.dense(&query, hidden, hidden)?;
+            let (key, key_bias) = checkpoint.dense(&key, hidden, hidden)?;
+            let (value, value_bias) = checkpoint.dense(&value, hidden, hidden)?;
             layers.push(Layer {
                 // Stacked by outputs (rows of the checkpoint's layout).
                 query_key_value: Linear::new(
@@ -217,13 +365,8 @@ impl FastBert {
                     hidden,
                     3 * hidden,
                 ),
-                attention_output: checkpoint.linear(
-                    &format!("{prefix}.attention.output.dense"),
-                    hidden,
-                    hidden,
-                )?,
-                attention_norm: checkpoint
-                    .layer_norm(&format!("{prefix}.attention.output.LayerNorm"), hidden)?,
+                attention_output: checkpoint.linear(&attention_output, hidden, hidden)?,
+                attention_norm: checkpoint.layer_norm(&attention_norm, hidden)?,
                 intermediate: checkpoint.linear(
                     &format!("{prefix}.intermediate.dense"),
                     hidden,
@@ -238,6 +381,34 @@ impl FastBert {
                     .layer_norm(&format!("{prefix}.output.LayerNorm"), hidden)?,
             });
         }
+        let first_position = if mpnet { MPNET_FIRST_POSITION } else { 0 };
+        let max_positions = config
+            .max_position_embeddings
+            .checked_sub(first_position)
+            .filter(|&longest| longest > 0)
+            .ok_or_else(|| {
+                BertError(format!(
+                    "max_position_embeddings {} leaves no position for a token",
+                    config.max_position_embeddings
+                ))
+            })?;
+        let relative_bias = if mpnet {
+            // `transformers` buckets by 32 whatever the config says; another count would be a
+            // model this pass cannot reproduce.
+            let buckets = config.relative_attention_num_buckets;
+            if buckets != MPNET_BUCKETS {
+                return Err(BertError(format!(
+                    "relative_attention_num_buckets {buckets}: MPNet's are {MPNET_BUCKETS}"
+                )));
+            }
+            Some(RelativeBias::new(
+                checkpoint.take("encoder.relative_attention_bias.weight", &[buckets, heads])?,
+                buckets,
+                max_positions,
+            ))
+        } else {
+            None
+        };
         Ok(FastBert {
             word_embeddings: checkpoint.take(
                 "embeddings.word_embeddings.weight",
@@ -247,13 +418,15 @@ impl FastBert {
                 "embeddings.position_embeddings.weight",
                 &[config.max_position_embeddings, hidden],
             )?,
-            token_type_embedding: token_types[..hidden].to_vec(),
+            token_type_embedding,
             embeddings_norm: checkpoint.layer_norm("embeddings.LayerNorm", hidden)?,
             layers,
+            relative_bias,
+            first_position,
             hidden,
             heads,
             vocabulary: config.vocab_size,
-            max_positions: config.max_position_embeddings,
+            max_positions,
             norm_epsilon: config.layer_norm_eps as f32,
             parallelism: if threads > 1 {
                 Parallelism::Rayon(threads)
@@ -472,6 +645,7 @@ impl FastBert {
                     return Err(BertError(format!("token id {id} is past the vocabulary")));
                 }
                 let word = &self.word_embeddings[id * hidden..(id + 1) * hidden];
+                let position = position + self.first_position;
                 let place = &self.position_embeddings[position * hidden..(position + 1) * hidden];
                 for (((value, w), p), t) in row
                     .iter_mut()
@@ -718,8 +892,11 @@ impl FastBert {
                 let columns = head * head_size..(head + 1) * head_size;
                 scores.clear();
                 scores.extend(keys.clone().map(|key| {
+                    let bias = self.relative_bias.as_ref().map_or(0.0, |bias| {
+                        bias.at(self.heads, head, row - keys.start, key - keys.start)
+                    });
                     let key = &projections[key * width + hidden..key * width + 2 * hidden];
-                    dot(&query[columns.clone()], &key[columns.clone()]) * scale
+                    bias + dot(&query[columns.clone()], &key[columns.clone()]) * scale
                 }));
                 softmax(&mut scores);
                 let out = &mut context_row[columns.clone()];
@@ -779,7 +956,15 @@ impl FastBert {
         let scale = 1.0 / (head_size as f32).sqrt();
         for head in 0..self.heads {
             let offset = head * head_size;
-            // scores = Q_h · K_hᵀ, scaled.
+            // MPNet's bias by relative position is the products' starting value.
+            if let Some(bias) = &self.relative_bias {
+                for (query, line) in scores.chunks_exact_mut(length).enumerate() {
+                    for (key, score) in line.iter_mut().enumerate() {
+                        *score = bias.at(self.heads, head, query, key);
+                    }
+                }
+            }
+            // scores = Q_h · K_hᵀ, scaled (added to the bias where there is one).
             // SAFETY: the asserts above: Q_h and K_h are `length × head_size` windows of
             // `query_key_value` (row stride 3·hidden, column offsets below hidden and
             // 2·hidden), `scores` is length × length.
@@ -791,14 +976,14 @@ impl FastBert {
                     scores.as_mut_ptr(),
                     1,
                     length as isize,
-                    false,
+                    self.relative_bias.is_some(),
                     query_key_value.as_ptr().add(offset),
                     1,
                     row as isize,
                     query_key_value.as_ptr().add(hidden + offset),
                     row as isize,
                     1,
-                    0.0,
+                    if self.relative_bias.is_some() { 1.0 } else { 0.0 },
                     scale,
                     false,
                     false,
@@ -1027,6 +1212,105 @@ fn transposed(matrix: &[f32], rows: usize, columns: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tiny MPNet with random weights and what `transformers`' MPNetModel computes with it
+    /// (`scripts/python/tiny_mpnet.py`).
+    fn tiny_mpnet(threads: usize) -> (FastBert, serde_json::Value) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_mpnet");
+        let config: EncoderConfig =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap())
+                .unwrap();
+        assert!(config.is_mpnet());
+        let model = FastBert::load(&dir.join("model.safetensors"), &config, threads).unwrap();
+        let expected =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap())
+                .unwrap();
+        (model, expected)
+    }
+
+    fn ids_and_states(expected: &serde_json::Value) -> Vec<(Vec<u32>, Vec<f32>)> {
+        let inputs = expected["inputs"].as_array().unwrap();
+        let states = expected["states"].as_array().unwrap();
+        inputs
+            .iter()
+            .zip(states)
+            .map(|(ids, rows)| {
+                let ids = ids.as_array().unwrap().iter();
+                let rows = rows.as_array().unwrap().iter();
+                (
+                    ids.map(|id| id.as_u64().unwrap() as u32).collect(),
+                    rows.flat_map(|row| row.as_array().unwrap().iter())
+                        .map(|value| value.as_f64().unwrap() as f32)
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mpnets_relative_position_buckets_are_transformers_at_every_distance() {
+        let (_, expected) = tiny_mpnet(1);
+        let from = expected["buckets"]["from"].as_i64().unwrap();
+        let buckets = expected["buckets"]["values"].as_array().unwrap();
+        assert_eq!(buckets.len(), 399);
+        for (offset, bucket) in buckets.iter().enumerate() {
+            let relative = from + offset as i64;
+            assert_eq!(
+                relative_bucket(relative, MPNET_BUCKETS),
+                bucket.as_u64().unwrap() as usize,
+                "relative position {relative}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_mpnet_reads_as_transformers_reads_it_alone_in_a_batch_and_split_between_threads() {
+        for threads in [1, 2] {
+            let (model, expected) = tiny_mpnet(threads);
+            let cases = ids_and_states(&expected);
+            // 150 tokens: past the buckets' largest distance (128), so every kind of bucket.
+            assert!(cases.iter().any(|(ids, _)| ids.len() > MPNET_MAX_DISTANCE));
+            let texts: Vec<&[u32]> = cases.iter().map(|(ids, _)| ids.as_slice()).collect();
+            let batch = model.forward_many(&texts).unwrap();
+            for ((ids, want), batched) in cases.iter().zip(&batch) {
+                let alone = model.forward(ids).unwrap();
+                assert_eq!(&alone, batched, "a batch reads each text as it reads alone");
+                assert_eq!(alone.len(), want.len());
+                let worst = alone
+                    .iter()
+                    .zip(want)
+                    .map(|(got, want)| (got - want).abs())
+                    .fold(0f32, f32::max);
+                assert!(
+                    worst < 1e-4,
+                    "{} tokens on {threads} threads: off by {worst}",
+                    ids.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_mpnets_eight_bit_pass_keeps_the_bias_by_relative_position() {
+        let (model, expected) = tiny_mpnet(2);
+        let model = model.with_int8(None).unwrap();
+        for (ids, want) in ids_and_states(&expected) {
+            let got = &model.forward_many_in(&[&ids], Precision::Int8).unwrap()[0];
+            for (got, want) in got.chunks_exact(32).zip(want.chunks_exact(32)) {
+                let cosine = dot(got, want) / (dot(got, got) * dot(want, want)).sqrt();
+                assert!(cosine > 0.99, "{} tokens: a row at cosine {cosine}", ids.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_longer_than_an_mpnets_positions_after_the_first_two_is_refused() {
+        let (model, _) = tiny_mpnet(1);
+        // 200 rows in the position table, the first two before any token's.
+        assert!(model.forward(&[5; 198]).is_ok());
+        let refused = model.forward(&[5; 199]).unwrap_err().to_string();
+        assert!(refused.contains("at most 198"), "{refused}");
+    }
 
     #[test]
     fn the_fast_erf_is_the_library_erf_to_float_rounding() {

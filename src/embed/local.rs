@@ -12,7 +12,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use super::fast_bert::{BertError, ChangedLayers, FastBert, Precision};
+use super::fast_bert::{BertError, ChangedLayers, EncoderConfig, FastBert, Precision};
 use super::quantized_bert::QuantisedBert;
 use super::{EmbedError, Embedder, LOCAL_DIMS, normalise};
 use crate::telemetry;
@@ -125,7 +125,7 @@ impl LocalEmbedder {
         };
         let config_text = std::fs::read_to_string(file("config.json")?)
             .map_err(|e| EmbedError::Model(e.to_string()))?;
-        let config: BertConfig = serde_json::from_str(&config_text)
+        let encoder: EncoderConfig = serde_json::from_str(&config_text)
             .map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(file("tokenizer.json")?)
             .map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
@@ -142,7 +142,7 @@ impl LocalEmbedder {
         let device = Device::Cpu;
         let weights = file("model.safetensors")?;
         if options.hand_written && !options.quantised && options.dtype == DType::F32 {
-            let mut bert = FastBert::load(&weights, &config, options.threads)
+            let mut bert = FastBert::load(&weights, &encoder, options.threads)
                 .map_err(|e| EmbedError::Model(format!("loading BERT: {e}")))?;
             if options.int8_queries {
                 bert = bert
@@ -159,6 +159,13 @@ impl LocalEmbedder {
                 precision: Precision::Full,
             });
         }
+        if encoder.is_mpnet() {
+            return Err(EmbedError::Model(
+                "MPNet runs only through the hand-written F32 pass (the default load)".into(),
+            ));
+        }
+        let config: BertConfig = serde_json::from_str(&config_text)
+            .map_err(|e| EmbedError::Model(format!("config.json: {e}")))?;
         // SAFETY: the weights file is memory-mapped read-only; nothing in this process writes it.
         let dtype = if options.quantised {
             DType::F32
