@@ -17,7 +17,7 @@ PERSONA_PREFS_MODEL_DIR (the shipped MiniLM), OUT (a folder for the readings), D
 (tests/data/). STAGE=train|shipped|score runs one stage (all three by default)."""
 import json, math, os, random, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 # The shipped reader's training, shared so that the recipe is the same by construction: its
@@ -107,6 +107,25 @@ def train(m, tok):
     exs = examples([r for r in rows if not in_sixth(r['text'])], lambda text: read(tok, text))
     print(f'{m.kind}: {len(exs)} utterances, rank {RANK}', flush=True)
     fit(m, exs)
+
+
+def crate_file(m, path):
+    """The reader in the file the crate reads (`extract.learned_reader`; what
+    train_learned_reader.py writes): the additions' `up` scaled as they are applied, and the
+    encoder's scale folded into the head's first weights (the head reads `SCALE * state`
+    through `hidden` and `sentence`, which are linear in it), thresholds left for the crate to
+    choose (scripts/calibrate-learned-reader)."""
+    scale = SCALE[m.kind]
+    out = {'hidden.weight': m.hidden.weight * scale, 'hidden.bias': m.hidden.bias, 'tags.weight': m.tags.weight,
+           'tags.bias': m.tags.bias, 'sentence.weight': m.sentence.weight * scale, 'sentence.bias': m.sentence.bias,
+           'thresholds': torch.tensor([0.5, 0.5])}
+    for i, l in enumerate(m.layers):
+        for ours, name in PRODUCTS:
+            a = getattr(l, ours)
+            out[f'adapt.{i}.{name}.down'] = a.down
+            out[f'adapt.{i}.{name}.up'] = a.up * (ALPHA / RANK)
+    save_file({k: v.detach().float().contiguous() for k, v in out.items()}, path)
+    print('wrote', path, flush=True)
 
 
 def read_sets(m, tok, name):
@@ -226,7 +245,8 @@ def main():
         m, tok = shipped_reader(); read_sets(m, tok, 'shipped')
     if stage in ('all', 'train'):
         torch.manual_seed(0); random.seed(0)  # the same start whether the shipped stage ran or not
-        m, tok = load('mpnet', os.environ['ENCODER_DIR']); train(m, tok); read_sets(m, tok, 'mpnet')
+        m, tok = load('mpnet', os.environ['ENCODER_DIR']); train(m, tok)
+        crate_file(m, f'{OUT}/mpnet_reader.safetensors'); read_sets(m, tok, 'mpnet')
     if stage in ('all', 'score'):
         report(['shipped', 'mpnet'])
 

@@ -376,6 +376,20 @@ impl LocalEmbedder {
         )
     }
 
+    /// The width of each token's state (the hand-written pass's; the candle networks are
+    /// MiniLM's).
+    pub fn hidden_size(&self) -> usize {
+        match &self.inner.bert {
+            Network::HandWritten(bert) => bert.hidden(),
+            _ => LOCAL_DIMS,
+        }
+    }
+
+    /// The most characters of a text the model reads (longer ones are cut).
+    pub fn max_input_chars(&self) -> usize {
+        self.max_input_chars
+    }
+
     /// How many layers the model has (the hand-written pass; `None` for the others).
     pub fn layer_count(&self) -> Option<usize> {
         match &self.inner.bert {

@@ -95,6 +95,7 @@ pub fn stages_from_config(
     categories: &[String],
     local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
+    let local = reader_model(config, local)?;
     Ok(match config.kind {
         ExtractorKind::Rules if !config.reads_with_local_model() => (
             Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
@@ -121,6 +122,49 @@ pub fn stages_from_config(
         }
     })
 }
+
+/// The model the learned reader reads with: its own encoder (`extract.learned_encoder_dir`),
+/// loaded only when something reads with it, or the embedder's `local` model.
+#[cfg(feature = "local-embedder")]
+pub fn reader_model(
+    config: &ExtractConfig,
+    local: Option<crate::embed::LocalModel>,
+) -> Result<Option<crate::embed::LocalModel>, ExtractError> {
+    let reads = config.reads_with_local_model()
+        || (config.kind == ExtractorKind::Llm && config.llm.gate_min_score > 0.0);
+    if config.learned_encoder_dir.is_empty() || !reads {
+        return Ok(local);
+    }
+    // Messages are cut as the embedder cuts them; the encoder's tokenizer cuts again at its
+    // 256 tokens.
+    let max_input_chars = local
+        .as_ref()
+        .map_or(READER_MAX_INPUT_CHARS, |model| model.max_input_chars());
+    let encoder = crate::embed::local::LocalEmbedder::load_with(
+        std::path::Path::new(&config.learned_encoder_dir),
+        max_input_chars,
+        crate::embed::local::LocalOptions {
+            // Every stored text's reading is F32; the 8-bit copy would be memory for nothing.
+            int8_queries: false,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| ExtractError::Rejected(format!("extract.learned_encoder_dir: {e}")))?;
+    Ok(Some(Arc::new(encoder)))
+}
+
+#[cfg(not(feature = "local-embedder"))]
+pub fn reader_model(
+    _config: &ExtractConfig,
+    local: Option<crate::embed::LocalModel>,
+) -> Result<Option<crate::embed::LocalModel>, ExtractError> {
+    Ok(local)
+}
+
+/// The most characters of a message the reader's own encoder reads when there is no embedder
+/// to take the limit from (`embed.max_input_chars`' default).
+#[cfg(feature = "local-embedder")]
+const READER_MAX_INPUT_CHARS: usize = 2000;
 
 /// The LLM extractor behind its gate (`extract.llm.gate_min_score` above 0, with the local
 /// model): only messages the rules read an opinion in, or the learned sentence score rates
@@ -249,6 +293,12 @@ pub struct ExtractConfig {
     /// `rules_then_learned` and the LLM's gate.
     #[serde(default)]
     pub learned_reader: String,
+    /// The encoder `learned_reader` was trained over, when it is not the embedder's model: a
+    /// folder with its `config.json`, `tokenizer.json` and `model.safetensors` (BERT or MPNet;
+    /// `scripts/services fetch-encoder` unpacks all-mpnet-base-v2). Empty: the embedder's local
+    /// model, which the shipped reader was trained over.
+    #[serde(default)]
+    pub learned_encoder_dir: String,
     /// With the local model, a finding of the rules is kept only when the learned reader's
     /// sentence score of its own sentence is at least this: a check on the rules' precision,
     /// paid for in recall (`learned::CheckedRules`). 0: the rules' findings as they are. For
@@ -407,6 +457,22 @@ impl ExtractConfig {
                 "extract.learned_reader",
                 format!("{:?} is not a file", self.learned_reader),
             ));
+        }
+        if !self.learned_encoder_dir.is_empty() {
+            if !std::path::Path::new(&self.learned_encoder_dir).is_dir() {
+                return Err(invalid(
+                    "extract.learned_encoder_dir",
+                    format!("{:?} is not a folder", self.learned_encoder_dir),
+                ));
+            }
+            if self.learned_reader.is_empty() {
+                return Err(invalid(
+                    "extract.learned_encoder_dir",
+                    "the shipped reader reads the embedder's model: name a reader trained over \
+                     this encoder in extract.learned_reader"
+                        .into(),
+                ));
+            }
         }
         if !self.llm.base_url.starts_with("http://") && !self.llm.base_url.starts_with("https://") {
             return Err(invalid(

@@ -496,7 +496,20 @@ impl LearnedExtractor {
         reads: Reads,
     ) -> Result<LearnedExtractor, ExtractError> {
         let file = reader_file(bytes)?;
-        let mut head = Head::from_reader(&file, crate::embed::LOCAL_DIMS)?;
+        let dims = model.hidden_size();
+        let trained_over = file
+            .get_unchecked_dtype("sentence.weight", DType::F32)
+            .map_err(reader_error)?
+            .dims()
+            .to_vec();
+        if trained_over != [1, dims] {
+            return Err(ExtractError::Rejected(format!(
+                "the learned reader reads {}-wide states, its encoder gives {dims}: a reader \
+                 runs over the encoder it was trained over (extract.learned_encoder_dir)",
+                trained_over.last().copied().unwrap_or(0)
+            )));
+        }
+        let mut head = Head::from_reader(&file, dims)?;
         if reads == Reads::AfterRules
             && let Some((confidence, sentence)) = Head::after_rules_thresholds_in(&file)?
         {

@@ -595,7 +595,7 @@ pub fn calibrate(
         .collect();
     let sixth = development_rows.len() - kept_apart.len();
     let file = super::reader_file(reader).map_err(|e| e.to_string())?;
-    let mut head = Head::from_reader(&file, crate::embed::LOCAL_DIMS).map_err(|e| e.to_string())?;
+    let mut head = Head::from_reader(&file, model.hidden_size()).map_err(|e| e.to_string())?;
     let layers = super::changed_layers_in(model, &file)
         .map_err(|e| e.to_string())?
         .ok_or("the reader has no additions: train it with its own script")?;
