@@ -703,3 +703,136 @@ async fn a_readers_additions_must_change_a_run_of_the_models_last_layers() {
         .expect("a seventh layer's additions are refused for a six-layer model");
     assert!(refused.to_string().contains("this model has"), "{refused}");
 }
+
+/// A tiny MPNet with random weights, and a random reader over it, with what PyTorch reads
+/// with them (`scripts/python/tiny_mpnet.py`, `scripts/python/tiny_mpnet_reader.py`).
+fn tiny_mpnet_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_mpnet")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_over_its_own_encoder_reads_what_pytorch_reads() {
+    let dir = tiny_mpnet_dir();
+    let encoder = Arc::new(LocalEmbedder::load(&dir, 2000).unwrap());
+    assert_eq!(encoder.hidden_size(), 32);
+    let reader_file = std::fs::read(dir.join("reader.safetensors")).unwrap();
+    let reader = LearnedExtractor::from_file(
+        encoder.clone(),
+        8,
+        &reader_file,
+        persona_prefs::extract::learned::Reads::Alone,
+    )
+    .unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reader_expected.json")).unwrap())
+            .unwrap();
+    for case in expected.as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let reading = reader.read(text).await.unwrap();
+        let want = case["sentence_score"].as_f64().unwrap() as f32;
+        assert!(
+            (reading.sentence_score - want).abs() < 1e-5,
+            "{text}: sentence score {} against PyTorch's {want}",
+            reading.sentence_score
+        );
+        // Each word's tag as PyTorch's probabilities pick it, decoded as the crate decodes.
+        let tags: Vec<(u32, f32)> = case["tag_probabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let row: Vec<f32> = row
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_f64().unwrap() as f32)
+                    .collect();
+                let (tag, p) = row
+                    .iter()
+                    .enumerate()
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                    .unwrap();
+                (tag as u32, *p)
+            })
+            .collect();
+        let words = encoder.token_states(text).unwrap().words;
+        let want = persona_prefs::extract::learned::spans(text, &words, &tags);
+        assert!(!want.is_empty(), "{text}: the random reader tags nothing");
+        assert_eq!(reading.spans.len(), want.len(), "{text}");
+        for (got, want) in reading.spans.iter().zip(&want) {
+            assert_eq!((&got.range, got.stance), (&want.range, want.stance), "{text}");
+            assert!((got.confidence - want.confidence).abs() < 1e-4, "{text}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_configured_reader_reads_with_its_own_encoder_and_never_with_the_wrong_one() {
+    let dir = tiny_mpnet_dir();
+    let reader = dir.join("reader.safetensors").display().to_string();
+    let encoder = dir.display().to_string();
+    let with = |pairs: &[(&str, &str)]| {
+        let env: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::load_from(None, &env)
+    };
+    // Through the configuration, as the worker builds it: no embedder model given.
+    let config = with(&[
+        ("PERSONA_PREFS__EXTRACT__KIND", "learned"),
+        ("PERSONA_PREFS__EXTRACT__LEARNED_READER", &reader),
+        ("PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR", &encoder),
+    ])
+    .unwrap();
+    let extractor = persona_prefs::extract::from_config(&config.extract, &[], None).unwrap();
+    extractor
+        .extract(&input("Honestly, pineapple on pizza is a crime."))
+        .await
+        .unwrap();
+
+    // The shipped reader was trained over MiniLM: over this encoder it is refused, by width.
+    let shipped_over_tiny = with(&[
+        ("PERSONA_PREFS__EXTRACT__KIND", "learned"),
+        ("PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR", &encoder),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        shipped_over_tiny.contains("extract.learned_encoder_dir")
+            && shipped_over_tiny.contains("extract.learned_reader"),
+        "{shipped_over_tiny}"
+    );
+    let wrong_encoder = LearnedExtractor::from_file(
+        Arc::new(LocalEmbedder::load(&dir, 2000).unwrap()),
+        8,
+        persona_prefs::extract::learned::SHIPPED_HEAD,
+        persona_prefs::extract::learned::Reads::Alone,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        wrong_encoder.contains("384-wide") && wrong_encoder.contains("gives 32"),
+        "{wrong_encoder}"
+    );
+    // And this reader over the embedder's MiniLM, the other way round.
+    let tiny_over_minilm = LearnedExtractor::from_file(
+        model(),
+        8,
+        &std::fs::read(&reader).unwrap(),
+        persona_prefs::extract::learned::Reads::Alone,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(tiny_over_minilm.contains("32-wide"), "{tiny_over_minilm}");
+
+    let missing = with(&[("PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR", "/no/such/encoder")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("extract.learned_encoder_dir") && missing.contains("not a folder"),
+        "{missing}"
+    );
+}
