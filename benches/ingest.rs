@@ -26,7 +26,10 @@
 //!    messages are: the learned reader then reads each whole message, one pass of the model an
 //!    event, gathered into batches across events. Its floor is the model's raw rate on the
 //!    same lines (one text an event, in batches of `embed.max_batch`); the worker's CPU an
-//!    event is printed beside the model's a line.
+//!    event is printed beside the model's a line. 7b, with `BENCH_READER` and
+//!    `BENCH_READER_ENCODER` set: `learned` over a reader's own encoder (the MPNet reader,
+//!    `data/learned_reader_mpnet.safetensors` over `scripts/services fetch-encoder`'s folder) on
+//!    the same lines.
 //!
 //! 5. A hot persona: the time from publishing a quiet persona's event to its effect being
 //!    stored, on an idle worker and behind `BENCH_FLOOD` (default 10 000) queued events of one
@@ -187,6 +190,31 @@ async fn main() {
     )
     .await;
 
+    // 7b. The same with a reader over its own encoder (`BENCH_READER` and
+    // `BENCH_READER_ENCODER`: the MPNet reader, `data/learned_reader_mpnet.safetensors` over
+    // `scripts/services fetch-encoder`'s folder), alone: one pass of that encoder an event.
+    let own_encoder = match (
+        std::env::var("BENCH_READER"),
+        std::env::var("BENCH_READER_ENCODER"),
+    ) {
+        (Ok(reader), Ok(encoder)) => Some(
+            run_pipeline(
+                &base,
+                "learned-own-encoder-on-plain-chat",
+                events,
+                Messages::PlainChat,
+                |config| {
+                    config.embed.cache_size = 0;
+                    config.extract.kind = ExtractorKind::Learned;
+                    config.extract.learned_reader = reader.clone();
+                    config.extract.learned_encoder_dir = encoder.clone();
+                },
+            )
+            .await,
+        ),
+        _ => None,
+    };
+
     // 5. A quiet persona behind a flood, beside an idle worker.
     let flood: usize = std::env::var("BENCH_FLOOD")
         .ok()
@@ -232,6 +260,12 @@ async fn main() {
         "{:<52} {:>12.0}",
         "pipeline, rules then learned, plain chat", plain_rate
     );
+    if let Some((rate, _)) = &own_encoder {
+        println!(
+            "{:<52} {:>12.0}",
+            "pipeline, learned over its own encoder, plain chat", rate
+        );
+    }
     println!(
         "{:<52} {:>12.0}",
         "pipeline, LLM extractor at 50 ms + local embedder", llm_rate
@@ -258,7 +292,13 @@ async fn main() {
             None,
         ),
         ("plain chat, rules then learned", &plain_cpu, None),
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        own_encoder
+            .as_ref()
+            .map(|(_, cpu)| ("plain chat, learned, own encoder", cpu, None)),
+    ) {
         let model_column = model.map_or("n/a".to_string(), |ms| format!("{ms:.2}"));
         let rest = model.map_or("n/a".to_string(), |ms| {
             format!("{:.2}", cpu.per_event(cpu.worker) - ms)

@@ -760,7 +760,11 @@ async fn a_reader_over_its_own_encoder_reads_what_pytorch_reads() {
         assert!(!want.is_empty(), "{text}: the random reader tags nothing");
         assert_eq!(reading.spans.len(), want.len(), "{text}");
         for (got, want) in reading.spans.iter().zip(&want) {
-            assert_eq!((&got.range, got.stance), (&want.range, want.stance), "{text}");
+            assert_eq!(
+                (&got.range, got.stance),
+                (&want.range, want.stance),
+                "{text}"
+            );
             assert!((got.confidence - want.confidence).abs() < 1e-4, "{text}");
         }
     }
@@ -828,9 +832,12 @@ async fn the_configured_reader_reads_with_its_own_encoder_and_never_with_the_wro
     .to_string();
     assert!(tiny_over_minilm.contains("32-wide"), "{tiny_over_minilm}");
 
-    let missing = with(&[("PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR", "/no/such/encoder")])
-        .unwrap_err()
-        .to_string();
+    let missing = with(&[(
+        "PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR",
+        "/no/such/encoder",
+    )])
+    .unwrap_err()
+    .to_string();
     assert!(
         missing.contains("extract.learned_encoder_dir") && missing.contains("not a folder"),
         "{missing}"

@@ -965,6 +965,11 @@ impl FastBert {
                 }
             }
             // scores = Q_h · K_hᵀ, scaled (added to the bias where there is one).
+            let keep_bias = if self.relative_bias.is_some() {
+                1.0
+            } else {
+                0.0
+            };
             // SAFETY: the asserts above: Q_h and K_h are `length × head_size` windows of
             // `query_key_value` (row stride 3·hidden, column offsets below hidden and
             // 2·hidden), `scores` is length × length.
@@ -983,7 +988,7 @@ impl FastBert {
                     query_key_value.as_ptr().add(hidden + offset),
                     row as isize,
                     1,
-                    if self.relative_bias.is_some() { 1.0 } else { 0.0 },
+                    keep_bias,
                     scale,
                     false,
                     false,
@@ -1298,7 +1303,11 @@ mod tests {
             let got = &model.forward_many_in(&[&ids], Precision::Int8).unwrap()[0];
             for (got, want) in got.chunks_exact(32).zip(want.chunks_exact(32)) {
                 let cosine = dot(got, want) / (dot(got, got) * dot(want, want)).sqrt();
-                assert!(cosine > 0.99, "{} tokens: a row at cosine {cosine}", ids.len());
+                assert!(
+                    cosine > 0.99,
+                    "{} tokens: a row at cosine {cosine}",
+                    ids.len()
+                );
             }
         }
     }
