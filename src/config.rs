@@ -281,6 +281,10 @@ impl Config {
             "extract.learned_beside_rules_min_confidence",
             self.extract.learned_beside_rules_min_confidence,
         )?;
+        unit(
+            "extract.learned_gate_min_score",
+            self.extract.learned_gate_min_score,
+        )?;
         // Set by hand; a kind's own check (`rules_then_learned`) needs the model for the kind
         // itself, and says so when the extractor is built.
         if self

@@ -843,3 +843,48 @@ async fn the_configured_reader_reads_with_its_own_encoder_and_never_with_the_wro
         "{missing}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gate_keeps_what_neither_the_rules_nor_the_sentence_score_pass_from_a_costly_encoder() {
+    let dir = tiny_mpnet_dir();
+    let reader = dir.join("reader.safetensors").display().to_string();
+    let encoder = dir.display().to_string();
+    let config_at = |gate: &str| {
+        let env: Vec<(String, String)> = [
+            ("PERSONA_PREFS__EXTRACT__KIND", "learned"),
+            ("PERSONA_PREFS__EXTRACT__LEARNED_READER", reader.as_str()),
+            (
+                "PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR",
+                encoder.as_str(),
+            ),
+            ("PERSONA_PREFS__EXTRACT__LEARNED_GATE_MIN_SCORE", gate),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Config::load_from(None, &env).unwrap()
+    };
+    // "green tea": nothing the rules read, and the random reader over the tiny encoder finds
+    // it; the shipped sentence score never reaches 1, so at 1 only the rules pass a message.
+    let message = input("green tea");
+    let ungated =
+        persona_prefs::extract::from_config(&config_at("0").extract, &[], Some(model())).unwrap();
+    let found = ungated.extract(&message).await.unwrap();
+    assert_eq!(
+        found.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(),
+        ["green tea"]
+    );
+    let gated =
+        persona_prefs::extract::from_config(&config_at("1").extract, &[], Some(model())).unwrap();
+    assert!(gated.extract(&message).await.unwrap().is_empty());
+
+    // The gate reads with the embedder's model: without one it is refused, by name.
+    let refused = persona_prefs::extract::from_config(&config_at("0.5").extract, &[], None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("extract.learned_gate_min_score"),
+        "{refused}"
+    );
+}

@@ -95,15 +95,21 @@ pub fn stages_from_config(
     categories: &[String],
     local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
+    // The gate in front of a reader's own encoder reads with the embedder's model.
+    let embedders = local.clone();
     let local = reader_model(config, local)?;
     Ok(match config.kind {
         ExtractorKind::Rules if !config.reads_with_local_model() => (
             Arc::new(rules::RulesExtractor::new(config.max_opinions_per_message)),
             None,
         ),
-        ExtractorKind::Rules | ExtractorKind::Learned | ExtractorKind::RulesThenLearned => {
+        ExtractorKind::Rules | ExtractorKind::RulesThenLearned => {
             (learned_from_config(config, local)?, None)
         }
+        ExtractorKind::Learned => (
+            gated_reader(config, learned_from_config(config, local)?, embedders)?,
+            None,
+        ),
         ExtractorKind::Llm => {
             let model = Arc::new(chat::ChatModel::new(&config.llm)?);
             let llm: Arc<dyn Extractor> = Arc::new(llm::LlmExtractor::with_model(
@@ -165,6 +171,50 @@ pub fn reader_model(
 /// to take the limit from (`embed.max_input_chars`' default).
 #[cfg(feature = "local-embedder")]
 const READER_MAX_INPUT_CHARS: usize = 2000;
+
+/// The learned reader over its own encoder behind the LLM's gate
+/// (`extract.learned_gate_min_score` above 0): the rules, and the shipped reader's sentence
+/// score over the embedder's `local` model, decide which messages the costlier encoder reads.
+#[cfg(feature = "local-embedder")]
+fn gated_reader(
+    config: &ExtractConfig,
+    reader: Arc<dyn Extractor>,
+    local: Option<crate::embed::LocalModel>,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
+    if config.learned_gate_min_score <= 0.0 {
+        return Ok(reader);
+    }
+    let model = local.ok_or_else(|| {
+        ExtractError::Rejected(
+            "extract.learned_gate_min_score reads with the embedder's local model: set \
+             embed.kind = \"local\", or 0"
+                .into(),
+        )
+    })?;
+    Ok(Arc::new(learned::Gated {
+        gate: learned::Gate {
+            rules: rules::RulesExtractor::new(config.max_opinions_per_message),
+            learned: learned::LearnedExtractor::from_file(
+                model,
+                config.max_opinions_per_message,
+                learned::SHIPPED_HEAD,
+                learned::Reads::Alone,
+            )?
+            .batched(learned::READ_BATCH),
+            min_score: config.learned_gate_min_score as f32,
+        },
+        inner: reader,
+    }))
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn gated_reader(
+    _config: &ExtractConfig,
+    reader: Arc<dyn Extractor>,
+    _local: Option<crate::embed::LocalModel>,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
+    Ok(reader)
+}
 
 /// The LLM extractor behind its gate (`extract.llm.gate_min_score` above 0, with the local
 /// model): only messages the rules read an opinion in, or the learned sentence score rates
@@ -318,6 +368,12 @@ pub struct ExtractConfig {
     /// the rules' findings there.
     #[serde(default = "default_beside_rules_min_confidence")]
     pub learned_beside_rules_min_confidence: f64,
+    /// For `learned` over a reader's own encoder (`learned_encoder_dir`): a message is read by
+    /// it only when the rules find something in it or the shipped reader's sentence score,
+    /// over the embedder's model, rates it at least this (the LLM's gate, `learned::Gate`, in
+    /// front of the costlier encoder). 0 (the default): every message is read.
+    #[serde(default)]
+    pub learned_gate_min_score: f64,
     pub llm: LlmConfig,
     pub adjudication: AdjudicationConfig,
 }
