@@ -17,7 +17,7 @@ PERSONA_PREFS_MODEL_DIR (the shipped MiniLM), OUT (a folder for the readings), D
 (tests/data/). STAGE=train|shipped|score runs one stage (all three by default)."""
 import json, math, os, random, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 # The shipped reader's training, shared so that the recipe is the same by construction: its
@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_learned_reader import (  # noqa: E402  (needs PERSONA_PREFS_MODEL_DIR, as it reads MiniLM's config)
     ALPHA, NEIGHBOURS, PRODUCTS, RANK, SETS, Layer, batches, examples, fit, in_sixth, with_additions)
 from train_learned_reader import Reader as ShippedReader, read as read_words  # noqa: E402
+from train_learned_reader import crate_file as shipped_crate_file  # noqa: E402
 
 torch.manual_seed(0); random.seed(0); torch.set_num_threads(2)
 DATA = os.environ.get('DATA', 'tests/data/')
@@ -110,22 +111,10 @@ def train(m, tok):
 
 
 def crate_file(m, path):
-    """The reader in the file the crate reads (`extract.learned_reader`; what
-    train_learned_reader.py writes): the additions' `up` scaled as they are applied, and the
-    encoder's scale folded into the head's first weights (the head reads `SCALE * state`
-    through `hidden` and `sentence`, which are linear in it), thresholds left for the crate to
-    choose (scripts/calibrate-learned-reader)."""
-    scale = SCALE[m.kind]
-    out = {'hidden.weight': m.hidden.weight * scale, 'hidden.bias': m.hidden.bias, 'tags.weight': m.tags.weight,
-           'tags.bias': m.tags.bias, 'sentence.weight': m.sentence.weight * scale, 'sentence.bias': m.sentence.bias,
-           'thresholds': torch.tensor([0.5, 0.5])}
-    for i, l in enumerate(m.layers):
-        for ours, name in PRODUCTS:
-            a = getattr(l, ours)
-            out[f'adapt.{i}.{name}.down'] = a.down
-            out[f'adapt.{i}.{name}.up'] = a.up * (ALPHA / RANK)
-    save_file({k: v.detach().float().contiguous() for k, v in out.items()}, path)
-    print('wrote', path, flush=True)
+    """The reader in the file the crate reads (`extract.learned_reader`), the encoder's scale
+    folded into the head; its thresholds are for the crate to choose (the train_learned_extractor
+    example with PERSONA_PREFS_CALIBRATE, as scripts/train-learned-reader runs it)."""
+    shipped_crate_file(m, path, SCALE[m.kind])
 
 
 def read_sets(m, tok, name):

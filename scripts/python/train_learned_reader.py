@@ -179,16 +179,23 @@ def main():
     print(f'{len(exs)} utterances ({sum(1 for e in exs if e[2] is not None)} tagged), every layer at rank {RANK}, {EPOCHS} epochs', flush=True)
     m = load()
     fit(m, exs)
-    out = {'hidden.weight': m.hidden.weight, 'hidden.bias': m.hidden.bias, 'tags.weight': m.tags.weight,
-           'tags.bias': m.tags.bias, 'sentence.weight': m.sentence.weight, 'sentence.bias': m.sentence.bias,
+    crate_file(m, OUT)
+
+def crate_file(m, path, scale=1.0):
+    """The reader in the file the crate reads: the additions' `up` scaled as they are applied,
+    `scale` (what the states are multiplied by before the head, 1 for MiniLM) folded into the
+    head's first weights, which are linear in the state; thresholds left for the crate to
+    choose."""
+    out = {'hidden.weight': m.hidden.weight * scale, 'hidden.bias': m.hidden.bias, 'tags.weight': m.tags.weight,
+           'tags.bias': m.tags.bias, 'sentence.weight': m.sentence.weight * scale, 'sentence.bias': m.sentence.bias,
            'thresholds': torch.tensor([0.5, 0.5])}
     for i, l in enumerate(m.layers):
         for ours, name in PRODUCTS:
             a = getattr(l, ours)
             out[f'adapt.{i}.{name}.down'] = a.down
             out[f'adapt.{i}.{name}.up'] = a.up * (ALPHA / RANK)
-    save_file({k: v.detach().float().contiguous() for k, v in out.items()}, OUT)
-    print('wrote', OUT, flush=True)
+    save_file({k: v.detach().float().contiguous() for k, v in out.items()}, path)
+    print('wrote', path, flush=True)
 
 if __name__ == '__main__':
     main()

@@ -191,29 +191,13 @@ fn gated_reader(
                 .into(),
         )
     })?;
-    Ok(Arc::new(learned::Gated {
-        gate: learned::Gate {
-            rules: rules::RulesExtractor::new(config.max_opinions_per_message),
-            learned: learned::LearnedExtractor::from_file(
-                model,
-                config.max_opinions_per_message,
-                learned::SHIPPED_HEAD,
-                learned::Reads::Alone,
-            )?
-            .batched(learned::READ_BATCH),
-            min_score: config.learned_gate_min_score as f32,
-        },
-        inner: reader,
-    }))
-}
-
-#[cfg(not(feature = "local-embedder"))]
-fn gated_reader(
-    _config: &ExtractConfig,
-    reader: Arc<dyn Extractor>,
-    _local: Option<crate::embed::LocalModel>,
-) -> Result<Arc<dyn Extractor>, ExtractError> {
-    Ok(reader)
+    behind_gate(
+        config,
+        reader,
+        model,
+        learned::SHIPPED_HEAD,
+        config.learned_gate_min_score,
+    )
 }
 
 /// The LLM extractor behind its gate (`extract.llm.gate_min_score` above 0, with the local
@@ -228,30 +212,53 @@ fn gated(
     let (Some(model), true) = (local, config.llm.gate_min_score > 0.0) else {
         return Ok(llm);
     };
+    behind_gate(
+        config,
+        llm,
+        model,
+        &config.learned_reader_bytes()?,
+        config.llm.gate_min_score,
+    )
+}
+
+/// `inner` asked only about the messages the rules read an opinion in, or the sentence score of
+/// the reader in `reader_file` over `model` rates at least `min_score` ([`learned::Gate`]).
+#[cfg(feature = "local-embedder")]
+fn behind_gate(
+    config: &ExtractConfig,
+    inner: Arc<dyn Extractor>,
+    model: crate::embed::LocalModel,
+    reader_file: &[u8],
+    min_score: f64,
+) -> Result<Arc<dyn Extractor>, ExtractError> {
     Ok(Arc::new(learned::Gated {
         gate: learned::Gate {
             rules: rules::RulesExtractor::new(config.max_opinions_per_message),
             learned: learned::LearnedExtractor::from_file(
                 model,
                 config.max_opinions_per_message,
-                &config.learned_reader_bytes()?,
+                reader_file,
                 learned::Reads::Alone,
             )?
             .batched(learned::READ_BATCH),
-            min_score: config.llm.gate_min_score as f32,
+            min_score: min_score as f32,
         },
-        inner: llm,
+        inner,
     }))
 }
 
+/// Without the local model there is no gate: `inner` as it is.
 #[cfg(not(feature = "local-embedder"))]
-fn gated(
+fn gated_reader(
     _config: &ExtractConfig,
-    llm: Arc<dyn Extractor>,
+    inner: Arc<dyn Extractor>,
     _local: Option<crate::embed::LocalModel>,
 ) -> Result<Arc<dyn Extractor>, ExtractError> {
-    Ok(llm)
+    Ok(inner)
 }
+
+#[cfg(not(feature = "local-embedder"))]
+use self::gated_reader as gated;
 
 #[cfg(feature = "local-embedder")]
 fn learned_from_config(
