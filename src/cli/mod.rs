@@ -951,10 +951,12 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{
         DEVELOPMENT_SET, SHIPPED_SETS, parse_labelled, wilson_interval,
     };
-    let model = match persona_prefs::extract::reader_model(&config.extract, None)? {
-        Some(encoder) if !config.extract.learned_encoder_dir.is_empty() => encoder,
-        _ => persona_prefs::embed::load_local(&config.embed)?,
-    };
+    // The gate reads with the configured reader, over its own encoder when it has one.
+    let model =
+        match persona_prefs::extract::own_encoder(&config.extract, config.embed.max_input_chars)? {
+            Some(encoder) => encoder,
+            None => persona_prefs::embed::load_local(&config.embed)?,
+        };
     let rules = persona_prefs::extract::rules::RulesExtractor::new(8);
     let learned = persona_prefs::extract::learned::LearnedExtractor::from_file(
         model,

@@ -74,7 +74,7 @@ impl EncoderConfig {
     }
 
     fn buckets() -> usize {
-        32
+        MPNET_BUCKETS
     }
 
     /// Whether this is MPNet (relative-position bias, positions from 2, no token types).
@@ -956,7 +956,9 @@ impl FastBert {
         let scale = 1.0 / (head_size as f32).sqrt();
         for head in 0..self.heads {
             let offset = head * head_size;
-            // MPNet's bias by relative position is the products' starting value.
+            // MPNet's bias by relative position is the products' starting value, which the
+            // product then adds to (`gemm` reads `scores` when told to, weighing it by 1).
+            let has_bias = self.relative_bias.is_some();
             if let Some(bias) = &self.relative_bias {
                 for (query, line) in scores.chunks_exact_mut(length).enumerate() {
                     for (key, score) in line.iter_mut().enumerate() {
@@ -965,11 +967,6 @@ impl FastBert {
                 }
             }
             // scores = Q_h · K_hᵀ, scaled (added to the bias where there is one).
-            let keep_bias = if self.relative_bias.is_some() {
-                1.0
-            } else {
-                0.0
-            };
             // SAFETY: the asserts above: Q_h and K_h are `length × head_size` windows of
             // `query_key_value` (row stride 3·hidden, column offsets below hidden and
             // 2·hidden), `scores` is length × length.
@@ -981,14 +978,14 @@ impl FastBert {
                     scores.as_mut_ptr(),
                     1,
                     length as isize,
-                    self.relative_bias.is_some(),
+                    has_bias,
                     query_key_value.as_ptr().add(offset),
                     1,
                     row as isize,
                     query_key_value.as_ptr().add(hidden + offset),
                     row as isize,
                     1,
-                    keep_bias,
+                    1.0,
                     scale,
                     false,
                     false,

@@ -138,7 +138,7 @@ pub fn reader_model(
 ) -> Result<Option<crate::embed::LocalModel>, ExtractError> {
     let reads = config.reads_with_local_model()
         || (config.kind == ExtractorKind::Llm && config.llm.gate_min_score > 0.0);
-    if config.learned_encoder_dir.is_empty() || !reads {
+    if !reads {
         return Ok(local);
     }
     // Messages are cut as the embedder cuts them; the encoder's tokenizer cuts again at its
@@ -146,6 +146,19 @@ pub fn reader_model(
     let max_input_chars = local
         .as_ref()
         .map_or(READER_MAX_INPUT_CHARS, |model| model.max_input_chars());
+    Ok(own_encoder(config, max_input_chars)?.or(local))
+}
+
+/// The reader's own encoder, loaded from `extract.learned_encoder_dir` (`None` when unset),
+/// reading at most `max_input_chars` of a message.
+#[cfg(feature = "local-embedder")]
+pub fn own_encoder(
+    config: &ExtractConfig,
+    max_input_chars: usize,
+) -> Result<Option<crate::embed::LocalModel>, ExtractError> {
+    if config.learned_encoder_dir.is_empty() {
+        return Ok(None);
+    }
     let encoder = crate::embed::local::LocalEmbedder::load_with(
         std::path::Path::new(&config.learned_encoder_dir),
         max_input_chars,
