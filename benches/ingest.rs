@@ -31,6 +31,15 @@
 //!    `data/learned_reader_mpnet.safetensors` over `scripts/services fetch-encoder`'s folder) on
 //!    the same lines.
 //!
+//! 8. Real chat: the development set's 8 000 lines of people's chat (a tuning set), one a
+//!    persona event, in the default configuration with each extractor in turn (the rules; the
+//!    rules checked at 0.6; `rules_then_learned`; with `BENCH_READER` and
+//!    `BENCH_READER_ENCODER`, the reader over its own encoder, in F32 and in 8 bits, behind
+//!    the gate at `BENCH_READER_GATE`, default 0.0015, and ungated), beside the rules on the same lines run
+//!    first and last. Most lines voice no view, so the rules pay little there, and whatever
+//!    reads every line with a model pays the model's pass on each: the ratio a default
+//!    extractor is held to (≥ 0.8 × the rules', issue 29) is the one taken here.
+//!
 //! 5. A hot persona: the time from publishing a quiet persona's event to its effect being
 //!    stored, on an idle worker and behind `BENCH_FLOOD` (default 10 000) queued events of one
 //!    other persona, with the pull window raised past the flood (`ingest.max_in_flight`) and
@@ -44,7 +53,7 @@
 //! nothing but the model (the model's CPU an event over the model's, Redis's and NATS's), and
 //! the pipeline's share of that, which is what the worker's own work costs.
 //!
-//! `scripts/bench ingest`, or `cargo bench --bench ingest` with REDIS_URL, NATS_URL and
+//! `BENCH_ONLY=real-chat` runs run 8 alone. `scripts/bench ingest`, or `cargo bench --bench ingest` with REDIS_URL, NATS_URL and
 //! PERSONA_PREFS_MODEL_DIR set.
 
 #[path = "../tests/common/fake_openai.rs"]
@@ -60,7 +69,7 @@ use persona_prefs::embed::Embedder;
 use persona_prefs::embed::local::LocalEmbedder;
 use persona_prefs::extract::ExtractorKind;
 use serde_json::json;
-use support::{distinct_topic, plain_chat, repeated_topic};
+use support::{distinct_topic, plain_chat, real_chat, repeated_topic};
 
 #[tokio::main]
 async fn main() {
@@ -69,6 +78,12 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3000);
     let base = Config::load(None).expect("config");
+    // `BENCH_ONLY=real-chat`: run 8 alone (the others take minutes and do not change with
+    // the extractor).
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("real-chat") {
+        print_real_chat(&real_chat_runs(&base, events).await);
+        return;
+    }
 
     // 1. Raw embedder throughput, batched the way the batcher batches.
     let embedder = LocalEmbedder::load(
@@ -215,6 +230,10 @@ async fn main() {
         _ => None,
     };
 
+    // 8. Real chat: each extractor on the development set's lines, beside the rules on the
+    // same lines run on either side of them (the machine's speed drifts over minutes).
+    let real_chat_runs = real_chat_runs(&base, events).await;
+
     // 5. A quiet persona behind a flood, beside an idle worker.
     let flood: usize = std::env::var("BENCH_FLOOD")
         .ok()
@@ -353,6 +372,7 @@ async fn main() {
         100.0 * plain_model_cpu.busy
     );
     println!("LLM pipeline = {llm_rate:.0} events/s (target >= 300)");
+    print_real_chat(&real_chat_runs);
     let ok = rules_ratio >= 0.9 && llm_rate >= 300.0;
     println!(
         "result: {}",
@@ -429,6 +449,8 @@ enum Messages {
     Opinions(fn(usize) -> String),
     /// [`plain_chat`]: no view in any phrasing the rules read.
     PlainChat,
+    /// [`real_chat`]: the development set's lines, views in every phrasing or none.
+    RealChat,
 }
 
 /// Run 2's pipeline: the rules and the local embedder on all-new topics, the embedding cache
@@ -476,6 +498,7 @@ async fn run_pipeline(
             support::publish_opinion_events(&app, &name, events, 16, *topic_of).await
         }
         Messages::PlainChat => support::publish_messages(&app, &name, events, 16, plain_chat).await,
+        Messages::RealChat => support::publish_messages(&app, &name, events, 16, real_chat).await,
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let nats_pids = support::pids_named("nats-server");
@@ -523,7 +546,9 @@ async fn run_pipeline(
             "{label}: each event adds or reinforces exactly one preference"
         ),
         // Whatever the learned reader made of them: what matters here is that each was read.
-        Messages::PlainChat => println!("{label}: {effects} adds or reinforcements stored"),
+        Messages::PlainChat | Messages::RealChat => {
+            println!("{label}: {effects} adds or reinforcements stored")
+        }
     }
 
     // Preferences, idempotency records and locks of every bench persona, then the index.
@@ -540,6 +565,98 @@ async fn run_pipeline(
         let _ = app.js.delete_stream(stream).await;
     }
     (rate, cpu)
+}
+
+/// One run of run 8: what ran, its events/s and where the cores went.
+struct RealChatRun {
+    label: String,
+    rate: f64,
+    cpu: PipelineCpu,
+}
+
+/// Run 8: the default configuration on real chat ([`real_chat`]) with each extractor in turn,
+/// and the rules on the same lines first and last, for the ratio a default extractor is held
+/// to (at least 0.8 × the rules', issue 29). With `BENCH_READER` and `BENCH_READER_ENCODER`
+/// set, the reader over its own encoder too, in F32 and in 8 bits (`extract.learned_encoder_int8`):
+/// behind the gate at `BENCH_READER_GATE` (default 0.0015, the LLM's value), and ungated.
+async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
+    let mut runs = Vec::new();
+    let mut run = async |label: &str, adjust: &dyn Fn(&mut Config)| {
+        let (rate, cpu) = run_pipeline(base, label, events, Messages::RealChat, adjust).await;
+        runs.push(RealChatRun {
+            label: label.to_string(),
+            rate,
+            cpu,
+        });
+    };
+    run("real-chat-rules", &|_| {}).await;
+    run("real-chat-rules-checked-at-60", &|config| {
+        config.extract.rules_min_sentence_score = Some(0.6);
+    })
+    .await;
+    run("real-chat-rules-then-learned", &|config| {
+        config.extract.kind = ExtractorKind::RulesThenLearned;
+    })
+    .await;
+    if let (Ok(reader), Ok(encoder)) = (
+        std::env::var("BENCH_READER"),
+        std::env::var("BENCH_READER_ENCODER"),
+    ) {
+        let gate: f64 = std::env::var("BENCH_READER_GATE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0015);
+        for int8 in [false, true] {
+            let own = |config: &mut Config| {
+                config.extract.kind = ExtractorKind::Learned;
+                config.extract.learned_reader = reader.clone();
+                config.extract.learned_encoder_dir = encoder.clone();
+                config.extract.learned_encoder_int8 = int8;
+            };
+            let precision = if int8 { "int8" } else { "f32" };
+            let gated = format!(
+                "real-chat-own-encoder-{precision}-gated-at-{}",
+                gate.to_string().replace('.', "-")
+            );
+            run(&gated, &|config| {
+                own(config);
+                config.extract.learned_gate_min_score = gate;
+            })
+            .await;
+            run(&format!("real-chat-own-encoder-{precision}-ungated"), &own).await;
+        }
+    }
+    run("real-chat-rules-again", &|_| {}).await;
+    runs
+}
+
+/// Run 8's table: each extractor beside the mean of the two rules runs around it.
+fn print_real_chat(runs: &[RealChatRun]) {
+    let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
+        return;
+    };
+    let rules = (first.rate + last.rate) / 2.0;
+    println!();
+    println!(
+        "real chat (the development set's lines, the default configuration but the extractor): \
+         the rules {:.0} / {:.0} events/s first and last",
+        first.rate, last.rate
+    );
+    println!(
+        "  {:<44} {:>9} {:>9} {:>13} {:>12}",
+        "", "events/s", "x rules", "worker ms/ev", "Redis ms/ev"
+    );
+    for run in runs {
+        println!(
+            "  {:<44} {:>9.0} {:>9.2} {:>13.2} {:>12.2}",
+            run.label,
+            run.rate,
+            run.rate / rules,
+            run.cpu.per_event(run.cpu.worker),
+            run.cpu.per_event(run.cpu.redis)
+        );
+    }
+    println!("  a default extractor's bar: >= 0.8 x the rules (issue 29)");
 }
 
 /// Publishes `flood` events of persona `hot`, then one of `quiet`, starts a worker and returns

@@ -509,17 +509,31 @@ impl FastBert {
         precision: Precision,
     ) -> Result<Vec<Vec<f32>>, BertError> {
         if precision == Precision::Int8 {
-            if !self.has_int8() {
-                return Err(BertError(
-                    "an 8-bit pass needs the model loaded with its 8-bit weights".into(),
-                ));
-            }
-            return match &self.int8_pool {
-                Some(pool) => pool.install(|| self.run_quantised(texts)),
-                None => self.run_quantised(texts),
-            };
+            let layers: Vec<&Layer> = self.layers.iter().collect();
+            return self.run_quantised_in_pool(texts, &layers);
         }
         self.run_full(texts, self.layers.len())
+    }
+
+    /// The 8-bit pass through `layers` on the 8-bit pass's threads, refused unless every
+    /// layer has its 8-bit weights.
+    fn run_quantised_in_pool(
+        &self,
+        texts: &[&[u32]],
+        layers: &[&Layer],
+    ) -> Result<Vec<Vec<f32>>, BertError> {
+        if !layers
+            .iter()
+            .all(|layer| layer.query_key_value.quantised.is_some())
+        {
+            return Err(BertError(
+                "an 8-bit pass needs the model loaded with its 8-bit weights".into(),
+            ));
+        }
+        match &self.int8_pool {
+            Some(pool) => pool.install(|| self.run_quantised(texts, layers)),
+            None => self.run_quantised(texts, layers),
+        }
     }
 
     /// Each token's state after the first `layers` layers only (F32, one text): the input of
@@ -559,8 +573,9 @@ impl FastBert {
         let first = self.layers.len() - count;
         let mut changed_layers = Vec::with_capacity(count);
         for (index, layer) in self.layers.iter().enumerate().skip(first) {
-            // Each changed in the checkpoint's layout. The 8-bit copy is left out: it would be
-            // of the weights before the change.
+            // Each changed in the checkpoint's layout. Where the model keeps 8-bit weights,
+            // the changed layer gets its own, quantised from the weights after the change, so
+            // an 8-bit pass can run through it too.
             let mut changed = |names: &[&str], linear: &Linear| -> Result<Linear, BertError> {
                 let mut weight = linear.checkpoint_weight();
                 // Query, key and value are stacked by outputs: each its own block of rows.
@@ -574,12 +589,16 @@ impl FastBert {
                         linear.inputs,
                     )?;
                 }
-                Ok(Linear::new(
-                    &weight,
-                    linear.bias.clone(),
-                    linear.inputs,
-                    linear.outputs,
-                ))
+                let mut changed =
+                    Linear::new(&weight, linear.bias.clone(), linear.inputs, linear.outputs);
+                if linear.quantised.is_some() {
+                    changed.quantised = Some(QuantisedWeights::quantise(
+                        &weight,
+                        linear.outputs,
+                        linear.inputs,
+                    ));
+                }
+                Ok(changed)
             };
             changed_layers.push(Layer {
                 query_key_value: changed(&["query", "key", "value"], &layer.query_key_value)?,
@@ -613,6 +632,18 @@ impl FastBert {
         texts: &[&[u32]],
         last: &ChangedLayers,
     ) -> Result<Vec<Vec<f32>>, BertError> {
+        self.forward_many_with_last_in(texts, last, Precision::Full)
+    }
+
+    /// [`FastBert::forward_many_with_last`] in `precision`: in 8 bits when the model and the
+    /// changed layers were made with their 8-bit weights ([`FastBert::with_int8`] before
+    /// [`FastBert::changed_last_layers`]).
+    pub fn forward_many_with_last_in(
+        &self,
+        texts: &[&[u32]],
+        last: &ChangedLayers,
+        precision: Precision,
+    ) -> Result<Vec<Vec<f32>>, BertError> {
         let Some(kept) = self.layers.len().checked_sub(last.0.len()) else {
             return Err(BertError(format!(
                 "{} changed layers for a model of {}",
@@ -621,6 +652,9 @@ impl FastBert {
             )));
         };
         let layers: Vec<&Layer> = self.layers[..kept].iter().chain(&last.0).collect();
+        if precision == Precision::Int8 {
+            return self.run_quantised_in_pool(texts, &layers);
+        }
         self.run_layers(texts, &layers)
     }
 
@@ -793,11 +827,15 @@ impl FastBert {
     /// buffer, as the other thread may still be reading the first). The threads meet once a
     /// layer: splitting each product instead met 24 times a pass, and those hand-offs were a
     /// fifth of it. With one thread the same code runs on all rows.
-    fn run_quantised(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, BertError> {
+    fn run_quantised(
+        &self,
+        texts: &[&[u32]],
+        layers: &[&Layer],
+    ) -> Result<Vec<Vec<f32>>, BertError> {
         let hidden = self.hidden;
         let mut states = self.embed_tokens(texts)?;
         let tokens = states.len() / hidden;
-        let Some(first_layer) = self.layers.first() else {
+        let Some(first_layer) = layers.first() else {
             return Ok(self.per_text(texts, &states));
         };
         // For each row: the rows of its text (attention stays within a text).
@@ -824,8 +862,8 @@ impl FastBert {
                 self.linear_quantised(states, &first_layer.query_key_value, projections)
             },
         );
-        for (index, layer) in self.layers.iter().enumerate() {
-            let following = self.layers.get(index + 1);
+        for (index, layer) in layers.iter().enumerate() {
+            let following = layers.get(index + 1).copied();
             let projections = &current;
             let rows = &text_of_row;
             self.in_parts(

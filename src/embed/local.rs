@@ -311,7 +311,10 @@ impl LocalEmbedder {
 
     /// [`LocalEmbedder::token_states`] (through `last` in place of the last layer when given)
     /// for several texts in one pass, as [`Embedder::embed`] batches them: the same states as
-    /// each text read alone, bit for bit, at a batch's cost a text.
+    /// each text read alone, bit for bit, at a batch's cost a text. On a
+    /// [`LocalEmbedder::for_queries`] view of a model loaded with its 8-bit weights, the pass
+    /// runs in 8 bits, through `last` too when it was changed from that view (a reader's own
+    /// encoder, `extract.learned_encoder_int8`).
     pub fn token_states_many(
         &self,
         texts: &[String],
@@ -336,8 +339,8 @@ impl LocalEmbedder {
             .map_err(|e| EmbedError::Model(format!("tokenizing: {e}")))?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         let states = match last {
-            Some(last) => bert.forward_many_with_last(&ids, last),
-            None => bert.forward_many(&ids),
+            Some(last) => bert.forward_many_with_last_in(&ids, last, self.precision),
+            None => bert.forward_many_in(&ids, self.precision),
         }
         .map_err(|e| EmbedError::Model(e.to_string()))?;
         Ok(encodings

@@ -163,13 +163,18 @@ pub fn own_encoder(
         std::path::Path::new(&config.learned_encoder_dir),
         max_input_chars,
         crate::embed::local::LocalOptions {
-            // Every stored text's reading is F32; the 8-bit copy would be memory for nothing.
-            int8_queries: false,
+            // This encoder only reads messages for the reader: its 8-bit copy is kept only
+            // when the reader is to read through it, and then it reads through nothing else.
+            int8_queries: config.learned_encoder_int8,
             ..Default::default()
         },
     )
     .map_err(|e| ExtractError::Rejected(format!("extract.learned_encoder_dir: {e}")))?;
-    Ok(Some(Arc::new(encoder)))
+    Ok(Some(Arc::new(if config.learned_encoder_int8 {
+        encoder.for_queries()
+    } else {
+        encoder
+    })))
 }
 
 #[cfg(not(feature = "local-embedder"))]
@@ -369,6 +374,12 @@ pub struct ExtractConfig {
     /// model, which the shipped reader was trained over.
     #[serde(default)]
     pub learned_encoder_dir: String,
+    /// The reader's own encoder (`learned_encoder_dir`) runs its dense layers in 8-bit
+    /// integers, as search queries do on the embedder's model: about twice as fast, its states
+    /// within cosine 0.99 of the F32 ones. False (the default): F32, what the reader was
+    /// trained over.
+    #[serde(default)]
+    pub learned_encoder_int8: bool,
     /// With the local model, a finding of the rules is kept only when the learned reader's
     /// sentence score of its own sentence is at least this: a check on the rules' precision,
     /// paid for in recall (`learned::CheckedRules`). 0: the rules' findings as they are. For
@@ -549,6 +560,14 @@ impl ExtractConfig {
                         .into(),
                 ));
             }
+        }
+        if self.learned_encoder_int8 && self.learned_encoder_dir.is_empty() {
+            return Err(invalid(
+                "extract.learned_encoder_int8",
+                "is for a reader's own encoder: name one in extract.learned_encoder_dir (the \
+                 embedder's model reads F32 for the reader)"
+                    .into(),
+            ));
         }
         if !self.llm.base_url.starts_with("http://") && !self.llm.base_url.starts_with("https://") {
             return Err(invalid(
