@@ -33,7 +33,8 @@
 //!
 //! 8. Real chat: the development set's 8 000 lines of people's chat (a tuning set), one a
 //!    persona event, in the default configuration with each extractor in turn (the rules; the
-//!    rules checked at 0.6; `rules_then_learned`; with `BENCH_READER` and
+//!    rules checked at 0.6 and `rules_then_learned`, each in F32 and in 8 bits,
+//!    `extract.learned_int8`; with `BENCH_READER` and
 //!    `BENCH_READER_ENCODER`, the reader over its own encoder, in F32 and in 8 bits, behind
 //!    the gate at `BENCH_READER_GATE`, default 0.0015, and ungated), beside the rules on the same lines run
 //!    first and last. Most lines voice no view, so the rules pay little there, and whatever
@@ -577,7 +578,7 @@ struct RealChatRun {
 /// Run 8: the default configuration on real chat ([`real_chat`]) with each extractor in turn,
 /// and the rules on the same lines first and last, for the ratio a default extractor is held
 /// to (at least 0.8 × the rules', issue 29). With `BENCH_READER` and `BENCH_READER_ENCODER`
-/// set, the reader over its own encoder too, in F32 and in 8 bits (`extract.learned_encoder_int8`):
+/// set, the reader over its own encoder too, in F32 and in 8 bits (`extract.learned_int8`):
 /// behind the gate at `BENCH_READER_GATE` (default 0.0015, the LLM's value), and ungated.
 async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
     let mut runs = Vec::new();
@@ -594,8 +595,18 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
         config.extract.rules_min_sentence_score = Some(0.6);
     })
     .await;
+    run("real-chat-rules-checked-at-60-int8", &|config| {
+        config.extract.rules_min_sentence_score = Some(0.6);
+        config.extract.learned_int8 = true;
+    })
+    .await;
     run("real-chat-rules-then-learned", &|config| {
         config.extract.kind = ExtractorKind::RulesThenLearned;
+    })
+    .await;
+    run("real-chat-rules-then-learned-int8", &|config| {
+        config.extract.kind = ExtractorKind::RulesThenLearned;
+        config.extract.learned_int8 = true;
     })
     .await;
     if let (Ok(reader), Ok(encoder)) = (
@@ -611,7 +622,7 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
                 config.extract.kind = ExtractorKind::Learned;
                 config.extract.learned_reader = reader.clone();
                 config.extract.learned_encoder_dir = encoder.clone();
-                config.extract.learned_encoder_int8 = int8;
+                config.extract.learned_int8 = int8;
             };
             let precision = if int8 { "int8" } else { "f32" };
             let gated = format!(

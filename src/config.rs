@@ -285,6 +285,19 @@ impl Config {
             "extract.learned_gate_min_score",
             self.extract.learned_gate_min_score,
         )?;
+        if self.extract.learned_int8
+            && self.extract.learned_encoder_dir.is_empty()
+            && !(self.embed.kind == crate::embed::EmbedderKind::Local
+                && self.embed.query_precision == crate::embed::QueryPrecision::Int8)
+        {
+            return Err(invalid(
+                "extract.learned_int8",
+                "reads through the embedder's 8-bit pass: set embed.kind = \"local\" and \
+                 embed.query_precision = \"int8\", or name the reader's own encoder in \
+                 extract.learned_encoder_dir"
+                    .into(),
+            ));
+        }
         // Set by hand; a kind's own check (`rules_then_learned`) needs the model for the kind
         // itself, and says so when the extractor is built.
         if self

@@ -905,7 +905,7 @@ async fn a_reader_over_its_own_encoder_in_eight_bits_reads_what_it_reads_in_f32(
                 "PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_DIR",
                 encoder_path.as_str(),
             ),
-            ("PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_INT8", int8),
+            ("PERSONA_PREFS__EXTRACT__LEARNED_INT8", int8),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -961,20 +961,81 @@ async fn a_reader_over_its_own_encoder_in_eight_bits_reads_what_it_reads_in_f32(
         // measure of that (README, "The MPNet reader in the service": 530/640 against 528/636).
         assert_eq!(a.spans.is_empty(), b.spans.is_empty(), "{text}");
     }
+}
 
-    // Without an encoder of the reader's own, the key is refused by name.
-    let refused = Config::load_from(
-        None,
-        &[(
-            "PERSONA_PREFS__EXTRACT__LEARNED_ENCODER_INT8".to_string(),
-            "true".to_string(),
-        )],
-    )
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_reader_reads_through_the_embedders_eight_bit_pass_when_asked() {
+    let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").expect("PERSONA_PREFS_MODEL_DIR");
+    // The embedder's model as the service loads it by default: with its 8-bit weights for
+    // search queries (`embed.query_precision = "int8"`).
+    let local = Arc::new(
+        LocalEmbedder::load_with(
+            std::path::Path::new(&dir),
+            2000,
+            persona_prefs::embed::local::LocalOptions {
+                int8_queries: true,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    let config_with = |pairs: &[(&str, &str)]| {
+        let env: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::load_from(None, &env)
+    };
+    let reader_over = |int8: &str| {
+        let config = config_with(&[
+            ("PERSONA_PREFS__EXTRACT__KIND", "rules_then_learned"),
+            ("PERSONA_PREFS__EXTRACT__LEARNED_INT8", int8),
+        ])
+        .unwrap();
+        let model = persona_prefs::extract::reader_model(&config.extract, Some(local.clone()))
+            .unwrap()
+            .unwrap();
+        LearnedExtractor::from_file(
+            model,
+            8,
+            persona_prefs::extract::learned::SHIPPED_HEAD,
+            persona_prefs::extract::learned::Reads::Alone,
+        )
+        .unwrap()
+    };
+    let (full, eight_bit) = (reader_over("false"), reader_over("true"));
+    let messages: Vec<String> = [
+        "Honestly, pineapple on pizza is a crime.",
+        "we got back from the market around 5 and my brother cooked dinner",
+        "I think jazz is the best music there is, but opera bores me.",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (a, b) = (
+        full.read_many(messages.clone()).await.unwrap(),
+        eight_bit.read_many(messages.clone()).await.unwrap(),
+    );
+    for ((text, a), b) in messages.iter().zip(&a).zip(&b) {
+        // Not the F32 pass (its scores would be equal to the bit), and close to it.
+        assert_ne!(a.sentence_score, b.sentence_score, "{text}");
+        assert!(
+            (a.sentence_score - b.sentence_score).abs() < 0.05,
+            "{text}: {} in F32, {} in 8 bits",
+            a.sentence_score,
+            b.sentence_score
+        );
+    }
+
+    // Without the embedder's 8-bit pass, and no encoder of the reader's own, the key is
+    // refused by name.
+    let refused = config_with(&[
+        ("PERSONA_PREFS__EXTRACT__LEARNED_INT8", "true"),
+        ("PERSONA_PREFS__EMBED__QUERY_PRECISION", "f32"),
+    ])
     .unwrap_err()
     .to_string();
     assert!(
-        refused.contains("extract.learned_encoder_int8")
-            && refused.contains("extract.learned_encoder_dir"),
+        refused.contains("extract.learned_int8") && refused.contains("embed.query_precision"),
         "{refused}"
     );
 }

@@ -314,7 +314,7 @@ impl LocalEmbedder {
     /// each text read alone, bit for bit, at a batch's cost a text. On a
     /// [`LocalEmbedder::for_queries`] view of a model loaded with its 8-bit weights, the pass
     /// runs in 8 bits, through `last` too when it was changed from that view (a reader's own
-    /// encoder, `extract.learned_encoder_int8`).
+    /// encoder, `extract.learned_int8`).
     pub fn token_states_many(
         &self,
         texts: &[String],

@@ -146,7 +146,13 @@ pub fn reader_model(
     let max_input_chars = local
         .as_ref()
         .map_or(READER_MAX_INPUT_CHARS, |model| model.max_input_chars());
-    Ok(own_encoder(config, max_input_chars)?.or(local))
+    Ok(match own_encoder(config, max_input_chars)? {
+        Some(own) => Some(own),
+        // The embedder's model keeps its 8-bit weights for search queries (the default
+        // `embed.query_precision`); the reader borrows that pass, never the stored vectors'.
+        None if config.learned_int8 => local.map(|model| Arc::new(model.for_queries())),
+        None => local,
+    })
 }
 
 /// The reader's own encoder, loaded from `extract.learned_encoder_dir` (`None` when unset),
@@ -165,12 +171,12 @@ pub fn own_encoder(
         crate::embed::local::LocalOptions {
             // This encoder only reads messages for the reader: its 8-bit copy is kept only
             // when the reader is to read through it, and then it reads through nothing else.
-            int8_queries: config.learned_encoder_int8,
+            int8_queries: config.learned_int8,
             ..Default::default()
         },
     )
     .map_err(|e| ExtractError::Rejected(format!("extract.learned_encoder_dir: {e}")))?;
-    Ok(Some(Arc::new(if config.learned_encoder_int8 {
+    Ok(Some(Arc::new(if config.learned_int8 {
         encoder.for_queries()
     } else {
         encoder
@@ -374,12 +380,14 @@ pub struct ExtractConfig {
     /// model, which the shipped reader was trained over.
     #[serde(default)]
     pub learned_encoder_dir: String,
-    /// The reader's own encoder (`learned_encoder_dir`) runs its dense layers in 8-bit
-    /// integers, as search queries do on the embedder's model: about twice as fast, its states
-    /// within cosine 0.99 of the F32 ones. False (the default): F32, what the reader was
-    /// trained over.
+    /// The learned reader (what `learned` and `rules_then_learned` read, the check on the
+    /// rules, the gates) reads through its encoder's dense layers in 8-bit integers: its own
+    /// encoder's (`learned_encoder_dir`, loaded with them), or the embedder's model's, which
+    /// search queries use (`embed.query_precision = "int8"`). Two to three times as fast, its
+    /// states within cosine 0.99 of the F32 ones. Nothing stored is read so: every opinion
+    /// found is embedded in F32 as ever. False (the default): F32, what it was trained over.
     #[serde(default)]
-    pub learned_encoder_int8: bool,
+    pub learned_int8: bool,
     /// With the local model, a finding of the rules is kept only when the learned reader's
     /// sentence score of its own sentence is at least this: a check on the rules' precision,
     /// paid for in recall (`learned::CheckedRules`). 0: the rules' findings as they are. For
@@ -560,14 +568,6 @@ impl ExtractConfig {
                         .into(),
                 ));
             }
-        }
-        if self.learned_encoder_int8 && self.learned_encoder_dir.is_empty() {
-            return Err(invalid(
-                "extract.learned_encoder_int8",
-                "is for a reader's own encoder: name one in extract.learned_encoder_dir (the \
-                 embedder's model reads F32 for the reader)"
-                    .into(),
-            ));
         }
         if !self.llm.base_url.starts_with("http://") && !self.llm.base_url.starts_with("https://") {
             return Err(invalid(
