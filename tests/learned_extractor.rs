@@ -710,6 +710,15 @@ fn tiny_mpnet_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_mpnet")
 }
 
+/// The configuration with these environment overrides over the built-in defaults.
+fn config_with(pairs: &[(&str, &str)]) -> Result<Config, persona_prefs::config::ConfigError> {
+    let env: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::load_from(None, &env)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reader_over_its_own_encoder_reads_what_pytorch_reads() {
     let dir = tiny_mpnet_dir();
@@ -775,13 +784,7 @@ async fn the_configured_reader_reads_with_its_own_encoder_and_never_with_the_wro
     let dir = tiny_mpnet_dir();
     let reader = dir.join("reader.safetensors").display().to_string();
     let encoder = dir.display().to_string();
-    let with = |pairs: &[(&str, &str)]| {
-        let env: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::load_from(None, &env)
-    };
+    let with = config_with;
     // Through the configuration, as the worker builds it: no embedder model given.
     let config = with(&[
         ("PERSONA_PREFS__EXTRACT__KIND", "learned"),
@@ -850,7 +853,7 @@ async fn the_gate_keeps_what_neither_the_rules_nor_the_sentence_score_pass_from_
     let reader = dir.join("reader.safetensors").display().to_string();
     let encoder = dir.display().to_string();
     let config_at = |gate: &str| {
-        let env: Vec<(String, String)> = [
+        config_with(&[
             ("PERSONA_PREFS__EXTRACT__KIND", "learned"),
             ("PERSONA_PREFS__EXTRACT__LEARNED_READER", reader.as_str()),
             (
@@ -858,11 +861,8 @@ async fn the_gate_keeps_what_neither_the_rules_nor_the_sentence_score_pass_from_
                 encoder.as_str(),
             ),
             ("PERSONA_PREFS__EXTRACT__LEARNED_GATE_MIN_SCORE", gate),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        Config::load_from(None, &env).unwrap()
+        ])
+        .unwrap()
     };
     // "green tea": nothing the rules read, and the random reader over the tiny encoder finds
     // it; the shipped sentence score never reaches 1, so at 1 only the rules pass a message.
@@ -894,8 +894,8 @@ async fn a_reader_over_its_own_encoder_in_eight_bits_reads_what_it_reads_in_f32(
     let dir = tiny_mpnet_dir();
     let reader_path = dir.join("reader.safetensors").display().to_string();
     let encoder_path = dir.display().to_string();
-    let config_with = |int8: &str| {
-        let env: Vec<(String, String)> = [
+    let config_at = |int8: &str| {
+        config_with(&[
             ("PERSONA_PREFS__EXTRACT__KIND", "learned"),
             (
                 "PERSONA_PREFS__EXTRACT__LEARNED_READER",
@@ -906,14 +906,11 @@ async fn a_reader_over_its_own_encoder_in_eight_bits_reads_what_it_reads_in_f32(
                 encoder_path.as_str(),
             ),
             ("PERSONA_PREFS__EXTRACT__LEARNED_INT8", int8),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        Config::load_from(None, &env).unwrap()
+        ])
+        .unwrap()
     };
     let encoder_of = |int8: &str| {
-        persona_prefs::extract::own_encoder(&config_with(int8).extract, 2000)
+        persona_prefs::extract::own_encoder(&config_at(int8).extract, 2000)
             .unwrap()
             .expect("an encoder is named")
     };
@@ -979,13 +976,6 @@ async fn the_shipped_reader_reads_through_the_embedders_eight_bit_pass_when_aske
         )
         .unwrap(),
     );
-    let config_with = |pairs: &[(&str, &str)]| {
-        let env: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::load_from(None, &env)
-    };
     let reader_over = |int8: &str| {
         let config = config_with(&[
             ("PERSONA_PREFS__EXTRACT__KIND", "rules_then_learned"),
