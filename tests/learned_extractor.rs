@@ -877,6 +877,35 @@ async fn the_gate_keeps_what_neither_the_rules_nor_the_sentence_score_pass_from_
     let gated =
         persona_prefs::extract::from_config(&config_at("1").extract, &[], Some(model())).unwrap();
     assert!(gated.extract(&message).await.unwrap().is_empty());
+    // The same through the 8-bit passes (`extract.learned_int8`): the reader's own encoder's
+    // and, for the gate, the embedder's search-query pass.
+    let dir_of_model = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
+    let with_int8 = Arc::new(
+        LocalEmbedder::load_with(
+            std::path::Path::new(&dir_of_model),
+            2000,
+            persona_prefs::embed::local::LocalOptions {
+                int8_queries: true,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    for (gate, found) in [("0", vec!["green tea"]), ("1", vec![])] {
+        let mut config = config_at(gate);
+        config.extract.learned_int8 = true;
+        let extractor =
+            persona_prefs::extract::from_config(&config.extract, &[], Some(with_int8.clone()))
+                .unwrap();
+        let names: Vec<String> = extractor
+            .extract(&message)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        assert_eq!(names, found, "8 bits, gate at {gate}");
+    }
 
     // The gate reads with the embedder's model: without one it is refused, by name.
     let refused = persona_prefs::extract::from_config(&config_at("0.5").extract, &[], None)

@@ -95,8 +95,13 @@ pub fn stages_from_config(
     categories: &[String],
     local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
-    // The gate in front of a reader's own encoder reads with the embedder's model.
-    let embedders = local.clone();
+    // The gate in front of a reader's own encoder reads with the embedder's model: through its
+    // 8-bit pass too when the reader reads in 8 bits.
+    let embedders = match &local {
+        #[cfg(feature = "local-embedder")]
+        Some(model) if config.learned_int8 => Some(Arc::new(model.for_queries())),
+        _ => local.clone(),
+    };
     let local = reader_model(config, local)?;
     Ok(match config.kind {
         ExtractorKind::Rules if !config.reads_with_local_model() => (
