@@ -23,6 +23,17 @@ fn model() -> Arc<LocalEmbedder> {
     Arc::new(LocalEmbedder::load(std::path::Path::new(&dir), 2000).unwrap())
 }
 
+/// The embedder's model as the service loads it by default: with its 8-bit weights for
+/// search queries (`embed.query_precision = "int8"`).
+fn model_with_eight_bit_queries() -> Arc<LocalEmbedder> {
+    let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").expect("PERSONA_PREFS_MODEL_DIR");
+    let options = persona_prefs::embed::local::LocalOptions {
+        int8_queries: true,
+        ..Default::default()
+    };
+    Arc::new(LocalEmbedder::load_with(std::path::Path::new(&dir), 2000, options).unwrap())
+}
+
 fn input(message: &str) -> ExtractionInput<'_> {
     ExtractionInput {
         persona_message: message,
@@ -879,18 +890,7 @@ async fn the_gate_keeps_what_neither_the_rules_nor_the_sentence_score_pass_from_
     assert!(gated.extract(&message).await.unwrap().is_empty());
     // The same through the 8-bit passes (`extract.learned_int8`): the reader's own encoder's
     // and, for the gate, the embedder's search-query pass.
-    let dir_of_model = std::env::var("PERSONA_PREFS_MODEL_DIR").unwrap();
-    let with_int8 = Arc::new(
-        LocalEmbedder::load_with(
-            std::path::Path::new(&dir_of_model),
-            2000,
-            persona_prefs::embed::local::LocalOptions {
-                int8_queries: true,
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    );
+    let with_int8 = model_with_eight_bit_queries();
     for (gate, found) in [("0", vec!["green tea"]), ("1", vec![])] {
         let mut config = config_at(gate);
         config.extract.learned_int8 = true;
@@ -991,20 +991,7 @@ async fn a_reader_over_its_own_encoder_in_eight_bits_reads_what_it_reads_in_f32(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shipped_reader_reads_through_the_embedders_eight_bit_pass_when_asked() {
-    let dir = std::env::var("PERSONA_PREFS_MODEL_DIR").expect("PERSONA_PREFS_MODEL_DIR");
-    // The embedder's model as the service loads it by default: with its 8-bit weights for
-    // search queries (`embed.query_precision = "int8"`).
-    let local = Arc::new(
-        LocalEmbedder::load_with(
-            std::path::Path::new(&dir),
-            2000,
-            persona_prefs::embed::local::LocalOptions {
-                int8_queries: true,
-                ..Default::default()
-            },
-        )
-        .unwrap(),
-    );
+    let local = model_with_eight_bit_queries();
     let reader_over = |int8: &str| {
         let config = config_with(&[
             ("PERSONA_PREFS__EXTRACT__KIND", "rules_then_learned"),
