@@ -202,12 +202,21 @@ async fn shows(
     browser: &fantoccini::Client,
     locator: Locator<'_>,
 ) -> fantoccini::elements::Element {
-    browser
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(locator)
-        .await
-        .unwrap_or_else(|error| panic!("waiting for {locator:?}: {error}"))
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        match browser.wait().at_most(PATIENCE).for_element(locator).await {
+            Ok(element) => return element,
+            // A lookup made while the page is navigating is aborted by Chromium ("aborted by
+            // navigation"); the page being loaded is the one to look in, so look again.
+            Err(error)
+                if error.to_string().contains("aborted by navigation")
+                    && std::time::Instant::now() < deadline =>
+            {
+                continue;
+            }
+            Err(error) => panic!("waiting for {locator:?}: {error}"),
+        }
+    }
 }
 
 /// Waits until the page's path ends with `suffix`: a click that navigates may return before
