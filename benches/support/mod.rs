@@ -398,14 +398,11 @@ pub fn real_chat(n: usize) -> String {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/extraction_development.jsonl"
         );
-        std::fs::read_to_string(path)
-            .expect("tests/data/extraction_development.jsonl")
-            .lines()
-            .filter(|line| !line.trim().is_empty())
-            .map(|line| {
-                let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-                value["text"].as_str().expect("a text").to_string()
-            })
+        let text = std::fs::read_to_string(path).expect("tests/data/extraction_development.jsonl");
+        persona_prefs::extract::evaluate::parse_labelled(&text)
+            .expect("the development set parses")
+            .into_iter()
+            .map(|labelled| labelled.text)
             .collect()
     });
     lines[n % lines.len()].clone()

@@ -955,7 +955,10 @@ async fn measure_gate(config: &Config) -> anyhow::Result<ExitCode> {
     let model =
         match persona_prefs::extract::own_encoder(&config.extract, config.embed.max_input_chars)? {
             Some(encoder) => encoder,
-            None => persona_prefs::embed::load_local(&config.embed)?,
+            None => persona_prefs::extract::reader_view(
+                &config.extract,
+                persona_prefs::embed::load_local(&config.embed)?,
+            ),
         };
     let rules = persona_prefs::extract::rules::RulesExtractor::new(8);
     let learned = persona_prefs::extract::learned::LearnedExtractor::from_file(

@@ -558,10 +558,13 @@ impl FastBert {
     /// `change`, which gets the layer's index in the model, the product's name (`query`, `key`,
     /// `value`, `attention_output`, `intermediate`, `output`), its `outputs × inputs` weight
     /// (row-major) and those two sizes. For a reader trained with low-rank additions to those
-    /// layers: merged into the weights once, the layers cost what the shipped ones do.
+    /// layers: merged into the weights once, the layers cost what the shipped ones do. With
+    /// `precision` [`Precision::Int8`] (the model loaded with its 8-bit weights) each changed
+    /// weight also gets its own 8-bit copy, quantised after the change, for 8-bit passes.
     pub fn changed_last_layers(
         &self,
         count: usize,
+        precision: Precision,
         mut change: impl FnMut(usize, &str, &mut [f32], usize, usize) -> Result<(), BertError>,
     ) -> Result<ChangedLayers, BertError> {
         if count == 0 || count > self.layers.len() {
@@ -570,12 +573,17 @@ impl FastBert {
                 self.layers.len()
             )));
         }
+        let quantised = precision == Precision::Int8;
+        if quantised && !self.has_int8() {
+            return Err(BertError(
+                "8-bit changed layers need the model loaded with its 8-bit weights".into(),
+            ));
+        }
         let first = self.layers.len() - count;
         let mut changed_layers = Vec::with_capacity(count);
         for (index, layer) in self.layers.iter().enumerate().skip(first) {
-            // Each changed in the checkpoint's layout. Where the model keeps 8-bit weights,
-            // the changed layer gets its own, quantised from the weights after the change, so
-            // an 8-bit pass can run through it too.
+            // Each changed in the checkpoint's layout; for 8-bit passes, with its own 8-bit
+            // copy quantised from the weights after the change (the model's is of before).
             let mut changed = |names: &[&str], linear: &Linear| -> Result<Linear, BertError> {
                 let mut weight = linear.checkpoint_weight();
                 // Query, key and value are stacked by outputs: each its own block of rows.
@@ -591,7 +599,7 @@ impl FastBert {
                 }
                 let mut changed =
                     Linear::new(&weight, linear.bias.clone(), linear.inputs, linear.outputs);
-                if linear.quantised.is_some() {
+                if quantised {
                     changed.quantised = Some(QuantisedWeights::quantise(
                         &weight,
                         linear.outputs,

@@ -268,32 +268,37 @@ impl LocalEmbedder {
                     bert.layer_count()
                 ))
             })?;
-        bert.changed_last_layers(additions.len(), |layer, name, weight, outputs, inputs| {
-            let (down, up) = additions[layer - first]
-                .get(name)
-                .ok_or_else(|| BertError(format!("no addition for layer {layer}'s {name}")))?;
-            if inputs == 0 || down.len() % inputs != 0 {
-                return Err(BertError(format!(
-                    "{name}: its down factor is not rank × {inputs}"
-                )));
-            }
-            let rank = down.len() / inputs;
-            if up.len() != outputs * rank {
-                return Err(BertError(format!(
-                    "{name}: its up factor is not {outputs} × {rank}"
-                )));
-            }
-            for (row, weights) in weight.chunks_exact_mut(inputs).enumerate() {
-                let up_row = &up[row * rank..(row + 1) * rank];
-                for (r, &u) in up_row.iter().enumerate() {
-                    let down_row = &down[r * inputs..(r + 1) * inputs];
-                    for (w, &d) in weights.iter_mut().zip(down_row) {
-                        *w += u * d;
+        // Only a view that reads in 8 bits gets (and pays for) the changed layers' 8-bit copy.
+        bert.changed_last_layers(
+            additions.len(),
+            self.precision,
+            |layer, name, weight, outputs, inputs| {
+                let (down, up) = additions[layer - first]
+                    .get(name)
+                    .ok_or_else(|| BertError(format!("no addition for layer {layer}'s {name}")))?;
+                if inputs == 0 || down.len() % inputs != 0 {
+                    return Err(BertError(format!(
+                        "{name}: its down factor is not rank × {inputs}"
+                    )));
+                }
+                let rank = down.len() / inputs;
+                if up.len() != outputs * rank {
+                    return Err(BertError(format!(
+                        "{name}: its up factor is not {outputs} × {rank}"
+                    )));
+                }
+                for (row, weights) in weight.chunks_exact_mut(inputs).enumerate() {
+                    let up_row = &up[row * rank..(row + 1) * rank];
+                    for (r, &u) in up_row.iter().enumerate() {
+                        let down_row = &down[r * inputs..(r + 1) * inputs];
+                        for (w, &d) in weights.iter_mut().zip(down_row) {
+                            *w += u * d;
+                        }
                     }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
         .map_err(|e| EmbedError::Model(format!("changing the last layers: {e}")))
     }
 

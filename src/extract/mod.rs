@@ -95,13 +95,9 @@ pub fn stages_from_config(
     categories: &[String],
     local: Option<crate::embed::LocalModel>,
 ) -> Result<Stages, ExtractError> {
-    // The gate in front of a reader's own encoder reads with the embedder's model: through its
-    // 8-bit pass too when the reader reads in 8 bits.
-    let embedders = match &local {
-        #[cfg(feature = "local-embedder")]
-        Some(model) if config.learned_int8 => Some(Arc::new(model.for_queries())),
-        _ => local.clone(),
-    };
+    // The gate in front of a reader's own encoder reads with the embedder's model, as the
+    // reader reads (`reader_view`).
+    let embedders = local.clone().map(|model| reader_view(config, model));
     let local = reader_model(config, local)?;
     Ok(match config.kind {
         ExtractorKind::Rules if !config.reads_with_local_model() => (
@@ -153,11 +149,31 @@ pub fn reader_model(
         .map_or(READER_MAX_INPUT_CHARS, |model| model.max_input_chars());
     Ok(match own_encoder(config, max_input_chars)? {
         Some(own) => Some(own),
-        // The embedder's model keeps its 8-bit weights for search queries (the default
-        // `embed.query_precision`); the reader borrows that pass, never the stored vectors'.
-        None if config.learned_int8 => local.map(|model| Arc::new(model.for_queries())),
-        None => local,
+        None => local.map(|model| reader_view(config, model)),
     })
+}
+
+/// The embedder's `model` as the learned reader reads it: through its 8-bit pass with
+/// `extract.learned_int8` (the weights search queries use, `embed.query_precision = "int8"`;
+/// never the stored vectors' pass), otherwise as it is.
+#[cfg(feature = "local-embedder")]
+pub fn reader_view(
+    config: &ExtractConfig,
+    model: crate::embed::LocalModel,
+) -> crate::embed::LocalModel {
+    if config.learned_int8 {
+        Arc::new(model.for_queries())
+    } else {
+        model
+    }
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn reader_view(
+    _config: &ExtractConfig,
+    model: crate::embed::LocalModel,
+) -> crate::embed::LocalModel {
+    model
 }
 
 /// The reader's own encoder, loaded from `extract.learned_encoder_dir` (`None` when unset),
@@ -181,11 +197,7 @@ pub fn own_encoder(
         },
     )
     .map_err(|e| ExtractError::Rejected(format!("extract.learned_encoder_dir: {e}")))?;
-    Ok(Some(Arc::new(if config.learned_int8 {
-        encoder.for_queries()
-    } else {
-        encoder
-    })))
+    Ok(Some(reader_view(config, Arc::new(encoder))))
 }
 
 #[cfg(not(feature = "local-embedder"))]
