@@ -245,6 +245,11 @@ impl Config {
                     message: error.to_string().trim().replace('\n', " "),
                 })?;
         config.validate()?;
+        // After validation, which tells a check set by hand (refused without the local model)
+        // from the kind's own.
+        let mut config = config;
+        let embedder = config.embed.kind;
+        config.extract.choose_rules_check(embedder);
         Ok(config)
     }
 
@@ -772,18 +777,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.extract.rules_check(), 0.05);
-        assert_eq!(Config::defaults().extract.rules_check(), 0.0);
+        assert_eq!(Config::defaults().extract.rules_check(), 0.6);
+        // Without the local model the rules' own check is off: there is nothing to read it
+        // with, and the rules need nothing.
+        let config = Config::load_from(
+            None,
+            &env(&[
+                ("PERSONA_PREFS__EMBED__KIND", "openai"),
+                ("PERSONA_PREFS__STORE__EMBEDDING_DIMS", "1536"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.extract.rules_check(), 0.0);
+        assert!(!config.extract.reads_with_local_model());
     }
 
-    /// Each kind's check on the rules when the key is unset: none for the rules alone (the
-    /// default needs no model for them), 0.6 after the rules, where the model is loaded anyway
-    /// (the configuration measured held out); a value set is taken as given, 0 included.
+    /// Each kind's check on the rules when the key is unset: 0.6 for the rules with the local
+    /// model (the default) and after the rules (the configurations measured held out); a value
+    /// set is taken as given, 0 included.
     #[test]
     fn each_kind_checks_the_rules_at_its_own_value_unless_told() {
         use crate::extract::ExtractorKind;
         // (extract.kind, rules_min_sentence_score as set, the check read)
-        let table: [(&str, Option<&str>, f64); 5] = [
-            ("rules", None, 0.0),
+        let table: [(&str, Option<&str>, f64); 6] = [
+            ("rules", None, 0.6),
+            ("rules", Some("0"), 0.0),
             ("rules_then_learned", None, 0.6),
             ("rules_then_learned", Some("0"), 0.0),
             ("rules_then_learned", Some("0.08"), 0.08),
@@ -802,7 +820,10 @@ mod tests {
             );
         }
         assert_eq!(
-            crate::extract::default_rules_check(ExtractorKind::Learned),
+            crate::extract::default_rules_check(
+                ExtractorKind::Learned,
+                crate::embed::EmbedderKind::Local
+            ),
             0.0
         );
         // A kind's own check is no reason to refuse another embedder: the learned kinds say

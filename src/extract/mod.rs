@@ -447,18 +447,24 @@ fn default_beside_rules_min_confidence() -> f64 {
 }
 
 /// What each kind checks the rules' findings at when `extract.rules_min_sentence_score` is
-/// unset: nothing for the rules alone, the default (they need no model then, and the check
-/// costs the persona register a little recall); 0.6 after the rules, where the model is
-/// loaded anyway. Over every held-out set (4 881 opinions, README "Held-out set 19"),
-/// `rules_then_learned` at 0.6 with nothing beside the rules read +0.006 precision and +0.061
-/// recall against the rules alone; at stop 79's 0.08 and 0.85 beside, −0.013 / +0.085.
-/// Pure.
-pub(crate) fn default_rules_check(kind: ExtractorKind) -> f64 {
+/// unset, given the embedder: 0.6 for the rules with the local model (the default since stop
+/// 85: held out, people's chat 0.907 [0.89-0.92] and persona 0.965 precision against the
+/// unchecked rules' 0.842 and 0.964, for 0.023 and 0.013 of recall, at 0.86-0.95 x their
+/// throughput on real chat; README "Choosing an extractor"), and nothing without it (there is
+/// no model to read the sentence score with, and the rules need none); 0.6 after the rules,
+/// where the model is loaded anyway (over every held-out set, 4 881 opinions, +0.006
+/// precision and +0.061 recall against the rules alone). Pure.
+pub fn default_rules_check(kind: ExtractorKind, embedder: crate::embed::EmbedderKind) -> f64 {
     match kind {
-        ExtractorKind::RulesThenLearned => 0.6,
+        ExtractorKind::RulesThenLearned => RULES_CHECK,
+        ExtractorKind::Rules if embedder == crate::embed::EmbedderKind::Local => RULES_CHECK,
         ExtractorKind::Rules | ExtractorKind::Learned | ExtractorKind::Llm => 0.0,
     }
 }
+
+/// The check measured and chosen for the rules (`rules_min_sentence_score`): the highest
+/// value costing at most 0.02 recall on chat tuning set 5 and the development set.
+pub const RULES_CHECK: f64 = 0.6;
 
 /// Grey-zone adjudication by the LLM (`adjudicate.rs`); only with `extract.kind = "llm"`.
 #[derive(Debug, Clone, Deserialize)]
@@ -519,11 +525,18 @@ pub struct LlmConfig {
 }
 
 impl ExtractConfig {
-    /// The check on the rules' findings: `extract.rules_min_sentence_score` as set, or the
-    /// kind's own ([`default_rules_check`]).
+    /// The check on the rules' findings: `extract.rules_min_sentence_score` as set, or as
+    /// [`Config::load_from`](crate::config::Config::load_from) chose it for the kind and the
+    /// embedder ([`default_rules_check`]); 0 in a configuration that never went through it.
     pub fn rules_check(&self) -> f64 {
-        self.rules_min_sentence_score
-            .unwrap_or_else(|| default_rules_check(self.kind))
+        self.rules_min_sentence_score.unwrap_or(0.0)
+    }
+
+    /// Fills an unset `rules_min_sentence_score` with the kind's own for `embedder`.
+    pub fn choose_rules_check(&mut self, embedder: crate::embed::EmbedderKind) {
+        if self.rules_min_sentence_score.is_none() {
+            self.rules_min_sentence_score = Some(default_rules_check(self.kind, embedder));
+        }
     }
 
     /// Whether the extractor reads with the local model: the learned kinds, and the rules
