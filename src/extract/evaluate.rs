@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 27] = [
+pub const SHIPPED_SETS: [(&str, &str); 28] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -122,6 +122,10 @@ pub const SHIPPED_SETS: [(&str, &str); 27] = [
     (
         "held-out 20 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_20.jsonl"),
+    ),
+    (
+        "held-out 21 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_21.jsonl"),
     ),
 ];
 
