@@ -1127,17 +1127,26 @@ async fn opinions_about_the_people_and_things_present_are_related_to_them() {
     );
 }
 
-/// With the check on the rules (`extract.rules_min_sentence_score`), the worker remembers the
-/// view and not the remark beside it that the rules also read as one; without it, both.
+/// With the check on the rules (`extract.rules_min_sentence_score`; unset, the default, 0.6
+/// with the local model), the worker remembers the view and not the remark beside it that the
+/// rules also read as one; unchecked (0), both.
 #[tokio::test]
 async fn the_check_on_the_rules_keeps_a_remark_beside_a_view_out_of_memory() {
     let message = "Writing the code, yes. I love hiking.";
     for (check, expected) in [
-        (0.0, vec!["hiking", "writing the code"]),
-        (0.08, vec!["hiking"]),
+        (Some(0.0), vec!["hiking", "writing the code"]),
+        (Some(0.08), vec!["hiking"]),
+        (None, vec!["hiking"]),
     ] {
         let mut config = test_config("checked");
-        config.extract.rules_min_sentence_score = Some(check);
+        if check.is_some() {
+            config.extract.rules_min_sentence_score = check;
+        }
+        assert_eq!(
+            config.extract.rules_check(),
+            check.unwrap_or(0.6),
+            "the default checks at 0.6"
+        );
         let h = Harness::start(config).await;
         h.publish(&event(
             "ada",
@@ -1150,7 +1159,7 @@ async fn the_check_on_the_rules_keeps_a_remark_beside_a_view_out_of_memory() {
         let preferences = h.preferences("ada").await;
         let mut found = names(&preferences);
         found.sort();
-        assert_eq!(found, expected, "checked at {check}");
+        assert_eq!(found, expected, "checked at {check:?}");
         h.stop().await;
     }
 }
