@@ -606,13 +606,35 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
     .await;
     run("real-chat-rules-then-learned", &|config| {
         config.extract.kind = ExtractorKind::RulesThenLearned;
+        config.extract.rules_min_sentence_score = Some(0.6);
     })
     .await;
     run("real-chat-rules-then-learned-int8", &|config| {
         config.extract.kind = ExtractorKind::RulesThenLearned;
+        config.extract.rules_min_sentence_score = Some(0.6);
         config.extract.learned_int8 = true;
     })
     .await;
+    // The same behind the word gate (`extract.learned_word_gate`): the reader reads a message
+    // the rules find nothing in only when one of its sentences' word score reaches the gate.
+    let word_gates: Vec<f64> = std::env::var("BENCH_WORD_GATES")
+        .unwrap_or_else(|_| "0.2,0.4".into())
+        .split(',')
+        .filter_map(|gate| gate.trim().parse().ok())
+        .collect();
+    for gate in word_gates {
+        let label = format!(
+            "real-chat-rules-then-learned-int8-word-gate-{}",
+            gate.to_string().replace('.', "-")
+        );
+        run(&label, &|config| {
+            config.extract.kind = ExtractorKind::RulesThenLearned;
+            config.extract.learned_int8 = true;
+            config.extract.rules_min_sentence_score = Some(0.6);
+            config.extract.learned_word_gate = gate;
+        })
+        .await;
+    }
     if let (Ok(reader), Ok(encoder)) = (
         std::env::var("BENCH_READER"),
         std::env::var("BENCH_READER_ENCODER"),

@@ -290,6 +290,7 @@ impl Config {
             "extract.learned_gate_min_score",
             self.extract.learned_gate_min_score,
         )?;
+        unit("extract.learned_word_gate", self.extract.learned_word_gate)?;
         if self.extract.learned_int8
             && self.extract.learned_encoder_dir.is_empty()
             && !(self.embed.kind == crate::embed::EmbedderKind::Local
@@ -840,11 +841,12 @@ mod tests {
     }
 
     /// Scores in [0, 1] of the extractor's: refused with their key's name out of range, their
-    /// shipped default when unset, 1 taken as given (off, for both).
+    /// shipped default when unset, 1 taken as given (off for the first two; the word gate then
+    /// lets nothing through).
     #[test]
     fn the_extractors_unit_scores_are_bounded_and_named_when_wrong() {
         type Read = fn(&Config) -> f64;
-        let scores: [(&str, &str, Read, f64); 2] = [
+        let scores: [(&str, &str, Read, f64); 3] = [
             (
                 "PERSONA_PREFS__EXTRACT__RULES_CHECK_KEEPS_AT_WORD_SCORE",
                 "extract.rules_check_keeps_at_word_score",
@@ -856,6 +858,12 @@ mod tests {
                 "extract.learned_beside_rules_min_confidence",
                 |c| c.extract.learned_beside_rules_min_confidence,
                 1.0,
+            ),
+            (
+                "PERSONA_PREFS__EXTRACT__LEARNED_WORD_GATE",
+                "extract.learned_word_gate",
+                |c| c.extract.learned_word_gate,
+                0.0,
             ),
         ];
         for (variable, key, read, default) in scores {

@@ -349,9 +349,19 @@ fn learned_from_config(
                 Arc::new(checked)
             } else {
                 let beside = config.learned_beside_rules_min_confidence as f32;
+                let word_gate = config.learned_word_gate as f32;
                 Arc::new(learned::RulesThenLearned {
                     rules: checked,
                     beside_rules: (beside < 1.0).then_some(beside),
+                    word_gate: if word_gate > 0.0 {
+                        Some((
+                            learned::word_score::WordScore::shipped()
+                                .map_err(ExtractError::Rejected)?,
+                            word_gate,
+                        ))
+                    } else {
+                        None
+                    },
                 })
             }
         }
@@ -424,6 +434,11 @@ pub struct ExtractConfig {
     /// the rules' findings there.
     #[serde(default = "default_beside_rules_min_confidence")]
     pub learned_beside_rules_min_confidence: f64,
+    /// For `rules_then_learned`: where the rules find nothing, the reader reads the message
+    /// only when the word score (`learned::word_score`, microseconds) of one of its sentences
+    /// is at least this. 0 (the default): every such message is read.
+    #[serde(default)]
+    pub learned_word_gate: f64,
     /// For `learned` over a reader's own encoder (`learned_encoder_dir`): a message is read by
     /// it only when the rules find something in it or the shipped reader's sentence score,
     /// over the embedder's model, rates it at least this (the LLM's gate, `learned::Gate`, in

@@ -886,6 +886,23 @@ pub struct RulesThenLearned {
     /// The least span confidence of a reader's find kept beside the rules' findings; `None`:
     /// where the rules find something, only their findings (`extract.learned_beside_rules_min_confidence`).
     pub beside_rules: Option<f32>,
+    /// Where the rules find nothing, the reader reads the message only when the word score of
+    /// one of its sentences reaches the value (`extract.learned_word_gate`); `None`: always.
+    /// The reader's pass is what a message costs there (about 7 × the rules on real chat),
+    /// and the word score costs microseconds.
+    pub word_gate: Option<(word_score::WordScore, f32)>,
+}
+
+impl RulesThenLearned {
+    /// Whether the word gate lets the reader read `message` (always, without a gate).
+    pub fn passes_word_gate(&self, message: &str) -> bool {
+        let Some((words, min_score)) = &self.word_gate else {
+            return true;
+        };
+        crate::extract::rules::sentences(message)
+            .iter()
+            .any(|sentence| words.score(sentence) >= *min_score)
+    }
 }
 
 impl Extractor for RulesThenLearned {
@@ -896,6 +913,9 @@ impl Extractor for RulesThenLearned {
         Box::pin(async move {
             let ruled = self.rules.checked(input).await?;
             if ruled.is_empty() {
+                if !self.passes_word_gate(input.persona_message) {
+                    return Ok(Vec::new());
+                }
                 return self.rules.learned.extract(input).await;
             }
             let Some(min_confidence) = self.beside_rules else {
