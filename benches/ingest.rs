@@ -34,7 +34,8 @@
 //! 8. Real chat: the development set's 8 000 lines of people's chat (a tuning set), one a
 //!    persona event, in the default configuration with each extractor in turn (the rules; the
 //!    rules checked at 0.6 and `rules_then_learned`, each in F32 and in 8 bits,
-//!    `extract.learned_int8`; with `BENCH_READER` and
+//!    `extract.learned_int8`; `rules_then_learned` in 8 bits behind the word gate at each of
+//!    `BENCH_WORD_GATES`, default 0.2 and 0.4, `extract.learned_word_gate`; with `BENCH_READER` and
 //!    `BENCH_READER_ENCODER`, the reader over its own encoder, in F32 and in 8 bits, behind
 //!    the gate at `BENCH_READER_GATE`, default 0.0015, and ungated), beside the rules on the same lines run
 //!    first and last. Most lines voice no view, so the rules pay little there, and whatever
