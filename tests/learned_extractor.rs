@@ -1071,30 +1071,15 @@ async fn the_word_gate_lets_the_reader_read_only_messages_that_sound_like_a_view
         )
         .unwrap()
     };
-    let checked = evaluate(configured("rules", "0").as_ref(), &development, 2)
-        .await
-        .unwrap();
-    let shut = evaluate(
-        configured("rules_then_learned", "1").as_ref(),
-        &development,
-        2,
-    )
-    .await
-    .unwrap();
-    let gated = evaluate(
-        configured("rules_then_learned", "0.4").as_ref(),
-        &development,
-        2,
-    )
-    .await
-    .unwrap();
-    let ungated = evaluate(
-        configured("rules_then_learned", "0").as_ref(),
-        &development,
-        2,
-    )
-    .await
-    .unwrap();
+    let read = async |kind: &str, gate: &str| {
+        evaluate(configured(kind, gate).as_ref(), &development, 2)
+            .await
+            .unwrap()
+    };
+    let checked = read("rules", "0").await;
+    let shut = read("rules_then_learned", "1").await;
+    let gated = read("rules_then_learned", "0.4").await;
+    let ungated = read("rules_then_learned", "0").await;
     println!(
         "checked rules: {}; gate 1: {}; gate 0.4: {}; ungated: {}",
         figures(&checked),
