@@ -14,7 +14,7 @@ use crate::model::Stance;
 /// written apart from them (held out), and two corpora written by other people (a chatbot's
 /// replies, people chatting), each split in two: one half tuned against, one held out (see
 /// `tests/data/THIRD_PARTY.md`).
-pub const SHIPPED_SETS: [(&str, &str); 28] = [
+pub const SHIPPED_SETS: [(&str, &str); 29] = [
     (
         "tuning",
         include_str!("../../tests/data/rules_extraction.jsonl"),
@@ -126,6 +126,10 @@ pub const SHIPPED_SETS: [(&str, &str); 28] = [
     (
         "held-out 21 (people's chat)",
         include_str!("../../tests/data/extraction_heldout_21.jsonl"),
+    ),
+    (
+        "held-out 22 (people's chat)",
+        include_str!("../../tests/data/extraction_heldout_22.jsonl"),
     ),
 ];
 
