@@ -238,7 +238,7 @@ impl Config {
             })?;
         }
         refuse_retired_keys(&value)?;
-        let config: Config =
+        let mut config: Config =
             value
                 .try_into()
                 .map_err(|error: toml::de::Error| ConfigError::Parse {
@@ -247,9 +247,7 @@ impl Config {
         config.validate()?;
         // After validation, which tells a check set by hand (refused without the local model)
         // from the kind's own.
-        let mut config = config;
-        let embedder = config.embed.kind;
-        config.extract.choose_rules_check(embedder);
+        config.extract.choose_rules_check(config.embed.kind);
         Ok(config)
     }
 

@@ -329,6 +329,9 @@ fn learned_from_config(
                 learned::Reads::AfterRules
             };
             let reader = learned::LearnedExtractor::from_file(model, max, &reader, reads)?;
+            // One copy of the word score's weights, for the check and the word gate.
+            let words =
+                learned::word_score::WordScore::shipped().map_err(ExtractError::Rejected)?;
             // Only after the rules does it read whole messages; the check reads sentence
             // scores through its own batcher.
             let reader = if kind == ExtractorKind::Rules {
@@ -341,10 +344,7 @@ fn learned_from_config(
                 reader,
                 config.rules_check() as f32,
             )
-            .with_word_score(
-                learned::word_score::WordScore::shipped().map_err(ExtractError::Rejected)?,
-                config.rules_check_keeps_at_word_score as f32,
-            );
+            .with_word_score(words.clone(), config.rules_check_keeps_at_word_score as f32);
             if kind == ExtractorKind::Rules {
                 Arc::new(checked)
             } else {
@@ -353,15 +353,7 @@ fn learned_from_config(
                 Arc::new(learned::RulesThenLearned {
                     rules: checked,
                     beside_rules: (beside < 1.0).then_some(beside),
-                    word_gate: if word_gate > 0.0 {
-                        Some((
-                            learned::word_score::WordScore::shipped()
-                                .map_err(ExtractError::Rejected)?,
-                            word_gate,
-                        ))
-                    } else {
-                        None
-                    },
+                    word_gate: (word_gate > 0.0).then_some((words, word_gate)),
                 })
             }
         }

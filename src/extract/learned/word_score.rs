@@ -32,10 +32,11 @@ const EPOCHS: usize = 8;
 const LEARNING_RATE: f32 = 0.1;
 const L2: f32 = 1e-6;
 
-/// A trained word score.
+/// A trained word score. Cloned cheaply: its kinds' readers (the check, the word gate) share
+/// one copy of the weights.
 #[derive(Clone)]
 pub struct WordScore {
-    weights: Vec<f32>,
+    weights: std::sync::Arc<[f32]>,
 }
 
 impl std::fmt::Debug for WordScore {
@@ -77,7 +78,9 @@ impl WordScore {
         if weights.iter().any(|w| !w.is_finite()) {
             return Err("a word score's file holds a weight that is not finite".into());
         }
-        Ok(WordScore { weights })
+        Ok(WordScore {
+            weights: weights.into(),
+        })
     }
 
     /// The weights as their file holds them.
@@ -92,9 +95,13 @@ impl WordScore {
     }
 
     fn logit(&self, features: &[usize]) -> f32 {
-        let sum: f32 = features.iter().map(|&i| self.weights[i]).sum();
-        sum / (features.len() as f32).sqrt()
+        logit(&self.weights, features)
     }
+}
+
+fn logit(weights: &[f32], features: &[usize]) -> f32 {
+    let sum: f32 = features.iter().map(|&i| weights[i]).sum();
+    sum / (features.len() as f32).sqrt()
 }
 
 fn sigmoid(z: f32) -> f32 {
@@ -217,9 +224,7 @@ pub fn train(examples: &[Example]) -> WordScore {
             )
         })
         .collect();
-    let mut score = WordScore {
-        weights: vec![0.0; BUCKETS],
-    };
+    let mut weights = vec![0.0f32; BUCKETS];
     let mut squared_gradients = vec![1e-8f32; BUCKETS];
     let mut order: Vec<usize> = (0..featured.len()).collect();
     let mut state = 7u64;
@@ -232,16 +237,18 @@ pub fn train(examples: &[Example]) -> WordScore {
         }
         for &k in &order {
             let (features, label, weight) = &featured[k];
-            let predicted = sigmoid(score.logit(features));
+            let predicted = sigmoid(logit(&weights, features));
             let gradient = (predicted - label) * weight / (features.len() as f32).sqrt();
             for &i in features {
-                let g = gradient + L2 * score.weights[i];
+                let g = gradient + L2 * weights[i];
                 squared_gradients[i] += g * g;
-                score.weights[i] -= LEARNING_RATE * g / squared_gradients[i].sqrt();
+                weights[i] -= LEARNING_RATE * g / squared_gradients[i].sqrt();
             }
         }
     }
-    score
+    WordScore {
+        weights: weights.into(),
+    }
 }
 
 #[cfg(test)]
