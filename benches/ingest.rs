@@ -40,7 +40,11 @@
 //!    the gate at `BENCH_READER_GATE`, default 0.0015, and ungated), beside the rules on the same lines run
 //!    first and last. Most lines voice no view, so the rules pay little there, and whatever
 //!    reads every line with a model pays the model's pass on each: the ratio a default
-//!    extractor is held to (≥ 0.8 × the rules', issue 29) is the one taken here.
+//!    extractor is held to (≥ 0.8 × the rules', issue 29) is the one taken here. Last, a
+//!    perfect gate: `rules_then_learned` in 8 bits (and, with `BENCH_READER`, the reader over
+//!    its own encoder in 8 bits) on the lines that hold a labelled view only, the rules on the
+//!    rest, the two runs' times added: the least any reader can cost on real chat for its
+//!    recall, whatever gate is put in front of it.
 //!
 //! 5. A hot persona: the time from publishing a quiet persona's event to its effect being
 //!    stored, on an idle worker and behind `BENCH_FLOOD` (default 10 000) queued events of one
@@ -202,7 +206,7 @@ async fn main() {
         &base,
         "learned-on-plain-chat",
         events,
-        Messages::PlainChat,
+        Messages::Chat(plain_chat),
         |config| {
             config.embed.cache_size = 0;
             config.extract.kind = ExtractorKind::RulesThenLearned;
@@ -223,7 +227,7 @@ async fn main() {
                 &base,
                 "learned-own-encoder-on-plain-chat",
                 events,
-                Messages::PlainChat,
+                Messages::Chat(plain_chat),
                 |config| {
                     config.embed.cache_size = 0;
                     config.extract.kind = ExtractorKind::Learned;
@@ -406,6 +410,18 @@ struct PipelineCpu {
 }
 
 impl PipelineCpu {
+    /// Two runs' CPU taken together, as one run of both runs' events.
+    fn plus(&self, other: &PipelineCpu) -> PipelineCpu {
+        PipelineCpu {
+            events: self.events + other.events,
+            wall: self.wall + other.wall,
+            worker: self.worker + other.worker,
+            redis: self.redis + other.redis,
+            nats: self.nats + other.nats,
+            scripts_us: self.scripts_us + other.scripts_us,
+        }
+    }
+
     fn per_event(&self, seconds: f64) -> f64 {
         seconds * 1000.0 / self.events as f64
     }
@@ -453,10 +469,9 @@ async fn raw_embedder_rate(
 enum Messages {
     /// "I love <topic>.": one opinion each, so one add or reinforcement each.
     Opinions(fn(usize) -> String),
-    /// [`plain_chat`]: no view in any phrasing the rules read.
-    PlainChat,
-    /// [`real_chat`]: the development set's lines, views in every phrasing or none.
-    RealChat,
+    /// Lines of chat, some voicing a view and most not: [`plain_chat`] (no view in any
+    /// phrasing the rules read), [`real_chat`] (the development set's lines) or a part of them.
+    Chat(fn(usize) -> String),
 }
 
 /// Run 2's pipeline: the rules and the local embedder on all-new topics, the embedding cache
@@ -503,8 +518,9 @@ async fn run_pipeline(
         Messages::Opinions(topic_of) => {
             support::publish_opinion_events(&app, &name, events, 16, *topic_of).await
         }
-        Messages::PlainChat => support::publish_messages(&app, &name, events, 16, plain_chat).await,
-        Messages::RealChat => support::publish_messages(&app, &name, events, 16, real_chat).await,
+        Messages::Chat(line_of) => {
+            support::publish_messages(&app, &name, events, 16, *line_of).await
+        }
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let nats_pids = support::pids_named("nats-server");
@@ -552,7 +568,7 @@ async fn run_pipeline(
             "{label}: each event adds or reinforces exactly one preference"
         ),
         // Whatever the learned reader made of them: what matters here is that each was read.
-        Messages::PlainChat | Messages::RealChat => {
+        Messages::Chat(_) => {
             println!("{label}: {effects} adds or reinforcements stored")
         }
     }
@@ -588,7 +604,8 @@ struct RealChatRun {
 async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
     let mut runs = Vec::new();
     let mut run = async |label: &str, adjust: &dyn Fn(&mut Config)| {
-        let (rate, cpu) = run_pipeline(base, label, events, Messages::RealChat, adjust).await;
+        let (rate, cpu) =
+            run_pipeline(base, label, events, Messages::Chat(real_chat), adjust).await;
         runs.push(RealChatRun {
             label: label.to_string(),
             rate,
@@ -665,6 +682,72 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
         }
     }
     run("real-chat-rules-again", &|_| {}).await;
+
+    // A perfect gate: a reader passed exactly the lines that hold a labelled view (of which
+    // `rules_then_learned` reads those the rules find nothing in), every other line kept from
+    // it. No gate recalls more or costs less, so this is the cheapest any reader can be on
+    // real chat at its recall. Timed as two runs with the events in the lines' proportions:
+    // the lines that hold a view in the reader's configuration, the others through the
+    // rules; their times added, as the stream would take them in one.
+    let holding = support::real_chat_holding_share();
+    let events_holding = ((events as f64 * holding).round() as usize).max(1);
+    let events_without = events.saturating_sub(events_holding).max(1);
+    let (without_rate, without_cpu) = run_pipeline(
+        base,
+        "real-chat-rules-on-the-lines-without-a-view",
+        events_without,
+        Messages::Chat(support::real_chat_without_a_view),
+        |_| {},
+    )
+    .await;
+    let mut perfect_gates = Vec::new();
+    let mut perfect_gate = async |label: &str, adjust: &dyn Fn(&mut Config)| {
+        let (rate, cpu) = run_pipeline(
+            base,
+            label,
+            events_holding,
+            Messages::Chat(support::real_chat_holding_a_view),
+            adjust,
+        )
+        .await;
+        perfect_gates.push(RealChatRun {
+            label: label.to_string(),
+            rate: (events_holding + events_without) as f64
+                / (events_holding as f64 / rate + events_without as f64 / without_rate),
+            cpu: cpu.plus(&without_cpu),
+        });
+    };
+    perfect_gate(
+        "real-chat-rules-then-learned-int8-perfect-gate",
+        &|config| {
+            config.extract.kind = ExtractorKind::RulesThenLearned;
+            config.extract.rules_min_sentence_score = Some(0.6);
+            config.extract.learned_int8 = true;
+        },
+    )
+    .await;
+    if let (Ok(reader), Ok(encoder)) = (
+        std::env::var("BENCH_READER"),
+        std::env::var("BENCH_READER_ENCODER"),
+    ) {
+        perfect_gate("real-chat-own-encoder-int8-perfect-gate", &|config| {
+            config.extract.kind = ExtractorKind::Learned;
+            config.extract.learned_reader = reader.clone();
+            config.extract.learned_encoder_dir = encoder.clone();
+            config.extract.learned_int8 = true;
+        })
+        .await;
+    }
+    println!(
+        "real chat: {:.1} % of the lines hold a labelled view ({events_holding} of {} events \
+         in the perfect gate's runs)",
+        holding * 100.0,
+        events_holding + events_without
+    );
+    // Printed before the rules' second run, so that run stays the table's last row.
+    let again = runs.pop();
+    runs.extend(perfect_gates);
+    runs.extend(again);
     runs
 }
 

@@ -392,20 +392,56 @@ pub fn plain_chat(n: usize) -> String {
 /// chat, where most lines voice no view and some voice one or two, in every phrasing. What an
 /// extractor costs there, not on lines made for the rules, is what a deployment pays.
 pub fn real_chat(n: usize) -> String {
-    static LINES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let lines = LINES.get_or_init(|| {
+    let lines = real_chat_lines();
+    lines[n % lines.len()].text.clone()
+}
+
+/// The development set's lines that hold a labelled view, in turn: what a perfect gate in
+/// front of a reader would pass it.
+pub fn real_chat_holding_a_view(n: usize) -> String {
+    let holding = &real_chat_parts().0;
+    holding[n % holding.len()].clone()
+}
+
+/// The development set's other lines (no labelled view), in turn.
+pub fn real_chat_without_a_view(n: usize) -> String {
+    let without = &real_chat_parts().1;
+    without[n % without.len()].clone()
+}
+
+/// The share of the development set's lines that hold a labelled view.
+pub fn real_chat_holding_share() -> f64 {
+    let (holding, without) = real_chat_parts();
+    holding.len() as f64 / (holding.len() + without.len()) as f64
+}
+
+fn real_chat_parts() -> &'static (Vec<String>, Vec<String>) {
+    static PARTS: std::sync::OnceLock<(Vec<String>, Vec<String>)> = std::sync::OnceLock::new();
+    PARTS.get_or_init(|| {
+        let (holding, without): (Vec<_>, Vec<_>) = real_chat_lines()
+            .iter()
+            .partition(|labelled| !labelled.opinions.is_empty());
+        let texts = |lines: Vec<&persona_prefs::extract::evaluate::Labelled>| {
+            lines
+                .into_iter()
+                .map(|labelled| labelled.text.clone())
+                .collect()
+        };
+        (texts(holding), texts(without))
+    })
+}
+
+fn real_chat_lines() -> &'static [persona_prefs::extract::evaluate::Labelled] {
+    static LINES: std::sync::OnceLock<Vec<persona_prefs::extract::evaluate::Labelled>> =
+        std::sync::OnceLock::new();
+    LINES.get_or_init(|| {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/extraction_development.jsonl"
         );
         let text = std::fs::read_to_string(path).expect("tests/data/extraction_development.jsonl");
-        persona_prefs::extract::evaluate::parse_labelled(&text)
-            .expect("the development set parses")
-            .into_iter()
-            .map(|labelled| labelled.text)
-            .collect()
-    });
-    lines[n % lines.len()].clone()
+        persona_prefs::extract::evaluate::parse_labelled(&text).expect("the development set parses")
+    })
 }
 
 /// Adds and reinforcements stored for personas `p0` … `p{personas - 1}`: each bench event
