@@ -541,3 +541,97 @@ async fn evaluate_extraction_reads_the_held_out_sets_only_when_asked() {
         stdout(&text)
     );
 }
+
+/// What an extractor found can be kept and scored again later: `--write-found` writes each
+/// utterance's findings in the labelled sets' format, and `--found` scores such a file in
+/// place of the extractor, with the same figures; a file that names one utterance twice with
+/// other findings is refused, naming the line.
+#[tokio::test(flavor = "multi_thread")]
+async fn evaluate_extraction_scores_findings_kept_from_an_earlier_reading() {
+    let config = test_config("evaluate-found");
+    let dir = std::env::temp_dir().join(format!("persona-prefs-found-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let set = dir.join("set.jsonl");
+    std::fs::write(
+        &set,
+        concat!(
+            r#"{"text": "I love green tea.", "opinions": [{"topic": "green tea", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "Honestly, I can't stand reality TV.", "opinions": [{"topic": "reality tv", "stance": "against"}]}"#,
+            "\n",
+            r#"{"text": "The train left at noon.", "opinions": []}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let kept = dir.join("found.jsonl");
+    let (set_arg, kept_arg) = (set.to_str().unwrap(), kept.to_str().unwrap());
+    let scores = |output: &Output| -> Value {
+        assert!(output.status.success(), "{}", common::cli::stderr(output));
+        serde_json::from_str::<Value>(&stdout(output)).unwrap()[set_arg].clone()
+    };
+    let read = scores(
+        &cli(
+            &config,
+            &[
+                "evaluate-extraction",
+                "--set",
+                set_arg,
+                "--write-found",
+                kept_arg,
+                "--json",
+            ],
+        )
+        .await,
+    );
+    let written = std::fs::read_to_string(&kept).unwrap();
+    let written_findings: usize = written
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["opinions"]
+                .as_array()
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(written_findings, read["found"].as_u64().unwrap() as usize);
+    let rescored = scores(
+        &cli(
+            &config,
+            &[
+                "evaluate-extraction",
+                "--set",
+                set_arg,
+                "--found",
+                kept_arg,
+                "--json",
+            ],
+        )
+        .await,
+    );
+    for figure in ["found", "matched", "recalled", "expected"] {
+        assert_eq!(rescored[figure], read[figure], "{figure}");
+    }
+    assert!(read["matched"].as_u64().unwrap() >= 1, "{read}");
+
+    std::fs::write(
+        &kept,
+        format!(
+            "{written}{}\n",
+            r#"{"text": "I love green tea.", "opinions": []}"#
+        ),
+    )
+    .unwrap();
+    let refused = cli(
+        &config,
+        &["evaluate-extraction", "--set", set_arg, "--found", kept_arg],
+    )
+    .await;
+    assert!(!refused.status.success());
+    let said = common::cli::stderr(&refused);
+    assert!(
+        said.contains("again, with other findings") && said.contains("line "),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

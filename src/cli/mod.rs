@@ -173,6 +173,18 @@ pub enum ClientCommand {
         /// same report as --changes, against the rules as they are).
         #[arg(long, value_name = "RULE")]
         without: Option<String>,
+        /// In place of the configured extractor: score the findings in this file, made
+        /// elsewhere (another build, a hosted model's batch, another system), as every
+        /// extractor is scored. JSON lines in the labelled sets' format, one utterance's
+        /// findings each; an utterance it does not name found nothing.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["gate", "explain", "changes", "without", "addressee"])]
+        found: Option<std::path::PathBuf>,
+        /// Also write what was found in each utterance to this file, in the format --found
+        /// reads (the labelled sets' format, one line for each utterance something was found
+        /// in; an utterance in two sets keeps its first reading): a slow extractor's reading
+        /// (an LLM's) kept, to be scored again after a relabelling without asking it again.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["gate", "explain", "changes", "without"])]
+        write_found: Option<std::path::PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -658,6 +670,8 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             changes,
             accept,
             without,
+            found,
+            write_found,
             json,
         } => {
             if gate {
@@ -672,14 +686,30 @@ pub async fn run(command: ClientCommand, config: Config) -> anyhow::Result<ExitC
             if let Some(rule) = without {
                 return rules_report::without(&rule, show_misses);
             }
+            let found = match found {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+                    let found = persona_prefs::extract::evaluate::FoundElsewhere::parse(&text)
+                        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+                    Some((path, found))
+                }
+                None => None,
+            };
             evaluate_extraction(
                 &config,
                 labelled_sets(&sets, held_out)?,
-                show_misses,
-                concurrency,
-                sample,
-                addressee.as_deref(),
-                json,
+                Reading {
+                    show_misses,
+                    concurrency,
+                    sample,
+                    addressee: addressee.as_deref(),
+                    json,
+                },
+                Elsewhere {
+                    found,
+                    write_found: write_found.as_deref(),
+                },
             )
             .await
         }
@@ -1068,33 +1098,68 @@ fn labelled_sets(
     Ok((named, left_out))
 }
 
+/// How `evaluate-extraction` reads the sets and what it prints.
+struct Reading<'a> {
+    show_misses: bool,
+    concurrency: usize,
+    sample: Option<usize>,
+    addressee: Option<&'a str>,
+    json: bool,
+}
+
+/// Findings kept outside the service: read in place of the extractor's (`--found`), and
+/// written out for later (`--write-found`).
+struct Elsewhere<'a> {
+    found: Option<(
+        std::path::PathBuf,
+        persona_prefs::extract::evaluate::FoundElsewhere,
+    )>,
+    write_found: Option<&'a std::path::Path>,
+}
+
 /// `evaluate-extraction`: scores the configured extractor on each labelled set (`named`,
 /// from [`labelled_sets`], with how many held-out sets it left out).
 async fn evaluate_extraction(
     config: &Config,
     (named, left_out): (Vec<(String, String)>, usize),
-    show_misses: bool,
-    concurrency: usize,
-    sample: Option<usize>,
-    addressee: Option<&str>,
-    json: bool,
+    Reading {
+        show_misses,
+        concurrency,
+        sample,
+        addressee,
+        json,
+    }: Reading<'_>,
+    Elsewhere {
+        found: found_elsewhere,
+        write_found,
+    }: Elsewhere<'_>,
 ) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{
-        DEVELOPMENT_SET, Score, evaluate_addressed as evaluate, evenly_spaced, parse_labelled,
-        register_of, wilson_interval,
+        DEVELOPMENT_SET, Score, evaluate_addressed as evaluate, evenly_spaced, find_addressed,
+        found_lines, parse_labelled, register_of, score as score_of, wilson_interval,
     };
-    let local_model = if config.extract.reads_with_local_model() {
-        persona_prefs::embed::from_config_sharing(&config.embed)?.local
-    } else {
-        None
+    let found_from = found_elsewhere
+        .as_ref()
+        .map(|(path, _)| path.display().to_string());
+    let extractor: std::sync::Arc<dyn persona_prefs::extract::Extractor> = match found_elsewhere {
+        Some((_, found)) => std::sync::Arc::new(found),
+        None => {
+            let local_model = if config.extract.reads_with_local_model() {
+                persona_prefs::embed::from_config_sharing(&config.embed)?.local
+            } else {
+                None
+            };
+            persona_prefs::extract::from_config(
+                &config.extract,
+                &config.store.categories,
+                local_model,
+            )?
+        }
     };
-    let extractor = persona_prefs::extract::from_config(
-        &config.extract,
-        &config.store.categories,
-        local_model,
-    )?;
     // An LLM is measured beside the rules, on the same utterances.
-    let rules = (config.extract.kind == persona_prefs::extract::ExtractorKind::Llm).then(|| {
+    let measures_llm =
+        found_from.is_none() && config.extract.kind == persona_prefs::extract::ExtractorKind::Llm;
+    let rules = measures_llm.then(|| {
         persona_prefs::extract::rules::RulesExtractor::new(config.extract.max_opinions_per_message)
     });
     // A proportion of nothing is no figure: "-" rather than the 1.0 `Score` reports for it.
@@ -1119,11 +1184,16 @@ async fn evaluate_extraction(
     // Per register: (utterances, matched, found, recalled, expected) of the extractor, and of
     // the rules beside it.
     let mut pooled: std::collections::BTreeMap<(&str, &str), [usize; 10]> = Default::default();
+    // `--write-found`: each utterance's first reading, in the order read.
+    let (mut written, mut written_texts) = (String::new(), std::collections::HashSet::new());
     let mut scores = serde_json::Map::new();
     if !json {
+        let extractor_name = match &found_from {
+            Some(path) => format!("the findings in {path}"),
+            None => format!("{:?}", config.extract.kind),
+        };
         println!(
-            "extractor: {:?}{}",
-            config.extract.kind,
+            "extractor: {extractor_name}{}",
             sample.map_or(String::new(), |n| format!(
                 " (a sample of at most {n} utterances a set, spread through it)"
             ))
@@ -1142,8 +1212,18 @@ async fn evaluate_extraction(
             None => labelled,
         };
         let started = std::time::Instant::now();
-        let score = evaluate(extractor.as_ref(), &labelled, concurrency, addressee).await?;
+        let found = find_addressed(extractor.as_ref(), &labelled, concurrency, addressee).await?;
         let seconds_each = started.elapsed().as_secs_f64() / labelled.len().max(1) as f64;
+        let score = score_of(&labelled, &found);
+        if write_found.is_some() {
+            for line in found_lines(&labelled, &found).lines() {
+                let text = serde_json::from_str::<serde_json::Value>(line)?["text"].to_string();
+                if written_texts.insert(text) {
+                    written.push_str(line);
+                    written.push('\n');
+                }
+            }
+        }
         let beside = match &rules {
             Some(rules) => Some(evaluate(rules, &labelled, 4, addressee).await?),
             None => None,
@@ -1217,6 +1297,17 @@ async fn evaluate_extraction(
             for miss in &score.misses {
                 println!("  {miss}");
             }
+        }
+    }
+    if let Some(path) = write_found {
+        std::fs::write(path, &written)
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+        if !json {
+            println!(
+                "what was found in {} utterances written to {}",
+                written_texts.len(),
+                path.display()
+            );
         }
     }
     if json {

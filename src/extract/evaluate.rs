@@ -360,6 +360,18 @@ pub async fn evaluate_addressed(
     concurrency: usize,
     addressee: Option<&str>,
 ) -> Result<Score, ExtractError> {
+    let found = find_addressed(extractor, labelled, concurrency, addressee).await?;
+    Ok(score(labelled, &found))
+}
+
+/// What `extractor` finds in each utterance (`found[i]` for `labelled[i]`), read as
+/// [`evaluate_addressed`] reads them, before scoring.
+pub async fn find_addressed(
+    extractor: &dyn Extractor,
+    labelled: &[Labelled],
+    concurrency: usize,
+    addressee: Option<&str>,
+) -> Result<Vec<Vec<ExtractedOpinion>>, ExtractError> {
     let participants: Vec<String> = addressee.into_iter().map(str::to_string).collect();
     let participants = &participants;
     let found: Vec<Vec<ExtractedOpinion>> = futures::stream::iter(labelled)
@@ -389,12 +401,196 @@ pub async fn evaluate_addressed(
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
-    Ok(score(labelled, &found))
+    Ok(found)
+}
+
+/// What was found in each utterance (`found[i]` in `labelled[i]`), as the lines
+/// [`FoundElsewhere::parse`] reads: the labelled sets' format, one line for each utterance
+/// something was found in. `evaluate-extraction --write-found`.
+pub fn found_lines(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> String {
+    let mut lines = String::new();
+    for (row, opinions) in labelled.iter().zip(found) {
+        if opinions.is_empty() {
+            continue;
+        }
+        let opinions: Vec<serde_json::Value> = opinions
+            .iter()
+            .map(|opinion| serde_json::json!({"topic": opinion.name, "stance": opinion.stance}))
+            .collect();
+        lines.push_str(&serde_json::json!({"text": row.text, "opinions": opinions}).to_string());
+        lines.push('\n');
+    }
+    lines
+}
+
+/// What an extractor elsewhere found (another build of this service, a hosted model's batch,
+/// another system), read back as an extractor so the sets are scored as every extractor is:
+/// JSON lines in the labelled sets' own format, `{"text": …, "opinions": [{"topic": …,
+/// "stance": …}]}`, each utterance's findings. An utterance it does not name found nothing.
+/// `evaluate-extraction --found`.
+pub struct FoundElsewhere {
+    by_text: std::collections::HashMap<String, Vec<ExtractedOpinion>>,
+}
+
+impl FoundElsewhere {
+    /// Reads the findings; a bad line is named by its number, and so is an utterance named
+    /// twice with different findings (which of them was found cannot be told).
+    pub fn parse(text: &str) -> Result<FoundElsewhere, String> {
+        let mut by_text: std::collections::HashMap<String, Vec<ExtractedOpinion>> =
+            Default::default();
+        let mut first_line: std::collections::HashMap<String, usize> = Default::default();
+        let lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty());
+        for (n, line) in lines {
+            let row: Labelled =
+                serde_json::from_str(line).map_err(|error| format!("line {}: {error}", n + 1))?;
+            let found: Vec<ExtractedOpinion> = row
+                .opinions
+                .iter()
+                .map(|opinion| ExtractedOpinion {
+                    name: opinion.topic.clone(),
+                    opinion: String::new(),
+                    category: "other".into(),
+                    stance: opinion.stance,
+                    strength: 0.5,
+                    related_user_ids: Vec::new(),
+                    evidence: row.text.clone(),
+                    found_by: Some("found elsewhere".into()),
+                })
+                .collect();
+            let same = |a: &[ExtractedOpinion], b: &[ExtractedOpinion]| {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(a, b)| a.name == b.name && a.stance == b.stance)
+            };
+            match by_text.get(&row.text) {
+                Some(earlier) if !same(earlier, &found) => {
+                    return Err(format!(
+                        "line {}: the utterance of line {} again, with other findings",
+                        n + 1,
+                        first_line[&row.text]
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    first_line.insert(row.text.clone(), n + 1);
+                    by_text.insert(row.text, found);
+                }
+            }
+        }
+        Ok(FoundElsewhere { by_text })
+    }
+}
+
+impl Extractor for FoundElsewhere {
+    fn extract<'a>(
+        &'a self,
+        input: &'a ExtractionInput<'a>,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<ExtractedOpinion>, ExtractError>> {
+        let found = self
+            .by_text
+            .get(input.persona_message)
+            .cloned()
+            .unwrap_or_default();
+        Box::pin(async move { Ok(found) })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn findings_made_elsewhere_are_scored_as_the_extractors_are() {
+        let labelled = parse_labelled(concat!(
+            r#"{"text": "I love green tea.", "opinions": [{"topic": "green tea", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "Jazz bores me, but blues is great.", "opinions": [{"topic": "jazz", "stance": "against"}, {"topic": "blues", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "The train left at noon.", "opinions": []}"#,
+        ))
+        .unwrap();
+        // Found elsewhere: tea (right, "the" and case aside), jazz with the wrong stance, a
+        // view in the plain line; the blues line is named twice alike; nothing for the rest.
+        let found = FoundElsewhere::parse(concat!(
+            r#"{"text": "I love green tea.", "opinions": [{"topic": "The Green Tea", "stance": "for"}]}"#,
+            "\n\n",
+            r#"{"text": "Jazz bores me, but blues is great.", "opinions": [{"topic": "jazz", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "Jazz bores me, but blues is great.", "opinions": [{"topic": "jazz", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "The train left at noon.", "opinions": [{"topic": "trains", "stance": "for"}]}"#,
+        ))
+        .unwrap();
+        let score = evaluate(&found, &labelled, 2).await.unwrap();
+        assert_eq!(
+            (score.found, score.matched, score.expected, score.recalled),
+            (3, 1, 3, 1)
+        );
+        let unnamed = parse_labelled(
+            r#"{"text": "I hate rain.", "opinions": [{"topic": "rain", "stance": "against"}]}"#,
+        )
+        .unwrap();
+        let score = evaluate(&found, &unnamed, 1).await.unwrap();
+        assert_eq!((score.found, score.recalled), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn what_an_extractor_found_written_out_and_read_back_scores_the_same() {
+        let labelled = parse_labelled(concat!(
+            r#"{"text": "I love green tea, and I hate rainy mornings.", "opinions": [{"topic": "green tea", "stance": "for"}, {"topic": "rainy mornings", "stance": "against"}]}"#,
+            "\n",
+            r#"{"text": "Jazz is wonderful.", "opinions": [{"topic": "jazz", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "The train left at noon.", "opinions": []}"#,
+        ))
+        .unwrap();
+        let rules = crate::extract::rules::RulesExtractor::new(8);
+        let found = find_addressed(&rules, &labelled, 2, None).await.unwrap();
+        let direct = score(&labelled, &found);
+        assert!(
+            direct.found >= 2,
+            "the rules find something here: {direct:?}"
+        );
+        let lines = found_lines(&labelled, &found);
+        // Only the utterances something was found in.
+        assert_eq!(
+            lines.lines().count(),
+            found.iter().filter(|f| !f.is_empty()).count()
+        );
+        let read_back = evaluate(&FoundElsewhere::parse(&lines).unwrap(), &labelled, 2)
+            .await
+            .unwrap();
+        assert_eq!(
+            (read_back.found, read_back.matched, read_back.recalled),
+            (direct.found, direct.matched, direct.recalled)
+        );
+    }
+
+    #[test]
+    fn findings_made_elsewhere_that_contradict_themselves_are_refused_by_line() {
+        let error = FoundElsewhere::parse(concat!(
+            r#"{"text": "I love tea.", "opinions": [{"topic": "tea", "stance": "for"}]}"#,
+            "\n",
+            r#"{"text": "I love tea.", "opinions": []}"#,
+        ))
+        .err()
+        .unwrap();
+        assert_eq!(
+            error,
+            "line 2: the utterance of line 1 again, with other findings"
+        );
+        let error = FoundElsewhere::parse(r#"{"text": "I love tea."}"#)
+            .err()
+            .unwrap();
+        assert!(
+            error.starts_with("line 1: missing field `opinions`"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn wilson_intervals_match_published_values() {
