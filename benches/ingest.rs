@@ -627,11 +627,17 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
         config.extract.rules_min_sentence_score = Some(0.6);
     })
     .await;
-    run("real-chat-rules-then-learned-int8", &|config| {
+    // The shipped reader after the checked rules, in 8 bits: what the word gates and the
+    // perfect gate below stand in front of.
+    let rules_then_learned_int8 = |config: &mut Config| {
         config.extract.kind = ExtractorKind::RulesThenLearned;
         config.extract.rules_min_sentence_score = Some(0.6);
         config.extract.learned_int8 = true;
-    })
+    };
+    run(
+        "real-chat-rules-then-learned-int8",
+        &rules_then_learned_int8,
+    )
     .await;
     // The same behind the word gate (`extract.learned_word_gate`): the reader reads a message
     // the rules find nothing in only when one of its sentences' word score reaches the gate.
@@ -646,28 +652,31 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
             gate.to_string().replace('.', "-")
         );
         run(&label, &|config| {
-            config.extract.kind = ExtractorKind::RulesThenLearned;
-            config.extract.learned_int8 = true;
-            config.extract.rules_min_sentence_score = Some(0.6);
+            rules_then_learned_int8(config);
             config.extract.learned_word_gate = gate;
         })
         .await;
     }
-    if let (Ok(reader), Ok(encoder)) = (
-        std::env::var("BENCH_READER"),
-        std::env::var("BENCH_READER_ENCODER"),
-    ) {
+    // A reader over its own encoder (`BENCH_READER`, `BENCH_READER_ENCODER`), alone.
+    let own_encoder = std::env::var("BENCH_READER")
+        .ok()
+        .zip(std::env::var("BENCH_READER_ENCODER").ok());
+    let own = |int8: bool| {
+        let (reader, encoder) = own_encoder.clone().unwrap_or_default();
+        move |config: &mut Config| {
+            config.extract.kind = ExtractorKind::Learned;
+            config.extract.learned_reader = reader.clone();
+            config.extract.learned_encoder_dir = encoder.clone();
+            config.extract.learned_int8 = int8;
+        }
+    };
+    if own_encoder.is_some() {
         let gate: f64 = std::env::var("BENCH_READER_GATE")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0015);
         for int8 in [false, true] {
-            let own = |config: &mut Config| {
-                config.extract.kind = ExtractorKind::Learned;
-                config.extract.learned_reader = reader.clone();
-                config.extract.learned_encoder_dir = encoder.clone();
-                config.extract.learned_int8 = int8;
-            };
+            let own = own(int8);
             let precision = if int8 { "int8" } else { "f32" };
             let gated = format!(
                 "real-chat-own-encoder-{precision}-gated-at-{}",
@@ -681,7 +690,6 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
             run(&format!("real-chat-own-encoder-{precision}-ungated"), &own).await;
         }
     }
-    run("real-chat-rules-again", &|_| {}).await;
 
     // A perfect gate: a reader passed exactly the lines that hold a labelled view (of which
     // `rules_then_learned` reads those the rules find nothing in), every other line kept from
@@ -719,24 +727,11 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
     };
     perfect_gate(
         "real-chat-rules-then-learned-int8-perfect-gate",
-        &|config| {
-            config.extract.kind = ExtractorKind::RulesThenLearned;
-            config.extract.rules_min_sentence_score = Some(0.6);
-            config.extract.learned_int8 = true;
-        },
+        &rules_then_learned_int8,
     )
     .await;
-    if let (Ok(reader), Ok(encoder)) = (
-        std::env::var("BENCH_READER"),
-        std::env::var("BENCH_READER_ENCODER"),
-    ) {
-        perfect_gate("real-chat-own-encoder-int8-perfect-gate", &|config| {
-            config.extract.kind = ExtractorKind::Learned;
-            config.extract.learned_reader = reader.clone();
-            config.extract.learned_encoder_dir = encoder.clone();
-            config.extract.learned_int8 = true;
-        })
-        .await;
+    if own_encoder.is_some() {
+        perfect_gate("real-chat-own-encoder-int8-perfect-gate", &own(true)).await;
     }
     println!(
         "real chat: {:.1} % of the lines hold a labelled view ({events_holding} of {} events \
@@ -744,7 +739,9 @@ async fn real_chat_runs(base: &Config, events: usize) -> Vec<RealChatRun> {
         holding * 100.0,
         events_holding + events_without
     );
-    // Printed before the rules' second run, so that run stays the table's last row.
+
+    run("real-chat-rules-again", &|_| {}).await;
+    // The rules' second run stays the table's last row.
     let again = runs.pop();
     runs.extend(perfect_gates);
     runs.extend(again);
