@@ -51,8 +51,10 @@
 
 use futures::future::BoxFuture;
 
+mod category;
 mod clause;
 mod comparative;
+mod coordination;
 pub mod coverage;
 pub mod engine;
 mod lexicon;
@@ -63,13 +65,14 @@ mod topic;
 
 use super::{ExtractError, ExtractedOpinion, ExtractionInput, Extractor};
 use crate::model::Stance;
+pub use category::category_for;
 use clause::*;
 use comparative::*;
+use coordination::*;
 use engine::*;
 use lexicon::{comparative_polarity, polarity};
 use sentences::*;
 use text::*;
-pub use topic::category_for;
 use topic::*;
 
 pub struct RulesExtractor {
