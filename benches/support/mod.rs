@@ -435,12 +435,10 @@ fn real_chat_lines() -> &'static [persona_prefs::extract::evaluate::Labelled] {
     static LINES: std::sync::OnceLock<Vec<persona_prefs::extract::evaluate::Labelled>> =
         std::sync::OnceLock::new();
     LINES.get_or_init(|| {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/extraction_development.jsonl"
-        );
-        let text = std::fs::read_to_string(path).expect("tests/data/extraction_development.jsonl");
-        persona_prefs::extract::evaluate::parse_labelled(&text).expect("the development set parses")
+        persona_prefs::extract::evaluate::parse_labelled(
+            persona_prefs::extract::evaluate::DEVELOPMENT_SET.1,
+        )
+        .expect("the development set parses")
     })
 }
 

@@ -1136,7 +1136,7 @@ async fn evaluate_extraction(
 ) -> anyhow::Result<ExitCode> {
     use persona_prefs::extract::evaluate::{
         DEVELOPMENT_SET, Score, evaluate_addressed as evaluate, evenly_spaced, find_addressed,
-        found_lines, parse_labelled, register_of, score as score_of, wilson_interval,
+        found_line, parse_labelled, register_of, score as score_of, wilson_interval,
     };
     let found_from = found_elsewhere
         .as_ref()
@@ -1216,10 +1216,9 @@ async fn evaluate_extraction(
         let seconds_each = started.elapsed().as_secs_f64() / labelled.len().max(1) as f64;
         let score = score_of(&labelled, &found);
         if write_found.is_some() {
-            for line in found_lines(&labelled, &found).lines() {
-                let text = serde_json::from_str::<serde_json::Value>(line)?["text"].to_string();
-                if written_texts.insert(text) {
-                    written.push_str(line);
+            for (row, found) in labelled.iter().zip(&found) {
+                if !found.is_empty() && written_texts.insert(row.text.clone()) {
+                    written.push_str(&found_line(&row.text, found));
                     written.push('\n');
                 }
             }

@@ -404,23 +404,15 @@ pub async fn find_addressed(
     Ok(found)
 }
 
-/// What was found in each utterance (`found[i]` in `labelled[i]`), as the lines
-/// [`FoundElsewhere::parse`] reads: the labelled sets' format, one line for each utterance
-/// something was found in. `evaluate-extraction --write-found`.
-pub fn found_lines(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> String {
-    let mut lines = String::new();
-    for (row, opinions) in labelled.iter().zip(found) {
-        if opinions.is_empty() {
-            continue;
-        }
-        let opinions: Vec<serde_json::Value> = opinions
-            .iter()
-            .map(|opinion| serde_json::json!({"topic": opinion.name, "stance": opinion.stance}))
-            .collect();
-        lines.push_str(&serde_json::json!({"text": row.text, "opinions": opinions}).to_string());
-        lines.push('\n');
-    }
-    lines
+/// What was found in one utterance, as a line [`FoundElsewhere::parse`] reads: the labelled
+/// sets' format. `evaluate-extraction --write-found` writes one for each utterance something
+/// was found in.
+pub fn found_line(text: &str, found: &[ExtractedOpinion]) -> String {
+    let opinions: Vec<serde_json::Value> = found
+        .iter()
+        .map(|opinion| serde_json::json!({"topic": opinion.name, "stance": opinion.stance}))
+        .collect();
+    serde_json::json!({"text": text, "opinions": opinions}).to_string()
 }
 
 /// What an extractor elsewhere found (another build of this service, a hosted model's batch,
@@ -429,16 +421,22 @@ pub fn found_lines(labelled: &[Labelled], found: &[Vec<ExtractedOpinion>]) -> St
 /// "stance": …}]}`, each utterance's findings. An utterance it does not name found nothing.
 /// `evaluate-extraction --found`.
 pub struct FoundElsewhere {
-    by_text: std::collections::HashMap<String, Vec<ExtractedOpinion>>,
+    /// Each utterance's findings, and the line that named it first.
+    by_text: std::collections::HashMap<String, (usize, Vec<ExtractedOpinion>)>,
 }
 
 impl FoundElsewhere {
     /// Reads the findings; a bad line is named by its number, and so is an utterance named
     /// twice with different findings (which of them was found cannot be told).
     pub fn parse(text: &str) -> Result<FoundElsewhere, String> {
-        let mut by_text: std::collections::HashMap<String, Vec<ExtractedOpinion>> =
+        let same = |a: &[ExtractedOpinion], b: &[ExtractedOpinion]| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(a, b)| a.name == b.name && a.stance == b.stance)
+        };
+        let mut by_text: std::collections::HashMap<String, (usize, Vec<ExtractedOpinion>)> =
             Default::default();
-        let mut first_line: std::collections::HashMap<String, usize> = Default::default();
         let lines = text
             .lines()
             .enumerate()
@@ -460,24 +458,16 @@ impl FoundElsewhere {
                     found_by: Some("found elsewhere".into()),
                 })
                 .collect();
-            let same = |a: &[ExtractedOpinion], b: &[ExtractedOpinion]| {
-                a.len() == b.len()
-                    && a.iter()
-                        .zip(b)
-                        .all(|(a, b)| a.name == b.name && a.stance == b.stance)
-            };
             match by_text.get(&row.text) {
-                Some(earlier) if !same(earlier, &found) => {
+                Some((first, earlier)) if !same(earlier, &found) => {
                     return Err(format!(
-                        "line {}: the utterance of line {} again, with other findings",
-                        n + 1,
-                        first_line[&row.text]
+                        "line {}: the utterance of line {first} again, with other findings",
+                        n + 1
                     ));
                 }
                 Some(_) => {}
                 None => {
-                    first_line.insert(row.text.clone(), n + 1);
-                    by_text.insert(row.text, found);
+                    by_text.insert(row.text, (n + 1, found));
                 }
             }
         }
@@ -493,7 +483,7 @@ impl Extractor for FoundElsewhere {
         let found = self
             .by_text
             .get(input.persona_message)
-            .cloned()
+            .map(|(_, found)| found.clone())
             .unwrap_or_default();
         Box::pin(async move { Ok(found) })
     }
@@ -555,7 +545,12 @@ mod tests {
             direct.found >= 2,
             "the rules find something here: {direct:?}"
         );
-        let lines = found_lines(&labelled, &found);
+        let lines: String = labelled
+            .iter()
+            .zip(&found)
+            .filter(|(_, found)| !found.is_empty())
+            .map(|(row, found)| found_line(&row.text, found) + "\n")
+            .collect();
         // Only the utterances something was found in.
         assert_eq!(
             lines.lines().count(),
